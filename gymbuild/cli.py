@@ -1,0 +1,30 @@
+"""The `gymbuild` console script: the project's doit tasks, runnable from any directory.
+
+doit reads DOIT_CONFIG when it loads the tasks, so the workspace named on the command line is found
+here first and the namespace handed to doit carries a DOIT_CONFIG made for it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from doit.cmd_base import ModuleTaskLoader
+    from doit.doit_cmd import DoitMain
+
+    from gymbuild import tasks
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    workspace = next(
+        (Path(a.split("=", 1)[1]) for a in args if a.startswith("workspace=")), Path(tasks.DEFAULT_WORKSPACE)
+    )
+    namespace = dict(vars(tasks))
+    namespace["DOIT_CONFIG"] = tasks.doit_config(workspace)
+    return DoitMain(ModuleTaskLoader(namespace), extra_config={"GLOBAL": {}}).run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

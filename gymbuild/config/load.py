@@ -1,0 +1,159 @@
+"""Reading a submit config the way NeMo Gym does: Hydra composition, then OmegaConf interpolation.
+
+Hydra does the work it is good at (the `defaults:` list, config groups, the override grammar `a.b=v`,
+`+a.b=v`, `++a.b=v`); this module only turns its exceptions into messages that name the file, the
+config path and the fix, and drops the `_`-prefixed scratch namespaces once they have been interpolated.
+The only I/O is reading the config files and (through `${oc.env:...}`) the environment.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gymbuild.errors import ConfigError, Problem
+
+_OVERRIDE_KEY = re.compile(r"^(?P<op>\+{0,2}|~)(?P<key>[^=]*)(=(?P<value>.*))?$", re.DOTALL)
+
+
+def _file_problem(path: Path, message: str, fix: str) -> ConfigError:
+    return ConfigError(str(path), [Problem("", message, fix)])
+
+
+def check_source(path: Path) -> None:
+    """Refuse a missing file, a directory or malformed YAML before Hydra sees it.
+
+    Hydra's own messages for these lose the line and column; PyYAML keeps them.
+    """
+    if not path.exists():
+        raise _file_problem(
+            path, "no such config file", "pass config=<path to your submit.yaml> (default: ./submit.yaml)"
+        )
+    if path.is_dir():
+        raise _file_problem(path, "is a directory, not a config file", "pass config=<dir>/submit.yaml")
+    if path.suffix != ".yaml":
+        raise _file_problem(path, "config files must end in .yaml (Hydra finds no other)", "rename it")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise _file_problem(
+            path, f"{where}invalid YAML: {err.problem}", "fix the YAML syntax at that position"
+        ) from None
+    except (yaml.YAMLError, UnicodeDecodeError, OSError) as err:
+        raise _file_problem(path, f"cannot read the config: {err}", "fix the file") from None
+    if not isinstance(data, dict):
+        raise _file_problem(
+            path, f"the top level is a {type(data).__name__}, not a mapping", "start with `services:`"
+        )
+
+
+def check_overrides(overrides: Sequence[str], source: str) -> None:
+    """Overrides may not add keys under a scratch namespace: those exist only to be interpolated."""
+    problems = []
+    for text in overrides:
+        match = _OVERRIDE_KEY.match(text)
+        if match and match["op"] in ("+", "++") and match["key"].startswith("_"):
+            problems.append(
+                Problem(
+                    match["key"],
+                    f"override {text!r} adds a key under a scratch namespace",
+                    "`_`-prefixed keys are scratch space dropped after interpolation; set the real key",
+                )
+            )
+    if problems:
+        raise ConfigError(source, problems)
+
+
+def _override_key(override: str) -> str:
+    match = _OVERRIDE_KEY.match(override)
+    return match["key"] if match else ""
+
+
+def _hydra_problem(err: Exception, overrides: Sequence[str]) -> Problem:
+    """Hydra's exception as one Problem; the override it names, when it names one, is the path."""
+    text = str(err)
+    cause = err.__cause__ or err.__context__
+    if cause is not None and str(cause) and str(cause) not in text:
+        text = f"{text}: {cause}"
+    for noise in ("full_key:", "Config search path:", "See https://hydra.cc"):
+        text = text.split(noise)[0]
+    text = " ".join(text.split())
+    named = [o for o in overrides if o in text or f"'{_override_key(o)}'" in text]
+    key = _override_key(named[0]) if named else ""
+    if "not in struct" in text or "Could not override" in text:
+        fix = f"`{key}` is not in the config: check the spelling, or add it with +{key}=..."
+    elif "already at" in text or "Could not append" in text:
+        fix = f"`{key}` already exists: set it with {key}=... or replace it with ++{key}=..."
+    elif "Could not find" in text:
+        fix = "pick one of the available options listed, or add the group file beside the config"
+    elif "mismatched input" in text or "no viable alternative" in text or "Error parsing override" in text:
+        fix = "overrides use Hydra's grammar: key=value, +key=value (add), ++key=value (add or replace)"
+    else:
+        fix = "correct the config or the override named above"
+    return Problem(key, text, fix)
+
+
+def compose(path: Path, overrides: Sequence[str]) -> Any:
+    """Hydra composition of `path` with `overrides`: the raw OmegaConf tree, not yet interpolated."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    GlobalHydra.instance().clear()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with initialize_config_dir(config_dir=str(path.parent.resolve()), version_base=None):
+                return hydra_compose(config_name=path.stem, overrides=list(overrides))
+    except (HydraException, OmegaConfBaseException, yaml.YAMLError, ValueError) as err:
+        raise ConfigError(str(path), [_hydra_problem(err, overrides)]) from None
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def interpolate(cfg: Any, source: str) -> dict[str, Any]:
+    """Resolve every `${...}`, then drop the scratch namespaces that only existed to be referenced."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        tree = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    except OmegaConfBaseException as err:
+        key = getattr(err, "full_key", "") or ""
+        message = str(err).split("\n")[0]
+        if "oc.env" in str(err) or "Environment variable" in message:
+            fix = "export that variable before submitting, or give ${oc.env:VAR,default} a default"
+        elif "MissingMandatoryValue" in type(err).__name__:
+            fix = "give this key a value in the file or as an override"
+        else:
+            fix = "check the ${...} reference: it must name an existing key, e.g. ${_img.vllm}"
+        raise ConfigError(source, [Problem(key, f"bad interpolation: {message}", fix)]) from None
+    assert isinstance(tree, dict)
+    return {k: v for k, v in tree.items() if not (isinstance(k, str) and k.startswith("_"))}
+
+
+def load_tree(path: Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """The composed, interpolated, scratch-free tree of a config file: the input to validation."""
+    check_source(path)
+    check_overrides(overrides, str(path))
+    return interpolate(compose(path, overrides), str(path))
+
+
+def escape_interpolations(value: Any) -> Any:
+    """`${` written back as `\\${`, so a resolved tree fed back in resolves to itself."""
+    if isinstance(value, dict):
+        return {k: escape_interpolations(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [escape_interpolations(v) for v in value]
+    if isinstance(value, str):
+        return value.replace("${", "\\${")
+    return value

@@ -1,0 +1,409 @@
+"""The typed, immutable config the rest of gymbuild reads.
+
+Built only from a tree that schemas/submit-config.schema.json has validated and filled with defaults,
+so every field here is read with `[]`: a missing key is a bug in the schema, never a guess made here.
+The two defaults that depend on other fields (a vLLM service's health check on its own port, and the
+prefill/decode tier ports of `vllm_pd`) cannot be written in JSON Schema and are settled here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+EnvKind = Literal["lit", "host", "runtime"]
+ENV_PREFIXES: tuple[EnvKind, ...] = ("lit", "host", "runtime")
+
+
+def freeze(value: Any) -> Any:
+    """Deep read-only copy of a JSON-like value: dicts become mapping proxies, lists tuples."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """The plain JSON-like value back (for YAML/JSON output and templates)."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [thaw(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class EnvValue:
+    """One `env` entry. `host:` values stay references here; their secrets live in `Resolved.secrets`."""
+
+    kind: EnvKind
+    value: str
+
+    @classmethod
+    def parse(cls, text: str) -> EnvValue:
+        kind, _, rest = text.partition(":")
+        if kind not in ENV_PREFIXES:
+            raise ValueError(f"env value {text!r} has no lit:/host:/runtime: prefix")
+        return cls(kind, rest)  # type: ignore[arg-type]
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.value}"
+
+
+Env = Mapping[str, EnvValue]
+
+
+def _env(tree: Mapping[str, str]) -> Env:
+    return MappingProxyType({k: EnvValue.parse(v) for k, v in tree.items()})
+
+
+@dataclass(frozen=True)
+class NodePool:
+    name: str
+    partition: str
+    nodes: int
+    ntasks_per_node: int
+    gpus_per_node: int | None
+    extra_args: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Compute:
+    name: str
+    type: Literal["slurm", "local"]
+    account: str | None
+    hostname: str | None
+    walltime: str | None
+    extra_args: Mapping[str, str]
+    node_pools: Mapping[str, NodePool]
+
+    @property
+    def total_nodes(self) -> int:
+        return sum(p.nodes for p in self.node_pools.values()) or 1
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    path: str
+    port: int | None
+    timeout_seconds: int
+
+    @property
+    def attempts(self) -> int:
+        """Polls at 5 s intervals; the schema keeps timeout_seconds >= 5 so this is never zero."""
+        return self.timeout_seconds // 5
+
+
+@dataclass(frozen=True)
+class Service:
+    """Fields every service type has."""
+
+    name: str
+    type: str
+    container: str
+    placement: str
+    node_pool: str | None
+    health_check: HealthCheck | None
+    env: Env
+    mounts: tuple[str, ...]
+    pre_command: str
+
+
+@dataclass(frozen=True)
+class VllmService(Service):
+    model: str = ""
+    port: int = 8000
+    served_model_name: str | None = None
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    trust_remote_code: bool = False
+    number_of_instances: int = 1
+    extra_args: str = ""
+    data_parallel_rpc_port: int = 13345
+
+    @property
+    def model_name(self) -> str:
+        """The name clients ask for: the served name when set, else the model path."""
+        return self.served_model_name or self.model
+
+
+@dataclass(frozen=True)
+class VllmPdService(Service):
+    model: str = ""
+    port: int = 8000
+    served_model_name: str | None = None
+    prefill: VllmService | None = None
+    decode: VllmService | None = None
+    nixl_side_channel_port: int = 5600
+    policy: str = "cache_aware"
+    kv_connector: str = "NixlConnector"
+
+    @property
+    def model_name(self) -> str:
+        return self.served_model_name or self.model
+
+
+@dataclass(frozen=True)
+class RayService(Service):
+    node_pools: tuple[str, ...] = ()
+    port: int = 6379
+    resources: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    num_cpus: int | None = None
+    num_gpus: int | None = None
+    extra_args: str = ""
+
+
+@dataclass(frozen=True)
+class CommandService(Service):
+    """Any server command (SGLang, TGI, a judge), placed and monitored like vLLM."""
+
+    command: str = ""
+    port: int | None = None
+
+
+ModelService = VllmService | VllmPdService
+
+
+@dataclass(frozen=True)
+class Resumable:
+    max_retries: int
+    max_walltime: str | None
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    prepare: Mapping[str, Any]
+    run: Mapping[str, Any]
+    command: str | None
+    resumable: Resumable | None
+
+
+@dataclass(frozen=True)
+class GymInstall:
+    repo: str
+    ref: str
+
+
+@dataclass(frozen=True)
+class Driver:
+    container: str
+    gym_install: GymInstall | None
+    policy_model: str | None
+    policy_host: str
+    policy_model_type: str
+    benchmarks: Mapping[str, Benchmark]
+    env: Env
+    mounts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Job:
+    output_path: str
+
+
+@dataclass(frozen=True)
+class Otel:
+    enabled: bool
+    binary: str
+    container: str | None
+    endpoint: str | None
+    service_name: str | None
+    token_env: str
+    component: str
+    gym_telemetry: bool
+    gym_span_groups: tuple[str, ...]
+    gym_logs: bool
+    gpu_metrics_port: int
+    node_metrics_port: int
+    scrape_interval_seconds: int
+    health_check_timeout_seconds: int
+
+
+@dataclass(frozen=True)
+class Config:
+    services: Mapping[str, Service]
+    compute: Compute
+    driver: Driver
+    job: Job
+    otel: Otel
+
+    @property
+    def policy(self) -> Service | None:
+        name = self.driver.policy_model
+        return self.services[name] if name else None
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A loaded config: the typed view, the plain tree it came from, and the `host:` secrets apart.
+
+    `tree` is what `doit resolve` prints and `resolved-config.yaml` holds: `host:VAR` stays a
+    reference there. `secrets` maps VAR -> value and is read only where a job script is written.
+    """
+
+    source: str
+    config: Config
+    tree: Mapping[str, Any]
+    secrets: Mapping[str, str]
+    warnings: tuple[str, ...] = ()
+
+
+# --- building from a validated, default-filled tree ------------------------------------------------
+
+
+def _health_check(tree: Mapping[str, Any] | None, default_port: int | None) -> HealthCheck | None:
+    if tree is None:
+        return None
+    port = tree["port"] if tree["port"] is not None else default_port
+    return HealthCheck(path=tree["path"], port=port, timeout_seconds=tree["timeout_seconds"])
+
+
+def _common(name: str, tree: Mapping[str, Any], health: HealthCheck | None) -> dict[str, Any]:
+    return {
+        "name": name,
+        "type": tree["type"],
+        "container": tree["container"],
+        "placement": tree["placement"],
+        "node_pool": tree["node_pool"],
+        "health_check": health,
+        "env": _env(tree["env"]),
+        "mounts": tuple(tree["mounts"]),
+        "pre_command": tree["pre_command"],
+    }
+
+
+_VLLM_FIELDS = (
+    "model",
+    "port",
+    "served_model_name",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "trust_remote_code",
+    "number_of_instances",
+    "extra_args",
+    "data_parallel_rpc_port",
+)
+
+
+def _vllm(name: str, tree: Mapping[str, Any]) -> VllmService:
+    health = tree["health_check"]
+    if health is None:
+        health = {"path": "/health", "port": None, "timeout_seconds": 60}
+    return VllmService(
+        **_common(name, tree, _health_check(health, tree["port"])),
+        **{k: tree[k] for k in _VLLM_FIELDS},
+    )
+
+
+def _vllm_pd(name: str, tree: Mapping[str, Any]) -> VllmPdService:
+    """Tiers inherit the service's container, model and served name, and take port+1 and port+2."""
+    tiers = {}
+    for offset, tier in enumerate(("prefill", "decode"), start=1):
+        sub = dict(tree[tier])
+        for inherited in ("container", "model", "served_model_name"):
+            if sub.get(inherited) is None:
+                sub[inherited] = tree[inherited]
+        if sub["port"] is None:
+            sub["port"] = tree["port"] + offset
+        sub["type"] = "vllm"
+        tiers[tier] = _vllm(f"{name}-{tier}", sub)
+    health = _health_check(tree["health_check"], tree["port"])
+    return VllmPdService(
+        **_common(name, tree, health),
+        model=tree["model"],
+        port=tree["port"],
+        served_model_name=tree["served_model_name"],
+        prefill=tiers["prefill"],
+        decode=tiers["decode"],
+        nixl_side_channel_port=tree["nixl_side_channel_port"],
+        policy=tree["policy"],
+        kv_connector=tree["kv_connector"],
+    )
+
+
+def _ray(name: str, tree: Mapping[str, Any]) -> RayService:
+    return RayService(
+        **_common(name, tree, _health_check(tree["health_check"], tree["port"])),
+        node_pools=tuple(tree["node_pools"]),
+        port=tree["port"],
+        resources=freeze(tree["resources"]),
+        num_cpus=tree["num_cpus"],
+        num_gpus=tree["num_gpus"],
+        extra_args=tree["extra_args"],
+    )
+
+
+def _command(name: str, tree: Mapping[str, Any]) -> CommandService:
+    return CommandService(
+        **_common(name, tree, _health_check(tree["health_check"], tree["port"])),
+        command=tree["command"],
+        port=tree["port"],
+    )
+
+
+_SERVICE_BUILDERS = {"vllm": _vllm, "vllm_pd": _vllm_pd, "ray": _ray, "command": _command}
+
+
+def _benchmark(name: str, tree: Mapping[str, Any]) -> Benchmark:
+    resumable = tree["resumable"]
+    if resumable is True:
+        resumable = {"max_retries": 3, "max_walltime": None}
+    return Benchmark(
+        name=name,
+        prepare=freeze(tree["prepare"]),
+        run=freeze(tree["run"]),
+        command=tree["command"],
+        resumable=Resumable(resumable["max_retries"], resumable["max_walltime"]) if resumable else None,
+    )
+
+
+def build_config(tree: Mapping[str, Any]) -> Config:
+    """The typed Config of a tree that already passed schema validation and the cross-field rules."""
+    (compute_name, compute), *_ = tree["compute"].items()
+    pools = {
+        pname: NodePool(
+            name=pname,
+            partition=p["partition"],
+            nodes=p["nodes"],
+            ntasks_per_node=p["ntasks_per_node"],
+            gpus_per_node=p["gpus_per_node"],
+            extra_args=freeze(p["extra_args"]),
+        )
+        for pname, p in compute["node_pools"].items()
+    }
+    services = {
+        name: _SERVICE_BUILDERS[svc["type"]](name, svc) for name, svc in tree["services"].items()
+    }
+    drv = tree["driver"]
+    gym_install = drv["gym_install"]
+    otel = tree["otel"]
+    return Config(
+        services=MappingProxyType(services),
+        compute=Compute(
+            name=compute_name,
+            type=compute["type"],
+            account=compute.get("account"),
+            hostname=compute["hostname"],
+            walltime=compute["walltime"],
+            extra_args=freeze(compute["extra_args"]),
+            node_pools=MappingProxyType(pools),
+        ),
+        driver=Driver(
+            container=drv["container"],
+            gym_install=GymInstall(gym_install["repo"], gym_install["ref"]) if gym_install else None,
+            policy_model=drv["policy_model"],
+            policy_host=drv["policy_host"],
+            policy_model_type=drv["policy_model_type"],
+            benchmarks=MappingProxyType(
+                {name: _benchmark(name, b) for name, b in drv["benchmarks"].items()}
+            ),
+            env=_env(drv["env"]),
+            mounts=tuple(drv["mounts"]),
+        ),
+        job=Job(output_path=tree["job"]["output_path"]),
+        otel=Otel(**{k: freeze(v) for k, v in otel.items()}),
+    )

@@ -1,0 +1,78 @@
+"""`host:VAR` values: read from the submitting shell, kept apart from the config.
+
+The config tree keeps `host:VAR` as written, so anything derived from it (resolved-config.yaml, the
+record, `resolve` and `render` output) is safe to share. The values live in the map returned here and
+are read only where a job script is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from gymbuild.errors import Problem
+
+
+def env_entries(tree: Mapping[str, Any]) -> Iterator[tuple[str, str, str]]:
+    """(config path, key, value) of every `env` entry of the services, their tiers and the driver.
+
+    Walks the raw tree defensively: it runs before (and regardless of) schema validation so that an
+    unset variable is reported together with every other problem.
+    """
+
+    def from_env(prefix: str, env: Any) -> Iterator[tuple[str, str, str]]:
+        if isinstance(env, Mapping):
+            for key, value in env.items():
+                if isinstance(value, str):
+                    yield f"{prefix}.env.{key}", str(key), value
+
+    services = tree.get("services")
+    if isinstance(services, Mapping):
+        for name, svc in services.items():
+            if not isinstance(svc, Mapping):
+                continue
+            yield from from_env(f"services.{name}", svc.get("env"))
+            for tier in ("prefill", "decode"):
+                if isinstance(svc.get(tier), Mapping):
+                    yield from from_env(f"services.{name}.{tier}", svc[tier].get("env"))
+    driver = tree.get("driver")
+    if isinstance(driver, Mapping):
+        yield from from_env("driver", driver.get("env"))
+
+
+def host_secrets(tree: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[dict[str, str], list[Problem]]:
+    """VAR -> value for every `host:VAR`, and a Problem for each one the shell does not set."""
+    secrets: dict[str, str] = {}
+    problems = []
+    for path, _key, value in env_entries(tree):
+        if not value.startswith("host:"):
+            continue
+        var = value[len("host:") :]
+        if var in environ:
+            secrets[var] = environ[var]
+        elif var:
+            problems.append(
+                Problem(
+                    path,
+                    f"host:{var} is not set in this shell",
+                    f"export {var}=... before submitting, or use runtime:{var} to read it on the cluster",
+                )
+            )
+    return secrets, problems
+
+
+def otel_token(tree: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[dict[str, str], list[Problem]]:
+    """The collector's ingest token, a secret like `host:` values; required while the collector is on."""
+    otel = tree["otel"]
+    if not otel["enabled"]:
+        return {}, []
+    var = otel["token_env"]
+    if var in environ and environ[var]:
+        return {var: environ[var]}, []
+    return {}, [
+        Problem(
+            "otel.token_env",
+            f"the collector is enabled but ${var} (its ingest token) is not set",
+            f"export {var}=<token>, or set otel.enabled: false",
+        )
+    ]

@@ -1,0 +1,47 @@
+"""The errors a user can fix, kept apart from bugs so neither ever masquerades as the other.
+
+A `UserError` is printed as its message alone (no traceback) and ends the command with status 1.
+Anything else that escapes is a bug in gymbuild and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a config: where it is (a dotted config path) and how to fix it."""
+
+    path: str
+    message: str
+    fix: str = ""
+
+    def render(self) -> str:
+        where = f"{self.path}: " if self.path else ""
+        text = f"{where}{self.message}"
+        return f"{text}\n    fix: {self.fix}" if self.fix else text
+
+
+class UserError(Exception):
+    """A mistake in the user's input or environment; the message says what to do."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(UserError):
+    """Every problem found in one config file, reported together so one run shows them all."""
+
+    def __init__(self, source: str, problems: Iterable[Problem]) -> None:
+        self.source = source
+        self.problems = tuple(problems)
+        count = len(self.problems)
+        head = f"error: {source}: {count} problem{'s' if count != 1 else ''} in the config"
+        body = "\n".join(f"  - {p.render()}" for p in self.problems)
+        super().__init__(f"{head}\n{body}")
