@@ -2,14 +2,19 @@
 
 Both entry points load this module: `doit` through the project's dodo.py, and the `gymbuild` console
 script through doit's ModuleTaskLoader, so `doit VERB` and `gymbuild VERB` are the same command.
+
+    resolve                      print the resolved config
+    stage:<bench> ... -> render  render each job script into the staged tree; print the dry run
+    stage:<bench> ... -> sync -> queue:<bench> ... -> record -> submit
+
+Whether a task is up to date is decided from the workspace (stamps and outcome files, see
+workspace.py), never from doit's own database alone: doit saves that only when a run ends.
 """
 
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,51 +22,21 @@ from doit import doit_cmd
 from doit.exceptions import TaskFailed
 
 from gymbuild.errors import UserError
+from gymbuild.invocation import DEFAULT_WORKSPACE, Invocation
 from gymbuild.reporter import GymReporter
+from gymbuild.session import Session, hold_workspace
 
-RESERVED = frozenset({"config", "json", "new", "only", "run", "workspace", "follow"})
-DEFAULT_CONFIG = "submit.yaml"
-DEFAULT_WORKSPACE = ".gymbuild"
-
-
-@dataclass(frozen=True)
-class Invocation:
-    """What the command line asked for: the reserved `name=value` arguments and the Hydra overrides."""
-
-    config: Path
-    overrides: tuple[str, ...]
-    json: bool
-    new: bool
-    only: tuple[str, ...]
-    run: str | None
-    workspace: Path
-
-    @classmethod
-    def from_vars(cls, variables: dict[str, str]) -> Invocation:
-        """doit keeps `name=value` arguments in command-line order; all but the reserved are overrides."""
-        def flag(name: str) -> bool:
-            return variables.get(name, "0").lower() not in ("", "0", "false", "no")
-
-        only = variables.get("only", "")
-        return cls(
-            config=Path(variables.get("config", DEFAULT_CONFIG)),
-            overrides=tuple(f"{k}={v}" for k, v in variables.items() if k not in RESERVED),
-            json=flag("json"),
-            new=flag("new"),
-            only=tuple(name for name in only.split(",") if name),
-            run=variables.get("run") or None,
-            workspace=Path(variables.get("workspace", DEFAULT_WORKSPACE)),
-        )
-
-
-def invocation() -> Invocation:
-    return Invocation.from_vars(dict(doit_cmd._CMDLINE_VARS or {}))
+__all__ = ["DEFAULT_WORKSPACE", "doit_config"]
 
 
 def doit_config(workspace: Path | None = None) -> dict[str, Any]:
-    """DOIT_CONFIG for this run: doit's database in the workspace, json backend, `continue` on."""
-    ws = workspace or invocation().workspace
-    ws.mkdir(parents=True, exist_ok=True)
+    """DOIT_CONFIG for this run: doit's database in the workspace, json backend, `continue` on.
+
+    `continue` because one benchmark's failure must never stop the others; the json backend because
+    doit's default (dbm) falls back to dbm.dumb here and corrupts under concurrent runs.
+    """
+    ws = workspace or Invocation.from_vars(doit_cmd._CMDLINE_VARS or {}).workspace
+    hold_workspace(ws)
     return {
         "default_tasks": ["submit"],
         "dep_file": str(ws / "doit-db.json"),
@@ -72,37 +47,119 @@ def doit_config(workspace: Path | None = None) -> dict[str, Any]:
     }
 
 
+_SESSION: tuple[dict[str, str], Session] | None = None
+
+
+def session() -> Session:
+    """The Session of the current doit run: one per set of command-line variables.
+
+    doit makes a new variables dict each time it parses a command line, so its identity marks the run
+    (tests run several in one process).
+    """
+    global _SESSION
+    variables = doit_cmd._CMDLINE_VARS or {}
+    if _SESSION is None or _SESSION[0] is not variables:
+        if _SESSION is not None:
+            _SESSION[1].close()
+        _SESSION = (variables, Session(Invocation.from_vars(variables)))
+    return _SESSION[1]
+
+
 def user_action(func: Callable[..., Any]) -> Callable[..., Any]:
     """A task action whose UserError becomes doit's TaskFailed: the message, exit 1, no traceback."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            result = func(*args, **kwargs)
+            return func(*args, **kwargs)
         except UserError as err:
             return TaskFailed(str(err))
-        return None if result is None else result
 
     return wrapper
 
 
-def _warn(warnings: tuple[str, ...]) -> None:
-    for warning in warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+def _fail_with(error: UserError) -> Callable[[], TaskFailed]:
+    return lambda: TaskFailed(str(error))
 
 
-@user_action
-def _resolve() -> None:
-    from gymbuild.config import load_config
-    from gymbuild.config.output import dump_tree
-
-    inv = invocation()
-    resolved = load_config(inv.config, inv.overrides)
-    _warn(resolved.warnings)
-    sys.stdout.write(dump_tree(resolved.tree, as_json=inv.json))
+def _verb(doc: str, action: Callable[[], Any], task_dep: list[str] | None = None) -> dict[str, Any]:
+    """A top-level command; when the config did not load it fails with the config's errors instead."""
+    s = session()
+    if s.error is not None:
+        return {"doc": doc, "actions": [_fail_with(s.error)], "uptodate": [False]}
+    return {
+        "doc": doc,
+        "actions": [user_action(action)],
+        "task_dep": task_dep or [],
+        "uptodate": [False],
+        "teardown": [s.close],
+    }
 
 
 def task_resolve() -> dict[str, Any]:
     """Validate the config and print it resolved (YAML; json=1 for JSON). host: values stay references."""
-    return {"actions": [_resolve], "uptodate": [False], "verbosity": 2}
+    return _verb(task_resolve.__doc__ or "", lambda: session().print_resolved())
 
+
+def task_stage() -> Any:
+    """Render each benchmark's job script into the staged tree (only what changed)."""
+    s = session()
+    if s.error is not None:
+        return
+    for bench in s.selected():
+        yield {
+            "name": bench,
+            "actions": [user_action(functools.partial(s.stage, bench))],
+            "uptodate": [functools.partial(s.staged, bench)],
+        }
+
+
+def task_render() -> dict[str, Any]:
+    """The dry run: print the remote run dir and every job script (secrets masked); queue nothing."""
+    return _verb(task_render.__doc__ or "", lambda: session().print_dry_run(), ["stage"])
+
+
+def task_sync() -> dict[str, Any]:
+    """Check mounts and copy the staged tree to the run directory (only when something will be queued)."""
+    s = session()
+    if s.error is not None:
+        return {"actions": [_fail_with(s.error)]}
+    return {
+        "actions": [user_action(s.sync)],
+        "task_dep": [f"stage:{b}" for b in s.selected()],
+        "uptodate": [s.synced],
+        "teardown": [s.close],
+    }
+
+
+def task_queue() -> Any:
+    """Queue each benchmark that has no job id yet (one sbatch each, in the run's shell session)."""
+    s = session()
+    if s.error is not None:
+        return
+    for bench in s.selected():
+        yield {
+            "name": bench,
+            "actions": [user_action(functools.partial(s.queue, bench))],
+            "task_dep": ["sync"],
+            "uptodate": [functools.partial(s.queued, bench)],
+            "teardown": [s.close],
+        }
+
+
+def task_record() -> dict[str, Any]:
+    """Write the record: the local index first (best-effort), then gym-job.json in the run directory."""
+    s = session()
+    if s.error is not None:
+        return {"actions": [_fail_with(s.error)]}
+    return {
+        "actions": [user_action(s.record)],
+        "task_dep": [f"queue:{b}" for b in s.selected()],
+        "uptodate": [s.recorded],
+        "teardown": [s.close],
+    }
+
+
+def task_submit() -> dict[str, Any]:
+    """Submit every benchmark not queued yet; print the run dir and each job id (json=1: the manifest)."""
+    return _verb(task_submit.__doc__ or "", lambda: session().report_submit(), ["record"])

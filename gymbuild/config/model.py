@@ -375,9 +375,7 @@ def build_config(tree: Mapping[str, Any]) -> Config:
         )
         for pname, p in compute["node_pools"].items()
     }
-    services = {
-        name: _SERVICE_BUILDERS[svc["type"]](name, svc) for name, svc in tree["services"].items()
-    }
+    services = {name: _SERVICE_BUILDERS[svc["type"]](name, svc) for name, svc in tree["services"].items()}
     drv = tree["driver"]
     gym_install = drv["gym_install"]
     otel = tree["otel"]
@@ -398,9 +396,7 @@ def build_config(tree: Mapping[str, Any]) -> Config:
             policy_model=drv["policy_model"],
             policy_host=drv["policy_host"],
             policy_model_type=drv["policy_model_type"],
-            benchmarks=MappingProxyType(
-                {name: _benchmark(name, b) for name, b in drv["benchmarks"].items()}
-            ),
+            benchmarks=MappingProxyType({name: _benchmark(name, b) for name, b in drv["benchmarks"].items()}),
             env=_env(drv["env"]),
             mounts=tuple(drv["mounts"]),
         ),

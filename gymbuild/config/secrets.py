@@ -67,7 +67,7 @@ def otel_token(tree: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[dic
     if not otel["enabled"]:
         return {}, []
     var = otel["token_env"]
-    if var in environ and environ[var]:
+    if environ.get(var):
         return {var: environ[var]}, []
     return {}, [
         Problem(

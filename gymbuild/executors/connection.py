@@ -1,0 +1,239 @@
+"""One connection per run: a local shell, or one SSH ControlMaster, with one persistent `bash -s`.
+
+Every remote command of a run goes through the same shell session (one round trip each, never one
+`ssh` per command) and rsync reuses the same master, so a submit of a thousand benchmarks costs one
+SSH handshake. Each command's stdout, stderr and exit status come back framed by a random token and
+byte counts, so no output a command prints can be mistaken for another command's result.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+import socket
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from gymbuild.errors import UserError
+from gymbuild.shell import join, quote
+
+SSH_OPTIONS = (
+    "-o",
+    "BatchMode=yes",
+    "-o",
+    "StrictHostKeyChecking=accept-new",
+    "-o",
+    "ConnectTimeout=15",
+    "-o",
+    "ServerAliveInterval=15",
+)
+
+
+@dataclass(frozen=True)
+class Result:
+    status: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 0
+
+
+def is_this_machine(hostname: str | None) -> bool:
+    """`hostname` unset, or naming the machine we run on: commands run here, files are copied here."""
+    if not hostname:
+        return True
+    names = {"localhost", socket.gethostname(), socket.getfqdn()}
+    names |= {n.split(".")[0] for n in names}
+    return hostname.lower() in {n.lower() for n in names}
+
+
+def _ssh_failure(host: str, stderr: str) -> UserError:
+    """The ssh client's complaint as the fix a user needs; the three failures people actually hit."""
+    detail = stderr.strip().splitlines()[-1] if stderr.strip() else "ssh exited without a message"
+    if "IDENTIFICATION HAS CHANGED" in stderr or "Host key verification failed" in stderr:
+        fix = (
+            f"the host key of {host} is not the one known_hosts holds; if the change is expected, "
+            f"run `ssh-keygen -R {host}` and try again"
+        )
+    elif "Permission denied" in stderr:
+        fix = (
+            f"{host} refused the key: gymbuild connects with BatchMode=yes (no password prompts), so "
+            f"`ssh {host} true` must work with a key or an agent"
+        )
+    else:
+        fix = f"check compute.<name>.hostname and that `ssh {host} true` works from this machine"
+    return UserError(f"error: cannot connect to {host} over SSH: {detail}\n    fix: {fix}")
+
+
+class Connection:
+    """A shell on the submit target, open for the whole run. Use as a context manager."""
+
+    def __init__(self, hostname: str | None) -> None:
+        self.hostname = None if is_this_machine(hostname) else hostname
+        self._control: str | None = None
+        self._shell: subprocess.Popen[bytes] | None = None
+        self._shell_err: IO[bytes] | None = None
+        self.round_trips = 0
+
+    @property
+    def is_local(self) -> bool:
+        return self.hostname is None
+
+    @property
+    def target(self) -> str:
+        return self.hostname or "this machine"
+
+    def __enter__(self) -> Connection:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _ssh(self, *args: str) -> list[str]:
+        assert self.hostname and self._control
+        return ["ssh", *SSH_OPTIONS, "-S", self._control, "-o", "ControlMaster=no", *args]
+
+    def open(self) -> None:
+        if self._shell is not None:
+            return
+        if self.is_local:
+            argv = ["bash", "-s"]
+        else:
+            assert self.hostname
+            # A short path: unix socket names are limited to about 100 bytes.
+            self._control = os.path.join(tempfile.gettempdir(), f"gymbuild-{secrets.token_hex(6)}.ssh")
+            master = subprocess.run(
+                [
+                    "ssh",
+                    *SSH_OPTIONS,
+                    "-M",
+                    "-S",
+                    self._control,
+                    "-o",
+                    "ControlPersist=120",
+                    "-f",
+                    "-N",
+                    self.hostname,
+                ],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if master.returncode != 0:
+                self._control = None
+                raise _ssh_failure(self.hostname, master.stderr)
+            argv = self._ssh(self.hostname, "bash -s")
+        self._shell_err = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the shell)
+        self._shell = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._shell_err
+        )
+        self._send("__gym_tmp=$(mktemp -d) || exit 1\ntrap 'rm -rf \"$__gym_tmp\"' EXIT\n")
+        if not self.run("true").ok:
+            raise UserError(f"error: could not start a shell on {self.target}")
+
+    def close(self) -> None:
+        """Close the shell and the master; safe to call twice, and on a half-open connection."""
+        shell, self._shell = self._shell, None
+        if shell is not None:
+            try:
+                assert shell.stdin
+                shell.stdin.write(b"exit 0\n")
+                shell.stdin.close()
+            except OSError:
+                pass
+            try:
+                shell.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                shell.kill()
+                shell.wait()
+            if shell.stdout:
+                shell.stdout.close()
+        if self._shell_err is not None:
+            self._shell_err.close()
+            self._shell_err = None
+        if self._control and self.hostname:
+            subprocess.run(
+                ["ssh", "-S", self._control, "-O", "exit", self.hostname],
+                capture_output=True,
+                check=False,
+            )
+            Path(self._control).unlink(missing_ok=True)
+            self._control = None
+
+    def _lost(self) -> UserError:
+        detail = ""
+        if self._shell_err is not None:
+            self._shell_err.seek(0)
+            detail = self._shell_err.read().decode(errors="replace").strip()
+        last = f": {detail.splitlines()[-1]}" if detail else ""
+        return UserError(f"error: lost the connection to {self.target}{last}")
+
+    def _send(self, text: str) -> None:
+        if self._shell is None or self._shell.stdin is None:
+            raise RuntimeError("connection is not open")
+        try:
+            self._shell.stdin.write(text.encode())
+            self._shell.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise self._lost() from None
+
+    def run(self, script: str) -> Result:
+        """Run `script` (bash text, built with gymbuild.shell) in the session; one round trip."""
+        token = f"__gym_done_{secrets.token_hex(8)}"
+        self._send(
+            f'( {script}\n) </dev/null >"$__gym_tmp/o" 2>"$__gym_tmp/e"; __gym_rc=$?\n'
+            f"printf '%s %s %s %s\\n' {token} \"$__gym_rc\" "
+            f'"$(wc -c <"$__gym_tmp/o")" "$(wc -c <"$__gym_tmp/e")"\n'
+            f'cat "$__gym_tmp/o" "$__gym_tmp/e"\n'
+        )
+        assert self._shell and self._shell.stdout
+        out = self._shell.stdout
+        while True:
+            line = out.readline()
+            if not line:
+                raise self._lost()
+            if line.startswith(token.encode()):
+                break
+        _, status, n_out, n_err = line.decode().split()
+        body = out.read(int(n_out) + int(n_err))
+        if len(body) < int(n_out) + int(n_err):
+            raise self._lost()
+        self.round_trips += 1
+        return Result(
+            int(status),
+            body[: int(n_out)].decode(errors="replace"),
+            body[int(n_out) :].decode(errors="replace"),
+        )
+
+    def write_file(self, path: str, data: bytes, mode: int = 0o644) -> Result:
+        """Write a file on the target atomically (temp file, then rename), in one round trip."""
+        encoded = base64.b64encode(data).decode()
+        tmp = f"{path}.tmp.{secrets.token_hex(4)}"
+        return self.run(
+            f"printf %s {quote(encoded)} | base64 -d > {quote(tmp)} && chmod {mode:o} {quote(tmp)} "
+            f"&& mv -f {quote(tmp)} {quote(path)}"
+        )
+
+    def copy_tree(self, source: Path, dest: str) -> Result:
+        """Copy a staged tree into `dest`, keeping modes, never deleting what is already there.
+
+        No `--delete`: the run directory holds what jobs wrote (logs, artifacts, `.gym_*`), and a
+        re-submission must leave all of it in place.
+        """
+        argv = ["rsync", "-rlpt", "--protect-args"]
+        if self.is_local:
+            argv += [f"{source}/", f"{dest}/"]
+        else:
+            assert self._control and self.hostname
+            rsh = join(["ssh", *SSH_OPTIONS, "-S", self._control, "-o", "ControlMaster=no"])
+            argv += ["-e", rsh, f"{source}/", f"{self.hostname}:{dest}/"]
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        return Result(done.returncode, done.stdout, done.stderr)

@@ -1,0 +1,41 @@
+"""The command line of one gymbuild run: reserved `name=value` arguments and Hydra overrides."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+RESERVED = frozenset({"config", "json", "new", "only", "run", "workspace", "follow"})
+DEFAULT_CONFIG = "submit.yaml"
+DEFAULT_WORKSPACE = ".gymbuild"
+
+
+@dataclass(frozen=True)
+class Invocation:
+    config: Path
+    overrides: tuple[str, ...]
+    json: bool
+    new: bool
+    follow: bool
+    only: tuple[str, ...]
+    run: str | None
+    workspace: Path
+
+    @classmethod
+    def from_vars(cls, variables: Mapping[str, str]) -> Invocation:
+        """doit keeps `name=value` arguments in command-line order; all but the reserved are overrides."""
+
+        def flag(name: str) -> bool:
+            return variables.get(name, "0").strip().lower() not in ("", "0", "false", "no")
+
+        return cls(
+            config=Path(variables.get("config", DEFAULT_CONFIG)),
+            overrides=tuple(f"{k}={v}" for k, v in variables.items() if k not in RESERVED),
+            json=flag("json"),
+            new=flag("new"),
+            follow=flag("follow"),
+            only=tuple(name for name in variables.get("only", "").split(",") if name),
+            run=variables.get("run") or None,
+            workspace=Path(variables.get("workspace", DEFAULT_WORKSPACE)),
+        )

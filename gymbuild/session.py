@@ -1,0 +1,376 @@
+"""One gymbuild run: the loaded config, the workspace, the submission and the run's one connection.
+
+The doit tasks in tasks.py call these methods as their actions and uptodate checks. State that
+decides what is up to date lives in the workspace (outcome files and stamps), so a killed run loses
+nothing and the next one carries on from what really happened.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import getpass
+import hashlib
+import json
+import sys
+from collections.abc import Iterator
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from gymbuild.config import Resolved, load_config
+from gymbuild.errors import UserError
+from gymbuild.invocation import Invocation
+from gymbuild.workspace import Outcome, Submission, Workspace, atomic_write, digest, locked
+
+_HELD: contextlib.ExitStack | None = None
+
+
+def hold_workspace(root: Path) -> None:
+    """Hold the workspace lock until the process ends (or the next run in this process starts)."""
+    global _HELD
+    if _HELD is not None:
+        _HELD.close()
+    _HELD = contextlib.ExitStack()
+    _HELD.enter_context(locked(root, " ".join(sys.argv[:3])))
+    atexit.register(_HELD.close)
+
+
+def _err(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+class Session:
+    """Everything one doit invocation shares; built lazily so `doit list` touches nothing remote."""
+
+    def __init__(self, inv: Invocation) -> None:
+        self.inv = inv
+        self.workspace = Workspace(inv.workspace, inv.config)
+        self.error: UserError | None = None
+        self.resolved: Resolved | None = None
+        self.queued_now: list[str] = []
+        self._submission: Submission | None = None
+        self._connection: Any = None
+        try:
+            self.resolved = load_config(inv.config, inv.overrides)
+            self._check_only()
+        except UserError as err:
+            self.error = err
+
+    # --- what the run covers -----------------------------------------------------------------------
+
+    @property
+    def config(self) -> Any:
+        assert self.resolved is not None
+        return self.resolved.config
+
+    def _check_only(self) -> None:
+        unknown = [b for b in self.inv.only if b not in self.config.driver.benchmarks]
+        if unknown:
+            known = ", ".join(self.config.driver.benchmarks)
+            raise UserError(
+                f"error: {self.inv.config}: only= names benchmark(s) the config does not have: "
+                f"{', '.join(unknown)}\n    fix: pick from {known}"
+            )
+
+    def selected(self) -> list[str]:
+        """The benchmarks this run acts on: `only=` when given, else every benchmark, in config order."""
+        names = list(self.config.driver.benchmarks)
+        return [b for b in names if b in self.inv.only] if self.inv.only else names
+
+    def warn(self) -> None:
+        assert self.resolved is not None
+        for warning in self.resolved.warnings:
+            _err(f"warning: {warning}")
+
+    # --- the submission's identity ----------------------------------------------------------------
+
+    @property
+    def executor_name(self) -> str:
+        return self.config.compute.type
+
+    def submission(self) -> Submission:
+        """The current submission of this config, allocated on first need (or fresh with new=1)."""
+        if self._submission is not None:
+            return self._submission
+        from gymbuild.executors.connection import is_this_machine
+        from gymbuild.jobs import new_gym_job_id, utc_now, utc_timestamp
+
+        compute = self.config.compute
+        hostname = None if is_this_machine(compute.hostname) else compute.hostname
+        current = self.workspace.submission()
+        where = (self.config.job.output_path, compute.name, self.executor_name, hostname)
+        if current is not None and not self.inv.new:
+            was = (str(Path(current.run_dir).parent), current.cluster, current.executor, current.hostname)
+            if was == where:
+                self._submission = current
+                return current
+            if any(o.job_id for o in self.workspace.outcomes().values()):
+                raise UserError(
+                    f"error: {self.inv.config}: the config now submits to {where[1]}:{where[0]}, but its "
+                    f"current submission {current.gym_job_id} went to {was[1]}:{was[0]}\n"
+                    "    fix: pass new=1 to start a fresh submission"
+                )
+        now = utc_now()
+        gym_job_id = new_gym_job_id(now)
+        fresh = Submission(
+            gym_job_id=gym_job_id,
+            run_dir=str(Path(self.config.job.output_path) / gym_job_id),
+            cluster=compute.name,
+            executor=self.executor_name,
+            hostname=hostname,
+            submitted_at=utc_timestamp(now),
+            submitted_by=getpass.getuser(),
+        )
+        self.workspace.start(fresh)
+        self._submission = fresh
+        return fresh
+
+    # --- plan and render ---------------------------------------------------------------------------
+
+    @cached_property
+    def plans(self) -> dict[str, Any]:
+        from gymbuild.plan import plan_submission
+
+        sub = self.submission()
+        return plan_submission(self.config, run_dir=sub.run_dir, gym_job_id=sub.gym_job_id)
+
+    @cached_property
+    def _secrets_digest(self) -> str:
+        assert self.resolved is not None
+        return hashlib.sha256(json.dumps(dict(self.resolved.secrets), sort_keys=True).encode()).hexdigest()
+
+    def stage_digest(self, bench: str) -> str:
+        from gymbuild.render import templates_digest
+
+        return digest(self.plans[bench].digest(), self._secrets_digest, templates_digest())
+
+    def staged(self, bench: str) -> bool:
+        """Up to date when queued already (its script is never touched again) or rendered from this plan."""
+        outcome = self.workspace.outcome(bench)
+        if outcome is not None and outcome.job_id:
+            return True
+        return self.workspace.stamp(f"stage-{bench}") == self.stage_digest(bench)
+
+    def stage(self, bench: str) -> None:
+        from gymbuild.render import render_job
+
+        assert self.resolved is not None
+        job = render_job(self.plans[bench], self.resolved.secrets)
+        bench_dir = self.workspace.stage / bench
+        for sub in ("", "logs", "artifacts"):
+            (bench_dir / sub).mkdir(parents=True, exist_ok=True)
+            (bench_dir / sub).chmod(0o755)
+        for rel, rendered in job.files.items():
+            target = bench_dir / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.parent.chmod(0o755)
+            atomic_write(target, rendered.text, rendered.mode)
+        self.workspace.set_stamp(f"stage-{bench}", self.stage_digest(bench))
+
+    def print_resolved(self) -> None:
+        from gymbuild.config.output import dump_tree
+
+        assert self.resolved is not None
+        self.warn()
+        sys.stdout.write(dump_tree(self.resolved.tree, as_json=self.inv.json))
+
+    def print_dry_run(self) -> None:
+        """Every selected benchmark's script rendered with secrets masked; nothing is queued or recorded."""
+        from gymbuild.render import dry_run_text, mask_secrets, render_job
+
+        assert self.resolved is not None
+        self.warn()
+        mask = mask_secrets(self.resolved.secrets)
+        jobs = {b: render_job(self.plans[b], mask) for b in self.selected()}
+        run_dir = self.submission().run_dir
+        if self.inv.json:
+            payload = {
+                "run_dir": run_dir,
+                "benchmarks": {b: {rel: f.text for rel, f in j.files.items()} for b, j in jobs.items()},
+            }
+            sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+        else:
+            sys.stdout.write(dry_run_text(run_dir, jobs))
+
+    # --- the connection ------------------------------------------------------------------------
+
+    def connection(self) -> Any:
+        """The run's one connection, opened on first use and closed by the tasks' teardown."""
+        if self._connection is None:
+            from gymbuild.executors.connection import Connection
+
+            conn = Connection(self.config.compute.hostname)
+            conn.open()
+            self._connection = conn
+        return self._connection
+
+    def close(self) -> None:
+        conn, self._connection = self._connection, None
+        if conn is not None:
+            conn.close()
+
+    # --- sync ----------------------------------------------------------------------------------
+
+    def _to_queue(self) -> list[str]:
+        outcomes = self.workspace.outcomes()
+        return [b for b in self.selected() if not (b in outcomes and outcomes[b].job_id)]
+
+    def _tree_digest(self) -> str:
+        return digest([self.stage_digest(b) for b in self.selected()], self.resolved_text())
+
+    def resolved_text(self) -> str:
+        from gymbuild.config.output import dump_tree
+
+        assert self.resolved is not None
+        return dump_tree(self.resolved.tree)
+
+    def synced(self) -> bool:
+        """Nothing to queue (so nothing to copy), or the run directory already has this staged tree."""
+        return not self._to_queue() or self.workspace.stamp("sync") == self._tree_digest()
+
+    def sync(self) -> None:
+        from gymbuild.executors import slurm
+        from gymbuild.jobs import RESOLVED_CONFIG_NAME
+
+        sub = self.submission()
+        conn = self.connection()
+        slurm.check_mounts(conn, slurm.mount_sources(self.config), str(self.inv.config))
+        slurm.prepare_run_dir(conn, sub.run_dir, fresh=self.workspace.stamp("sync") is None)
+        atomic_write(self.workspace.stage / RESOLVED_CONFIG_NAME, self.resolved_text())
+        slurm.sync(conn, str(self.workspace.stage), sub.run_dir)
+        self.workspace.set_stamp("sync", self._tree_digest())
+
+    # --- queue ---------------------------------------------------------------------------------
+
+    def queued(self, bench: str) -> bool:
+        outcome = self.workspace.outcome(bench)
+        return outcome is not None and outcome.job_id is not None
+
+    def queue(self, bench: str) -> None:
+        """sbatch one benchmark and write its outcome at once, before anything else can go wrong."""
+        from gymbuild.executors import slurm
+        from gymbuild.jobs import utc_now, utc_timestamp
+
+        sub = self.submission()
+        script = f"{sub.run_dir}/{bench}/job.sh"
+        result = slurm.queue(self.connection(), script)
+        earlier = self.workspace.outcome(bench)
+        self.workspace.save_outcome(
+            Outcome(
+                benchmark=bench,
+                job_id=result.job_id,
+                error=result.error,
+                script_digest=self.stage_digest(bench),
+                at=utc_timestamp(utc_now()),
+                previous_job_ids=earlier.previous_job_ids if earlier else (),
+            )
+        )
+        self.queued_now.append(bench)
+        total = len(self._to_queue()) + len(self.queued_now)
+        if sys.stderr.isatty() or len(self.queued_now) % 50 == 0:
+            _err(f"queued {len(self.queued_now)}/{total}")
+
+    # --- record --------------------------------------------------------------------------------
+
+    def build_record(self) -> Any:
+        from gymbuild import __version__
+        from gymbuild.jobs import BenchmarkJob, SubmissionRecord, gym_commit
+
+        sub = self.submission()
+        outcomes = self.workspace.outcomes()
+        order = [b for b in self.config.driver.benchmarks if b in outcomes]
+        order += [b for b in outcomes if b not in order]
+        return SubmissionRecord(
+            gym_job_id=sub.gym_job_id,
+            gym_version=__version__,
+            gym_commit=gym_commit(),
+            submitted_at=sub.submitted_at,
+            run_dir=sub.run_dir,
+            cluster=sub.cluster,
+            executor=sub.executor,
+            hostname=sub.hostname,
+            submitted_by=sub.submitted_by,
+            benchmarks=tuple(
+                BenchmarkJob(
+                    benchmark=b,
+                    job_dir=f"{sub.run_dir}/{b}",
+                    job_id=outcomes[b].job_id,
+                    error=outcomes[b].error,
+                    previous_job_ids=outcomes[b].previous_job_ids,
+                )
+                for b in order
+            ),
+        )
+
+    def _record_digest(self) -> str:
+        sub = self.submission()
+        return digest(sub.gym_job_id, [o.to_json() for o in self.workspace.outcomes().values()])
+
+    def recorded(self) -> bool:
+        return self.workspace.stamp("record") == self._record_digest()
+
+    def record(self) -> None:
+        """Local index first (it cannot fail the submit), then the manifest in the run directory."""
+        from gymbuild.jobs import MANIFEST_NAME
+
+        record = self.build_record()
+        record.write_local_index()
+        sub = self.submission()
+        result = self.connection().write_file(f"{sub.run_dir}/{MANIFEST_NAME}", record.dumps().encode())
+        if not result.ok:
+            queued = " ".join(f"{j.benchmark}={j.job_id}" for j in record.benchmarks if j.job_id)
+            raise UserError(
+                f"error: the jobs are queued but {sub.run_dir}/{MANIFEST_NAME} could not be written on "
+                f"{self.connection().target}: {result.stderr.strip()}\n"
+                f"    queued: {queued or 'none'}\n"
+                "    fix: note these job ids; run `doit submit` again to rewrite the record"
+            )
+        self.workspace.set_stamp("record", self._record_digest())
+
+    # --- the report ----------------------------------------------------------------------------
+
+    def _changed_since_queued(self) -> Iterator[tuple[str, Outcome]]:
+        for bench in self.selected():
+            outcome = self.workspace.outcome(bench)
+            if (
+                outcome
+                and outcome.job_id
+                and bench not in self.queued_now
+                and outcome.script_digest != self.stage_digest(bench)
+            ):
+                yield bench, outcome
+
+    def report_submit(self) -> Any:
+        from doit.exceptions import TaskFailed
+
+        self.warn()
+        record = self.build_record()
+        selected = set(self.selected())
+        jobs = [j for j in record.benchmarks if j.benchmark in selected]
+        label = "Slurm job" if record.executor == "slurm" else f"{record.executor} job"
+        if self.inv.json:
+            sys.stdout.write(record.dumps())
+        elif not self.queued_now and all(j.job_id for j in jobs):
+            print(f"nothing to submit: all {len(jobs)} benchmarks queued ({record.gym_job_id})")
+        else:
+            print(f"run dir: {record.run_dir}")
+            for job in jobs:
+                if job.benchmark not in self.queued_now:
+                    continue
+                if job.job_id:
+                    print(f"submitted {job.benchmark} -> {label} {job.job_id}")
+                else:
+                    print(f"failed {job.benchmark}: {job.error}")
+        for bench, outcome in self._changed_since_queued():
+            _err(
+                f"note: {bench} changed since it was queued as job {outcome.job_id}; it was left alone "
+                "(new=1 submits everything again as a fresh submission)"
+            )
+        failed = [j.benchmark for j in jobs if not j.job_id]
+        if failed:
+            return TaskFailed(
+                f"error: {len(failed)} of {len(jobs)} benchmarks have no job id: {', '.join(failed)}\n"
+                "    fix: correct the cause above and run `doit submit` again: it queues only these"
+            )
+        return None

@@ -1,0 +1,21 @@
+"""The one quoting path for everything gymbuild hands to bash, locally or on the cluster.
+
+Every value that reaches a shell goes through `quote` (or `join`, for an argv). Nothing else in the
+code base builds shell text from user values, so a value holding quotes, `$()`, backticks or newlines
+arrives byte-exact and runs nothing.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable
+
+
+def quote(value: object) -> str:
+    """One shell word that bash reads back as exactly `str(value)`."""
+    return shlex.quote(str(value))
+
+
+def join(argv: Iterable[object]) -> str:
+    """A command line whose words bash reads back as exactly `argv`."""
+    return " ".join(quote(a) for a in argv)

@@ -1,0 +1,177 @@
+"""The workspace: what this machine knows about the current submission of each config file.
+
+`.gymbuild/` (or `workspace=`) holds, per config file, the staged tree of its current submission and
+one outcome file per benchmark. The outcome files, written atomically the moment sbatch returns, are
+the truth about what is queued: doit saves its own database only when a run ends, so a submit killed
+half-way would otherwise forget job ids that Slurm already holds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gymbuild.errors import UserError
+
+LOCK_WAIT_SECONDS = 10.0
+
+
+def atomic_write(path: Path, data: bytes | str, mode: int = 0o644) -> None:
+    """Write through a temp file and rename, so a reader (or a crash) never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
+    raw = data.encode() if isinstance(data, str) else data
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        os.write(fd, raw)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+@dataclass(frozen=True)
+class Submission:
+    """The submission a config file is currently building: its identity and where it goes."""
+
+    gym_job_id: str
+    run_dir: str
+    cluster: str
+    executor: str
+    hostname: str | None
+    submitted_at: str
+    submitted_by: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What queueing one benchmark gave: a job id, or the error that kept it from one."""
+
+    benchmark: str
+    job_id: str | None
+    error: str | None
+    script_digest: str
+    at: str
+    previous_job_ids: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> Outcome:
+        data = json.loads(text)
+        data["previous_job_ids"] = tuple(data.get("previous_job_ids", ()))
+        return cls(**data)
+
+
+class Workspace:
+    """One config file's corner of the workspace directory."""
+
+    def __init__(self, root: Path, config_path: Path) -> None:
+        resolved = config_path.resolve()
+        key = hashlib.sha256(str(resolved).encode()).hexdigest()[:10]
+        self.root = root
+        self.dir = root / f"{config_path.stem}-{key}"
+        self.stage = self.dir / "stage"
+        self.outcomes_dir = self.dir / "outcomes"
+        self.stamps_dir = self.dir / "stamps"
+        self.submission_file = self.dir / "submission.json"
+
+    # --- the current submission ----------------------------------------------------------------
+
+    def submission(self) -> Submission | None:
+        try:
+            return Submission(**json.loads(self.submission_file.read_text()))
+        except FileNotFoundError:
+            return None
+        except (ValueError, TypeError) as err:
+            raise UserError(
+                f"error: {self.submission_file} is damaged ({err})\n"
+                "    fix: pass new=1 to start a fresh submission"
+            ) from None
+
+    def start(self, submission: Submission) -> None:
+        """Make `submission` current: a fresh staged tree and no outcomes."""
+        for stale in (self.stage, self.outcomes_dir, self.stamps_dir):
+            shutil.rmtree(stale, ignore_errors=True)
+        self.stage.mkdir(parents=True)
+        self.stage.chmod(0o755)
+        atomic_write(self.submission_file, json.dumps(asdict(submission), indent=2) + "\n")
+
+    # --- outcomes --------------------------------------------------------------------------------
+
+    def outcome_path(self, bench: str) -> Path:
+        return self.outcomes_dir / f"{bench}.json"
+
+    def outcome(self, bench: str) -> Outcome | None:
+        try:
+            return Outcome.from_json(self.outcome_path(bench).read_text())
+        except FileNotFoundError:
+            return None
+
+    def outcomes(self) -> dict[str, Outcome]:
+        found = {}
+        if self.outcomes_dir.is_dir():
+            for path in sorted(self.outcomes_dir.glob("*.json")):
+                outcome = Outcome.from_json(path.read_text())
+                found[outcome.benchmark] = outcome
+        return found
+
+    def save_outcome(self, outcome: Outcome) -> None:
+        atomic_write(self.outcome_path(outcome.benchmark), outcome.to_json())
+
+    # --- stamps: small files that say what was last done, for doit's uptodate checks ------------
+
+    def stamp(self, name: str) -> str | None:
+        try:
+            return (self.stamps_dir / name).read_text()
+        except FileNotFoundError:
+            return None
+
+    def set_stamp(self, name: str, value: str) -> None:
+        atomic_write(self.stamps_dir / name, value)
+
+
+@contextlib.contextmanager
+def locked(root: Path, command: str, wait: float = LOCK_WAIT_SECONDS) -> Iterator[None]:
+    """Hold the workspace for one gymbuild run; a second run waits briefly, then names the holder."""
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / "lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + wait
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    holder = Path(path).read_text().strip() or "another gymbuild run"
+                    raise UserError(
+                        f"error: the workspace {root} is in use by {holder}\n"
+                        "    fix: wait for that run to finish, or use workspace=<another dir>"
+                    ) from None
+                time.sleep(0.2)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} ({command})\n".encode(), 0)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def digest(*parts: Any) -> str:
+    """A short stable digest of JSON-able parts, for stamps and change detection."""
+    blob = json.dumps(parts, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
