@@ -25,7 +25,7 @@ def load_config(
     environ: Mapping[str, str] | None = None,
 ) -> Resolved:
     """Load, validate and type a config; raise ConfigError listing every problem found."""
-    from gymbuild.config.validate import validate
+    from gymbuild.config.validate import unique_sorted, validate
 
     source = Path(path)
     env = os.environ if environ is None else environ
@@ -33,12 +33,13 @@ def load_config(
     checked = validate(tree)
     secrets, problems = host_secrets(tree, env)
     problems = [*checked.problems, *problems]
-    if not checked.problems:
+    # The token check needs a well-formed otel section, not a flawless config: report it alongside.
+    if not any(p.path == "otel" or p.path.startswith(("otel.", "otel[")) for p in checked.problems):
         token, token_problems = otel_token(checked.tree, env)
         secrets.update(token)
         problems += token_problems
     if problems:
-        raise ConfigError(str(source), problems)
+        raise ConfigError(str(source), unique_sorted(problems))
     return Resolved(
         source=str(source),
         config=build_config(checked.tree),

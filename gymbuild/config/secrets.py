@@ -7,10 +7,13 @@ are read only where a job script is written.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from gymbuild.errors import Problem
+
+_VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def env_entries(tree: Mapping[str, Any]) -> Iterator[tuple[str, str, str]]:
@@ -50,7 +53,7 @@ def host_secrets(tree: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[d
         var = value[len("host:") :]
         if var in environ:
             secrets[var] = environ[var]
-        elif var:
+        elif _VAR.match(var):  # a malformed name is reported by the rules, not as "unset"
             problems.append(
                 Problem(
                     path,

@@ -1,0 +1,573 @@
+"""The config rules JSON Schema cannot say: those that cross fields, and the string syntaxes whose
+errors deserve a better message than "does not match pattern".
+
+They run on the default-filled tree after schema validation, and each one reads only values the
+schema accepted (`Rules.ok`), so a wrong type is reported once, by the schema, and never makes a rule
+misfire or crash. Every finding names the config path and the fix. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gymbuild.errors import Problem
+
+Path = tuple[Any, ...]
+
+NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS (Slurm's --time forms).
+WALLTIME = re.compile(r"^(\d+(:\d{1,2}){0,2}|\d+-\d{1,2}(:\d{1,2}){0,2})$")
+ENV_FIX = (
+    "write lit:<value> for a literal, host:VAR to read VAR from your shell, "
+    "or runtime:VAR to expand it on the cluster"
+)
+VAR_FIX = "use letters, digits and _, not starting with a digit"
+MODEL_TYPES = ("vllm", "vllm_pd", "command")
+POLICY_KEYS = ("policy_base_url", "policy_model_name", "policy_api_key")
+POOL_ATTRS = ("partition", "ntasks_per_node", "gpus_per_node", "extra_args")
+
+
+def dotted(path: Path) -> str:
+    from gymbuild.config.validate import dotted as _dotted
+
+    return _dotted(path)
+
+
+def _overlaps(a: Path, b: Path) -> bool:
+    """One path is the other or lies inside it."""
+    n = min(len(a), len(b))
+    return a[:n] == b[:n]
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _names(items: Any) -> str:
+    return ", ".join(f"`{i}`" for i in items) or "none"
+
+
+@dataclass
+class Rules:
+    """The filled tree, the paths the schema refused, and what the rules found."""
+
+    tree: dict[str, Any]
+    bad: list[Path]
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def ok(self, *paths: Path) -> bool:
+        """True when the schema accepted each of these values whole: nothing above or inside refused."""
+        return all(not _overlaps(bad, path) for path in paths for bad in self.bad)
+
+    def reachable(self, path: Path) -> bool:
+        """True when nothing above `path` or at it was refused (a container may hold refused entries)."""
+        return not any(path[: len(bad)] == bad for bad in self.bad)
+
+    def error(self, path: Path, message: str, fix: str) -> None:
+        self.problems.append(Problem(dotted(path), message, fix))
+
+    def get(self, path: Path) -> Any:
+        """The value at `path`, or None when it or anything on the way is missing or refused.
+
+        Entries inside a container may still be refused: check those with `ok` before trusting them.
+        """
+        if not self.reachable(path):
+            return None
+        node: Any = self.tree
+        for part in path:
+            if not isinstance(node, Mapping) or part not in node:
+                return None
+            node = node[part]
+        return node
+
+    def mapping(self, path: Path) -> dict[Any, Any]:
+        """A mapping the rules may iterate, or {} when the schema refused it."""
+        node = self.get(path)
+        return node if isinstance(node, dict) else {}
+
+    # --- what several rules share ------------------------------------------------------------------
+
+    @property
+    def compute(self) -> tuple[str, dict[str, Any]] | None:
+        """(name, entry) of the one compute, when the schema accepted it."""
+        entries = self.mapping(("compute",))
+        if len(entries) != 1:
+            return None
+        ((name, entry),) = entries.items()
+        return (name, entry) if isinstance(self.get(("compute", name)), dict) else None
+
+    @property
+    def pools(self) -> dict[str, dict[str, Any]] | None:
+        """The compute's node pools by name, or None when they cannot be trusted."""
+        if self.compute is None:
+            return None
+        name, _ = self.compute
+        pools = self.get(("compute", name, "node_pools"))
+        return pools if isinstance(pools, dict) else None
+
+    def services(self) -> Iterator[tuple[Path, str, dict[str, Any]]]:
+        """(path, type, tree) of each service the schema accepted the type of."""
+        for name, svc in self.mapping(("services",)).items():
+            path = ("services", name)
+            if isinstance(svc, dict) and self.ok((*path, "type")) and svc.get("type") in _SERVICE_TYPES:
+                yield path, svc["type"], svc
+
+    def deployments(self) -> Iterator[tuple[Path, str, dict[str, Any]]]:
+        """Every unit that is placed and started: the services and the prefill/decode tiers."""
+        for path, kind, svc in self.services():
+            yield path, kind, svc
+            if kind == "vllm_pd":
+                for tier in ("prefill", "decode"):
+                    sub = self.get((*path, tier))
+                    if isinstance(sub, dict):
+                        yield (*path, tier), "vllm", sub
+
+    def benchmarks(self) -> Iterator[tuple[Path, dict[str, Any]]]:
+        for name, bench in self.mapping(("driver", "benchmarks")).items():
+            if isinstance(bench, dict):
+                yield ("driver", "benchmarks", name), bench
+
+
+_SERVICE_TYPES = ("vllm", "vllm_pd", "ray", "command")
+
+Rule = Callable[[Rules], None]
+RULES: list[Rule] = []
+
+
+def rule(func: Rule) -> Rule:
+    RULES.append(func)
+    return func
+
+
+# --- placement --------------------------------------------------------------------------------------
+
+
+def fill_placement(tree: dict[str, Any], checked: Rules) -> None:
+    """`placement` defaults to the only compute: written into the tree so the resolved config says it."""
+    if checked.compute is None:
+        return
+    name, _ = checked.compute
+    for path, _kind, unit in checked.deployments():
+        if "placement" in unit and unit["placement"] is None and checked.ok((*path, "placement")):
+            unit["placement"] = name
+
+
+@rule
+def placement_and_pools(r: Rules) -> None:
+    """Every service runs on the compute, on a pool that exists there."""
+    if r.compute is None or r.pools is None:
+        return
+    cname, centry = r.compute
+    pools = r.pools
+    if pools:
+        where = f"one of {_names(pools)}"
+    elif centry.get("type") == "local":
+        where = "none: a local compute has no node pools; remove node_pool"
+    else:
+        where = f"none yet: define it under compute.{cname}.node_pools"
+
+    def check_pool(path: Path, pool: Any) -> None:
+        if isinstance(pool, str) and pool not in pools:
+            r.error(path, f"node pool `{pool}` does not exist in compute `{cname}`", f"pools: {where}")
+
+    for path, kind, _unit in r.deployments():
+        placement = r.get((*path, "placement"))
+        if isinstance(placement, str) and placement != cname:
+            r.error(
+                (*path, "placement"),
+                f"`{placement}` is not a compute of this config",
+                f"set placement: {cname} (the only compute), or leave it out",
+            )
+        check_pool((*path, "node_pool"), r.get((*path, "node_pool")))
+        if kind == "ray":
+            for index, pool in enumerate(r.get((*path, "node_pools")) or []):
+                check_pool((*path, "node_pools", index), pool)
+            listed = r.get((*path, "node_pools")) or []
+            for pool in r.mapping((*path, "resources")):
+                if pool not in listed:
+                    r.error(
+                        (*path, "resources", pool),
+                        f"resources are given for pool `{pool}`, which is not in this service's node_pools",
+                        f"use one of {_names(listed)}, or add `{pool}` to node_pools",
+                    )
+    for path, kind, _svc in r.services():
+        if kind != "vllm_pd":
+            continue
+        for tier in ("prefill", "decode"):
+            pinned = r.get((*path, tier, "node_pool"))
+            if isinstance(r.get((*path, tier)), dict) and pinned is None and r.ok((*path, tier, "node_pool")):
+                r.error(
+                    (*path, tier, "node_pool"),
+                    f"the {tier} tier has no node_pool",
+                    f"pin each tier to its own pool of compute `{cname}` ({where})",
+                )
+
+
+@rule
+def pools_agree(r: Rules) -> None:
+    """All pools are one allocation with one set of #SBATCH directives, so they must agree."""
+    if r.compute is None or not r.pools:
+        return
+    cname, _ = r.compute
+    base = ("compute", cname, "node_pools")
+    pools = [(n, p) for n, p in r.pools.items() if isinstance(p, dict) and r.reachable((*base, n))]
+    if len(pools) < 2:
+        return
+    first, reference = pools[0]
+    for other, pool in pools[1:]:
+        for attr in POOL_ATTRS:
+            if not r.ok((*base, first, attr), (*base, other, attr)):
+                continue
+            if pool.get(attr) != reference.get(attr):
+                r.error(
+                    ("compute", cname, "node_pools", other, attr),
+                    f"pools `{first}` and `{other}` disagree on {attr} "
+                    f"({reference.get(attr)!r} vs {pool.get(attr)!r}); all pools form one Slurm allocation "
+                    "with one set of directives",
+                    f"give every pool the same {attr}",
+                )
+
+
+def _vllm_gpus(r: Rules, path: Path) -> int | None:
+    """tensor x pipeline parallel x instances, or None when the schema refused one of them."""
+    keys = ("tensor_parallel_size", "pipeline_parallel_size", "number_of_instances")
+    parts = [_int(r.get((*path, k))) for k in keys]
+    if any(p is None for p in parts):
+        return None
+    tp, pp, n = parts
+    assert tp is not None and pp is not None and n is not None
+    return tp * pp * n
+
+
+@rule
+def gpu_footprint(r: Rules) -> None:
+    """The GPUs the services ask for must fit the allocation (or the pool they are pinned to)."""
+    pools = r.pools
+    if r.compute is None or not pools:
+        return
+    cname, _ = r.compute
+    if not r.ok(("compute", cname, "node_pools")):
+        return
+    per_node = {_int(p.get("gpus_per_node")) if isinstance(p, dict) else None for p in pools.values()}
+    if len(per_node) != 1 or None in per_node:
+        return
+    (gpn,) = per_node
+    assert gpn is not None
+    capacity = {name: gpn * (_int(p.get("nodes")) or 1) for name, p in pools.items()}
+    total = sum(capacity.values())
+    pinned: dict[str, list[tuple[str, int]]] = {name: [] for name in pools}
+    needs: list[tuple[str, int]] = []
+    unknown = False
+    for path, kind, _unit in r.deployments():
+        label = dotted(path)[len("services.") :]
+        if kind == "vllm_pd":
+            continue  # its GPUs are its tiers'
+        if kind == "vllm":
+            need = _vllm_gpus(r, path)
+        elif kind == "ray":
+            need = _int(r.get((*path, "num_gpus")))
+            listed = [p for p in r.get((*path, "node_pools")) or [] if isinstance(p, str) and p in capacity]
+            room = sum(capacity[p] for p in listed)
+            if need is not None and listed and need > room:
+                r.error(
+                    (*path, "num_gpus"),
+                    f"Ray asks for {need} GPUs but its pools {_names(listed)} have {room}",
+                    "lower num_gpus, or give its pools more nodes or gpus_per_node",
+                )
+        else:
+            need = None
+        if need is None:
+            unknown = True
+            continue
+        needs.append((label, need))
+        pool = r.get((*path, "node_pool"))
+        if kind == "vllm" and isinstance(pool, str) and pool in pinned:
+            pinned[pool].append((label, need))
+    over_pool = False
+    for pool, users in pinned.items():
+        used = sum(n for _, n in users)
+        if used > capacity[pool]:
+            over_pool = True
+            detail = ", ".join(f"{label}: {n}" for label, n in users)
+            r.error(
+                ("compute", cname, "node_pools", pool),
+                f"the services pinned to pool `{pool}` need {used} GPUs ({detail}) but it has "
+                f"{capacity[pool]} (gpus_per_node {gpn} x {capacity[pool] // gpn if gpn else 0} nodes)",
+                "give the pool more nodes or gpus_per_node, or lower tensor_parallel_size, "
+                "pipeline_parallel_size or number_of_instances",
+            )
+    used = sum(n for _, n in needs)
+    detail = ", ".join(f"{label}: {n}" for label, n in needs)
+    if used > total and not over_pool:
+        r.error(
+            ("services",),
+            f"the services need {used} GPUs ({detail}) but the allocation has {total} "
+            f"(gpus_per_node {gpn} x {total // gpn if gpn else 0} nodes)",
+            "add nodes or GPUs to the node pools, or lower tensor_parallel_size, pipeline_parallel_size "
+            "or number_of_instances",
+        )
+    elif used < total and not unknown:
+        r.warnings.append(
+            f"{total - used} of the allocation's {total} GPUs are used by no service ({detail or 'none'}); "
+            f"compute `{cname}` could ask for fewer"
+        )
+
+
+@rule
+def data_parallel_across_nodes(r: Rules) -> None:
+    """vLLM spreads its data-parallel replicas evenly over the nodes it spans."""
+    pools = r.pools
+    if r.compute is None or pools is None or not r.ok(("compute", r.compute[0], "node_pools")):
+        return
+    total = sum(_int(p.get("nodes")) or 1 for p in pools.values() if isinstance(p, dict)) or 1
+    for path, kind, _unit in r.deployments():
+        if kind != "vllm":
+            continue
+        pool = r.get((*path, "node_pool"))
+        if isinstance(pool, str):
+            entry = pools.get(pool)
+            nodes = _int(entry.get("nodes")) if isinstance(entry, dict) else None
+        else:
+            nodes = total
+        count = _int(r.get((*path, "number_of_instances")))
+        if nodes and count and nodes > 1 and count > 1 and count % nodes:
+            r.error(
+                (*path, "number_of_instances"),
+                f"{count} data-parallel instances cannot be spread evenly over the {nodes} nodes "
+                "this service spans",
+                f"use a multiple of {nodes}, or pin the service to a one-node pool",
+            )
+
+
+# --- the driver -------------------------------------------------------------------------------------
+
+
+@rule
+def policy_wiring(r: Rules) -> None:
+    """policy_model names a model server, and gymbuild alone wires its URL, name and key."""
+    policy = r.get(("driver", "policy_model"))
+    if not isinstance(policy, str):
+        return
+    services = r.mapping(("services",))
+    svc = services.get(policy)
+    if svc is None:
+        models = [n for n, s in services.items() if isinstance(s, dict) and s.get("type") in MODEL_TYPES]
+        r.error(
+            ("driver", "policy_model"),
+            f"`{policy}` is not a service",
+            f"name one of the model services: {_names(models)}",
+        )
+    elif isinstance(svc, dict) and r.ok(("services", policy, "type")):
+        if svc.get("type") not in MODEL_TYPES:
+            r.error(
+                ("driver", "policy_model"),
+                f"`{policy}` is a {svc.get('type')} service, not a model server",
+                "name a vllm, vllm_pd or command service",
+            )
+        elif svc.get("type") == "command" and svc.get("port") is None and r.ok(("services", policy, "port")):
+            r.error(
+                ("services", policy, "port"),
+                f"`{policy}` is the policy but has no port for policy_base_url",
+                f"set services.{policy}.port to the port its server listens on",
+            )
+    for path, bench in r.benchmarks():
+        run = bench.get("run")
+        if not isinstance(run, dict) or not r.ok((*path, "run")):
+            continue
+        for key in run:
+            if isinstance(key, str) and key.lstrip("+") in POLICY_KEYS:
+                r.error(
+                    (*path, "run", key),
+                    f"sets {key.lstrip('+')} while driver.policy_model (`{policy}`) already wires it",
+                    "remove it from run, or set driver.policy_model: null and wire the policy yourself",
+                )
+
+
+@rule
+def command_benchmarks(r: Rules) -> None:
+    """A `command` replaces `gym eval run`, so run overrides and resuming have nothing to act on."""
+    for path, bench in r.benchmarks():
+        if not isinstance(bench.get("command"), str) or not r.ok((*path, "command")):
+            continue
+        if bench.get("run") and r.ok((*path, "run")):
+            r.error(
+                (*path, "run"),
+                "a benchmark with `command` cannot also have `run` overrides",
+                "remove run (pass its settings in the command), or remove command",
+            )
+        if bench.get("resumable") not in (False, None) and r.ok((*path, "resumable")):
+            r.error(
+                (*path, "resumable"),
+                "a benchmark with `command` cannot be resumable",
+                "remove resumable, or run the benchmark with `run` instead of command",
+            )
+
+
+@rule
+def benchmarks_present(r: Rules) -> None:
+    if r.ok(("driver", "benchmarks")) and r.get(("driver", "benchmarks")) == {}:
+        r.warnings.append("driver.benchmarks is empty: nothing will be submitted")
+
+
+# --- names and strings ------------------------------------------------------------------------------
+
+
+@rule
+def names(r: Rules) -> None:
+    """Service and benchmark names become file and job names: keep them to a safe alphabet."""
+    groups = [(("services",), "service"), (("driver", "benchmarks"), "benchmark")]
+    for base, what in groups:
+        for name in r.mapping(base):
+            if not (isinstance(name, str) and NAME.match(name)):
+                r.error(
+                    (*base, name),
+                    f"{what} name `{name}` may only contain letters, digits, '.', '_' and '-'",
+                    f"rename the {what} (it names log files and Slurm jobs)",
+                )
+    services = r.mapping(("services",))
+    for path, kind, _svc in r.services():
+        if kind == "vllm_pd":
+            for tier in ("prefill", "decode"):
+                derived = f"{path[-1]}-{tier}"
+                if derived in services:
+                    r.error(
+                        ("services", derived),
+                        f"`{derived}` is also the name of vllm_pd service `{path[-1]}`'s {tier} tier",
+                        f"rename services.{derived}",
+                    )
+
+
+def _env_paths(r: Rules) -> Iterator[Path]:
+    for path, _kind, _unit in r.deployments():
+        yield (*path, "env")
+    yield ("driver", "env")
+
+
+@rule
+def env_values(r: Rules) -> None:
+    """Every env value says where it comes from; the names must be ones a shell can set."""
+    for env in _env_paths(r):
+        for key, value in r.mapping(env).items():
+            path = (*env, key)
+            if not (isinstance(key, str) and VAR.match(key)):
+                r.error(path, f"`{key}` is not a valid environment variable name", VAR_FIX)
+            if not isinstance(value, str) or not r.ok(path):
+                continue
+            kind, sep, var = value.partition(":")
+            if not sep or kind not in ("lit", "host", "runtime"):
+                r.error(path, f"the value of {key} has no lit:, host: or runtime: prefix", ENV_FIX)
+            elif kind != "lit" and not VAR.match(var):
+                r.error(
+                    path,
+                    f"{kind}:{var} does not name a valid environment variable",
+                    f"write {kind}:VAR with VAR made of letters, digits and _, not starting with a digit",
+                )
+
+
+def _walltime(r: Rules, path: Path) -> None:
+    value = r.get(path)
+    if isinstance(value, str) and not WALLTIME.match(value):
+        r.error(
+            path,
+            f"`{value}` is not a Slurm time",
+            "use MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. 04:00:00 or 1-00:00:00)",
+        )
+
+
+@rule
+def walltimes(r: Rules) -> None:
+    for name in r.mapping(("compute",)):
+        _walltime(r, ("compute", name, "walltime"))
+    for path, bench in r.benchmarks():
+        if isinstance(bench.get("resumable"), dict):
+            _walltime(r, (*path, "resumable", "max_walltime"))
+
+
+def _mount_problem(mount: str) -> str | None:
+    if "," in mount:
+        return "contains a comma, which would split it into two mounts"
+    parts = mount.split(":")
+    if len(parts) > 3 or any(not p for p in parts):
+        return "is not src[:dst[:flags]]"
+    if not parts[0].startswith("/"):
+        return "has a relative source; it must be an absolute path on the cluster"
+    if len(parts) > 1 and not parts[1].startswith("/"):
+        return "has a relative destination; it must be an absolute path in the container"
+    return None
+
+
+@rule
+def mounts(r: Rules) -> None:
+    units: list[Path] = [path for path, _kind, _unit in r.deployments()]
+    for base in [*units, ("driver",)]:
+        items = r.get((*base, "mounts"))
+        for index, mount in enumerate(items if isinstance(items, list) else []):
+            problem = _mount_problem(mount) if isinstance(mount, str) else None
+            if problem:
+                r.error(
+                    (*base, "mounts", index),
+                    f"mount `{mount}` {problem}",
+                    "write /absolute/src[:/absolute/dst[:flags]], e.g. /lustre/data:/data:ro",
+                )
+
+
+@rule
+def command_health_port(r: Rules) -> None:
+    """A command service's health check needs a port: its own or the service's."""
+    for path, kind, svc in r.services():
+        check = svc.get("health_check")
+        if kind != "command" or not isinstance(check, dict):
+            continue
+        unset = check.get("port") is None and svc.get("port") is None
+        if unset and r.ok((*path, "health_check"), (*path, "port")):
+            r.error(
+                (*path, "health_check", "port"),
+                "the health check has no port: neither health_check.port nor the service's port is set",
+                f"set {dotted((*path, 'port'))} (or health_check.port)",
+            )
+
+
+# --- otel ---------------------------------------------------------------------------------------------
+
+
+@rule
+def otel(r: Rules) -> None:
+    """With the collector on (the default) it needs a destination, and Gym telemetry needs gym_install."""
+    section = r.mapping(("otel",))
+    if section.get("enabled") is not True or not r.ok(("otel", "enabled")):
+        return
+    for key, example in (("endpoint", "https://otlp.example.com"), ("service_name", "my-eval")):
+        if not section.get(key) and r.ok(("otel", key)):
+            r.error(
+                ("otel", key),
+                f"the collector is enabled (the default) but otel.{key} is not set",
+                f"set otel.{key} (e.g. {example}), or set otel.enabled: false",
+            )
+    token = section.get("token_env")
+    if isinstance(token, str) and not VAR.match(token):
+        r.error(("otel", "token_env"), f"`{token}` is not a valid environment variable name", VAR_FIX)
+    if (
+        section.get("gym_telemetry") is True
+        and r.ok(("otel", "gym_telemetry"), ("driver", "gym_install"))
+        and isinstance(r.get(("driver",)), dict)
+        and r.get(("driver", "gym_install")) is None
+    ):
+        r.error(
+            ("otel", "gym_telemetry"),
+            "Gym telemetry is on but driver.gym_install is not set (the telemetry extra is installed there)",
+            "set otel.gym_telemetry: false, or add driver.gym_install: {repo: <git url>, ref: <ref>}",
+        )
+
+
+def check(tree: dict[str, Any], bad: list[Path]) -> tuple[list[Problem], list[str]]:
+    """Fill the defaults that depend on other fields, then run every rule; (problems, warnings)."""
+    r = Rules(tree, bad)
+    fill_placement(tree, r)
+    for each in RULES:
+        each(r)
+    return r.problems, r.warnings

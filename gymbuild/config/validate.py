@@ -1,0 +1,306 @@
+"""Schema validation of a loaded config tree: fill the defaults, then report every problem at once.
+
+schemas/submit-config.schema.json is the only place the shape and the defaults are written; this module
+teaches jsonschema to fill those defaults while it validates (so a default filled inside a `then`
+branch is the right type's default) and turns jsonschema's errors into `Problem`s a user can act on.
+The checks that cross fields live in `rules.py` and run on the filled tree.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from jsonschema import Draft202012Validator, ValidationError, validators
+
+from gymbuild.errors import Problem
+from gymbuild.resources import load_schema
+
+SCHEMA_NAME = "submit-config.schema.json"
+
+Path = tuple[Any, ...]
+
+
+@dataclass
+class Validation:
+    """The outcome of `validate`: the filled copy, every problem, and advice that does not block."""
+
+    tree: dict[str, Any]
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def dotted(path: Path) -> str:
+    """A config path as users write it in overrides: `a.b.c`, list items as `a.b[0]`."""
+    text = ""
+    for part in path:
+        if isinstance(part, int) and not isinstance(part, bool):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text
+
+
+# --- the validator ----------------------------------------------------------------------------------
+
+
+def _root() -> dict[str, Any]:
+    return load_schema(SCHEMA_NAME)
+
+
+def _resolve_ref(ref: str) -> Any:
+    return _root()["$defs"].get(ref.rsplit("/", 1)[-1], {})
+
+
+def _deref(schema: Any, key: str) -> Any:
+    """Follow local `$ref`s (`#/$defs/x`, the only kind the config schema uses) until one carries
+    `key`: a default or description written beside a `$ref` wins over the referenced schema's own."""
+    for _ in range(20):
+        if not (isinstance(schema, Mapping) and "$ref" in schema and key not in schema):
+            break
+        schema = _resolve_ref(schema["$ref"])
+    return schema
+
+
+def _default(subschema: Any) -> tuple[bool, Any]:
+    """(found, value): a default written beside a `$ref` wins over the referenced schema's own."""
+    target = _deref(subschema, "default")
+    if isinstance(target, Mapping) and "default" in target:
+        return True, target["default"]
+    return False, None
+
+
+_check_properties = Draft202012Validator.VALIDATORS["properties"]
+
+
+def _fill_then_check(
+    validator: Any, properties: Mapping[str, Any], instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    """The `properties` keyword, preceded by filling each absent property that has a default.
+
+    Filling happens wherever jsonschema descends, so only the branch a `type` selects gets its
+    defaults, and a default object (e.g. `otel: {}`) is itself filled as it is checked.
+    """
+    if isinstance(instance, dict):
+        for name, subschema in properties.items():
+            if name not in instance:
+                found, value = _default(subschema)
+                if found:
+                    instance[name] = copy.deepcopy(value)
+    yield from _check_properties(validator, properties, instance, schema)
+
+
+def _is_integer(_checker: Any, instance: Any) -> bool:
+    """YAML `8000.0` is a float, not a port: JSON Schema's integer accepts it, templates would not."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+@cache
+def _validator() -> Any:
+    """The filling validator, compiled once per process (the schema never changes while we run)."""
+    cls = validators.extend(
+        Draft202012Validator,
+        {"properties": _fill_then_check},
+        type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
+    )
+    return cls(_root())
+
+
+@cache
+def _plain() -> Any:
+    """A validator that never fills: used to decide which `if` branch applies when naming valid keys."""
+    return Draft202012Validator(_root())
+
+
+# --- errors as problems ----------------------------------------------------------------------------
+
+_JSON_TYPES = {
+    "object": "a mapping",
+    "array": "a list",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "null": "null",
+}
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    return type(value).__name__
+
+
+def _shown(path: Path, value: Any) -> str:
+    """The offending value, unless it may be a secret (env values) or too long to help."""
+    if "env" in path[:-1] or isinstance(value, Mapping | list):
+        return ""
+    text = repr(value)
+    return f" ({text})" if len(text) <= 60 else ""
+
+
+def _known_keys(schema: Any, instance: Any) -> list[str]:
+    """The keys an object may have under `schema`, following the branch its `type` selects."""
+    if not isinstance(schema, Mapping):
+        return []
+    keys = list(schema.get("properties", {}))
+    if "$ref" in schema:
+        keys += _known_keys(_resolve_ref(schema["$ref"]), instance)
+    for sub in schema.get("allOf", []):
+        keys += _known_keys(sub, instance)
+    if "if" in schema:
+        chosen = "then" if _plain().evolve(schema=schema["if"]).is_valid(instance) else "else"
+        keys += _known_keys(schema.get(chosen), instance)
+    return list(dict.fromkeys(keys))
+
+
+def _unknown_key(path: Path, key: Any, valid: list[str]) -> Problem:
+    close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.6)
+    hint = f"did you mean `{close[0]}`? " if close else ""
+    listing = ", ".join(sorted(valid)) if valid else "none"
+    return Problem(
+        dotted((*path, key)),
+        f"unknown key `{key}`",
+        f"{hint}valid keys here: {listing}",
+    )
+
+
+def _description(schema: Any) -> str:
+    target = _deref(schema, "description")
+    return str(target.get("description", "")) if isinstance(target, Mapping) else ""
+
+
+def _problems_of(error: ValidationError) -> list[Problem]:
+    """One jsonschema error as the problems a user reads (an unknown-keys error names each key)."""
+    path: Path = tuple(error.absolute_path)
+    where = dotted(path)
+    kind = error.validator
+    value = error.instance
+    schema = error.schema if isinstance(error.schema, Mapping) else {}
+
+    if kind in ("additionalProperties", "unevaluatedProperties") and isinstance(value, Mapping):
+        valid = _known_keys(schema, value)
+        if "additionalProperties" in schema and kind == "additionalProperties":
+            valid = list(schema.get("properties", {}))
+        return [_unknown_key(path, key, valid) for key in value if key not in valid]
+    if kind == "required" and isinstance(value, Mapping):
+        props = schema.get("properties", {})
+        return [
+            Problem(
+                dotted((*path, key)),
+                f"missing required key `{key}`",
+                f"add `{key}:`" + (f" ({_description(props[key])})" if key in props else ""),
+            )
+            for key in error.validator_value
+            if key not in value
+        ]
+    if kind == "type":
+        wanted = error.validator_value
+        wanted = wanted if isinstance(wanted, list) else [wanted]
+        if wanted == ["null"]:
+            return [Problem(where, "must not be set here", _description(schema) or f"remove `{where}`")]
+        expected = " or ".join(_JSON_TYPES.get(w, w) for w in wanted)
+        examples = schema.get("examples") or []
+        desc = _description(schema)
+        fix = f"write {expected}" + (f", e.g. {examples[0]}" if examples else "")
+        fix += f" ({desc})" if desc else ""
+        return [Problem(where, f"expected {expected}, got {_type_name(value)}{_shown(path, value)}", fix)]
+    if kind in ("enum", "const"):
+        allowed = error.validator_value if kind == "enum" else [error.validator_value]
+        names = [str(a) for a in allowed]
+        close = difflib.get_close_matches(str(value), names, n=1, cutoff=0.6)
+        hint = f"did you mean `{close[0]}`? " if close else ""
+        return [
+            Problem(
+                where,
+                f"`{value}` is not allowed here" if _shown(path, value) else "this value is not allowed here",
+                f"{hint}allowed: {', '.join(names)}",
+            )
+        ]
+    if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        bound = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}[kind]
+        desc = _description(schema)
+        return [
+            Problem(
+                where,
+                f"{value} is out of range: it must be {bound} {error.validator_value}",
+                f"use a value {bound} {error.validator_value}" + (f" ({desc})" if desc else ""),
+            )
+        ]
+    if kind in ("minProperties", "maxProperties") and isinstance(value, Mapping):
+        names = ", ".join(map(str, value)) or "none"
+        low, high = schema.get("minProperties", 0), schema.get("maxProperties")
+        if high == 0:
+            return [Problem(where, "must be empty here", _description(schema) or f"remove `{where}`")]
+        need = "exactly one entry" if low == high == 1 else f"between {low} and {high} entries"
+        return [
+            Problem(
+                where,
+                f"has {len(value)} entries ({names}); it needs {need}",
+                "keep one entry" if low == high == 1 else f"give it {need}",
+            )
+        ]
+    if kind == "minItems":
+        return [Problem(where, "is empty; it needs at least one item", _description(schema))]
+    if kind == "uniqueItems":
+        return [Problem(where, "lists the same item twice", "remove the duplicates")]
+    return [Problem(where, error.message, _description(schema) or "see schemas/submit-config.schema.json")]
+
+
+_UNKNOWN_KEYS = ("additionalProperties", "unevaluatedProperties")
+
+
+def schema_problems(tree: dict[str, Any]) -> tuple[list[Problem], list[Path]]:
+    """Fill `tree` in place and return its problems plus the paths they are about (for the rules).
+
+    An unknown or missing key blames only that key, not the object around it, so the rules still
+    check the object's other fields.
+    """
+    problems: list[Problem] = []
+    bad: list[Path] = []
+    for error in _validator().iter_errors(tree):
+        base: Path = tuple(error.absolute_path)
+        problems += _problems_of(error)
+        value = error.instance
+        if error.validator in _UNKNOWN_KEYS and isinstance(value, Mapping):
+            valid = set(_known_keys(error.schema, value)) | set(error.schema.get("properties", {}))
+            bad += [(*base, key) for key in value if key not in valid]
+        elif error.validator == "required" and isinstance(value, Mapping):
+            bad += [(*base, key) for key in error.validator_value if key not in value]
+        else:
+            bad.append(base)
+    return problems, bad
+
+
+def unique_sorted(problems: list[Problem]) -> list[Problem]:
+    """Sorted by path so related problems sit together; identical ones reported once."""
+    return sorted(dict.fromkeys(problems), key=lambda p: (p.path, p.message))
+
+
+def validate(tree: dict[str, Any]) -> Validation:
+    """Validate a loaded tree: a filled deep copy (the input is untouched), every problem, warnings."""
+    from gymbuild.config.rules import check
+
+    filled = copy.deepcopy(tree)
+    if not isinstance(filled, dict):
+        problem = Problem("", "the config is not a mapping", "start with `services:`")
+        return Validation(tree={}, problems=[problem])
+    problems, bad = schema_problems(filled)
+    rule_problems, warnings = check(filled, bad)
+    return Validation(tree=filled, problems=unique_sorted(problems + rule_problems), warnings=warnings)
