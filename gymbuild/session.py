@@ -195,12 +195,15 @@ class Session:
 
     # --- the connection ------------------------------------------------------------------------
 
-    def connection(self) -> Any:
-        """The run's one connection, opened on first use and closed by the tasks' teardown."""
+    def connection(self, hostname: str | None = None, *, use_config: bool = True) -> Any:
+        """The run's one connection, opened on first use and closed by the tasks' teardown.
+
+        It goes to the config's compute host, or to `hostname` for a record found by `run=`.
+        """
         if self._connection is None:
             from gymbuild.executors.connection import Connection
 
-            conn = Connection(self.config.compute.hostname)
+            conn = Connection(self.config.compute.hostname if use_config else hostname)
             conn.open()
             self._connection = conn
         return self._connection
@@ -230,15 +233,16 @@ class Session:
         return not self._to_queue() or self.workspace.stamp("sync") == self._tree_digest()
 
     def sync(self) -> None:
-        from gymbuild.executors import slurm
+        from gymbuild.executors import rundir
         from gymbuild.jobs import RESOLVED_CONFIG_NAME
 
         sub = self.submission()
         conn = self.connection()
-        slurm.check_mounts(conn, slurm.mount_sources(self.config), str(self.inv.config))
-        slurm.prepare_run_dir(conn, sub.run_dir, fresh=self.workspace.stamp("sync") is None)
+        if self.executor_name == "slurm":  # the local executor runs no containers: nothing is mounted
+            rundir.check_mounts(conn, rundir.mount_sources(self.config), str(self.inv.config))
+        rundir.prepare_run_dir(conn, sub.run_dir, fresh=self.workspace.stamp("sync") is None)
         atomic_write(self.workspace.stage / RESOLVED_CONFIG_NAME, self.resolved_text())
-        slurm.sync(conn, str(self.workspace.stage), sub.run_dir)
+        rundir.sync(conn, str(self.workspace.stage), sub.run_dir)
         self.workspace.set_stamp("sync", self._tree_digest())
 
     # --- queue ---------------------------------------------------------------------------------
@@ -249,12 +253,12 @@ class Session:
 
     def queue(self, bench: str) -> None:
         """sbatch one benchmark and write its outcome at once, before anything else can go wrong."""
-        from gymbuild.executors import slurm
+        from gymbuild.followup import executor_module
         from gymbuild.jobs import utc_now, utc_timestamp
 
         sub = self.submission()
         script = f"{sub.run_dir}/{bench}/job.sh"
-        result = slurm.queue(self.connection(), script)
+        result = executor_module(self.executor_name).queue(self.connection(), script)
         earlier = self.workspace.outcome(bench)
         self.workspace.save_outcome(
             Outcome(
@@ -275,6 +279,7 @@ class Session:
 
     def build_record(self) -> Any:
         from gymbuild import __version__
+        from gymbuild.followup import executor_module
         from gymbuild.jobs import BenchmarkJob, SubmissionRecord, gym_commit
 
         sub = self.submission()
@@ -291,6 +296,7 @@ class Session:
             executor=sub.executor,
             hostname=sub.hostname,
             submitted_by=sub.submitted_by,
+            executor_metadata=executor_module(sub.executor).metadata(),
             benchmarks=tuple(
                 BenchmarkJob(
                     benchmark=b,
@@ -374,3 +380,120 @@ class Session:
                 "    fix: correct the cause above and run `doit submit` again: it queues only these"
             )
         return None
+
+    # --- day two ---------------------------------------------------------------------------------
+
+    def find_record(self) -> Any:
+        """`run=<id>`: the local index, else the run directory; otherwise the config's submission."""
+        from gymbuild import followup
+
+        if self.inv.run:
+            record = followup.record_from_index(self.inv.run)
+            if record is not None:
+                self.connection(record.hostname, use_config=False)
+                return record
+            if self.error is not None:
+                raise UserError(
+                    f"error: {self.inv.run} is not in this machine's local index, and without a config "
+                    f"gymbuild cannot tell where its run directory is\n{self.error}"
+                )
+            run_dir = str(Path(self.config.job.output_path) / self.inv.run)
+            return followup.record_from_run_dir(self.connection(), run_dir)
+        if self.error is not None:
+            raise self.error
+        if self.workspace.submission() is None or not self.workspace.outcomes():
+            raise UserError(
+                f"error: {self.inv.config} has no submission in {self.inv.workspace} yet\n"
+                "    fix: run `doit submit` first, or name one with run=<gym_job_id> (see `doit runs`)"
+            )
+        self.connection()
+        return self.build_record()
+
+    def _statuses(self) -> tuple[Any, list[Any]]:
+        from gymbuild import followup
+
+        record = self.find_record()
+        rows = followup.statuses(self.connection(), record)
+        if self.inv.only:
+            rows = [r for r in rows if r.benchmark in self.inv.only]
+        return record, rows
+
+    def print_status(self) -> None:
+        from gymbuild import followup
+
+        record, rows = self._statuses()
+        render = followup.statuses_json if self.inv.json else followup.format_statuses
+        sys.stdout.write(render(record, rows))
+
+    def print_runs(self) -> None:
+        from gymbuild import followup
+
+        sys.stdout.write(followup.format_runs(followup.all_runs(), self.inv.json))
+
+    def cancel(self) -> None:
+        from gymbuild import followup
+
+        record, rows = self._statuses()
+        executor = followup.executor_module(record.executor)
+        live = followup.live_job_ids(rows, self.inv.only, executor.LIVE)
+        if not live:
+            print(f"nothing to cancel: no job of {record.gym_job_id} is pending or running")
+            return
+        job_dirs = {j.benchmark: j.job_dir for j in record.benchmarks}
+        dirs = {job_dirs[r.benchmark]: r.job_id for r in rows if r.job_id in live}
+        result = executor.cancel(self.connection(), dirs)
+        if not result.ok:
+            raise UserError(f"error: cancelling {', '.join(live)} failed: {result.stderr.strip()}")
+        print(f"cancelled {len(live)} job(s) of {record.gym_job_id}: {', '.join(live)}")
+
+    def print_logs(self) -> None:
+        from gymbuild import followup
+
+        record, rows = self._statuses()
+        if len(self.inv.only) != 1:
+            names = ", ".join(r.benchmark for r in rows)
+            raise UserError(f"error: name one benchmark with only=<bench> (one of: {names})")
+        row = rows[0]
+        if not row.job_id:
+            raise UserError(f"error: {row.benchmark} was never queued: {row.error}")
+        job_dir = next(j.job_dir for j in record.benchmarks if j.benchmark == row.benchmark)
+        followup.show_logs(self.connection(), job_dir, row.job_id, follow=self.inv.follow)
+
+    def resubmit(self) -> None:
+        """Re-queue what ended FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, PREEMPTED or BOOT_FAIL.
+
+        Each such benchmark's outcome gives up its job id (kept in its history), then the usual
+        stage, sync, queue and record steps run for exactly those benchmarks.
+        """
+        from gymbuild import followup
+
+        if self.error is not None:
+            raise self.error
+        record, rows = self._statuses()
+        if record.gym_job_id != self.submission().gym_job_id:
+            raise UserError(
+                f"error: resubmit works on the config's current submission ({self.submission().gym_job_id}),"
+                f" not {record.gym_job_id}\n    fix: drop run=, or submit that config again"
+            )
+        executor = followup.executor_module(record.executor)
+        picked = followup.to_resubmit(rows, self.inv.only, executor.RETRYABLE)
+        if not picked:
+            print(f"nothing to resubmit: no benchmark of {record.gym_job_id} ended in a retryable state")
+            return
+        for bench in picked:
+            self.workspace.release(bench, rows_state(rows, bench))
+        for bench in picked:
+            if not self.staged(bench):
+                self.stage(bench)
+        if not self.synced():
+            self.sync()
+        for bench in picked:
+            self.queue(bench)
+        self.record()
+        failure = self.report_submit()
+        if failure is not None:
+            raise UserError(failure.message)
+
+
+def rows_state(rows: list[Any], bench: str) -> str:
+    return next(r.state for r in rows if r.benchmark == bench)

@@ -82,10 +82,12 @@ def _fail_with(error: UserError) -> Callable[[], TaskFailed]:
     return lambda: TaskFailed(str(error))
 
 
-def _verb(doc: str, action: Callable[[], Any], task_dep: list[str] | None = None) -> dict[str, Any]:
+def _verb(
+    doc: str, action: Callable[[], Any], task_dep: list[str] | None = None, *, needs_config: bool = True
+) -> dict[str, Any]:
     """A top-level command; when the config did not load it fails with the config's errors instead."""
     s = session()
-    if s.error is not None:
+    if s.error is not None and needs_config:
         return {"doc": doc, "actions": [_fail_with(s.error)], "uptodate": [False]}
     return {
         "doc": doc,
@@ -163,3 +165,29 @@ def task_record() -> dict[str, Any]:
 def task_submit() -> dict[str, Any]:
     """Submit every benchmark not queued yet; print the run dir and each job id (json=1: the manifest)."""
     return _verb(task_submit.__doc__ or "", lambda: session().report_submit(), ["record"])
+
+
+def task_status() -> dict[str, Any]:
+    """Per benchmark: job id, state, exit code, elapsed, nodes (one squeue and one sacct per call)."""
+    return _verb(task_status.__doc__ or "", lambda: session().print_status(), needs_config=False)
+
+
+def task_logs() -> dict[str, Any]:
+    """Print (follow=1: follow) one benchmark's newest service and driver logs: only=<bench>."""
+    return _verb(task_logs.__doc__ or "", lambda: session().print_logs(), needs_config=False)
+
+
+def task_cancel() -> dict[str, Any]:
+    """Cancel the submission's pending and running jobs (only= narrows)."""
+    return _verb(task_cancel.__doc__ or "", lambda: session().cancel(), needs_config=False)
+
+
+def task_resubmit() -> dict[str, Any]:
+    """Re-queue the benchmarks whose job ended FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, PREEMPTED or
+    BOOT_FAIL, into the same run directory."""
+    return _verb(task_resubmit.__doc__ or "", lambda: session().resubmit())
+
+
+def task_runs() -> dict[str, Any]:
+    """List this machine's submissions from the local index, newest first (json=1 for scripts)."""
+    return _verb(task_runs.__doc__ or "", lambda: session().print_runs(), needs_config=False)

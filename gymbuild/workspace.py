@@ -130,6 +130,22 @@ class Workspace:
     def save_outcome(self, outcome: Outcome) -> None:
         atomic_write(self.outcome_path(outcome.benchmark), outcome.to_json())
 
+    def release(self, bench: str, why: str) -> None:
+        """Make a queued benchmark queueable again, keeping its job id in the history."""
+        from dataclasses import replace
+
+        outcome = self.outcome(bench)
+        if outcome is None or outcome.job_id is None:
+            return
+        self.save_outcome(
+            replace(
+                outcome,
+                job_id=None,
+                error=f"to be re-queued after {why}",
+                previous_job_ids=(*outcome.previous_job_ids, outcome.job_id),
+            )
+        )
+
     # --- stamps: small files that say what was last done, for doit's uptodate checks ------------
 
     def stamp(self, name: str) -> str | None:

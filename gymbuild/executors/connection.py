@@ -213,6 +213,13 @@ class Connection:
             body[int(n_out) :].decode(errors="replace"),
         )
 
+    def command_argv(self, script: str) -> list[str]:
+        """An argv running `script` on the target through the master, for output that streams."""
+        if self.is_local:
+            return ["bash", "-c", script]
+        assert self.hostname
+        return self._ssh(self.hostname, script)
+
     def write_file(self, path: str, data: bytes, mode: int = 0o644) -> Result:
         """Write a file on the target atomically (temp file, then rename), in one round trip."""
         encoded = base64.b64encode(data).decode()

@@ -6,12 +6,10 @@ status and output, so a refused benchmark fails alone and its neighbours' job id
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gymbuild.config.model import Config
-from gymbuild.errors import UserError
-from gymbuild.executors.connection import Connection
+from gymbuild.executors.connection import Connection, Result
 from gymbuild.shell import join, quote
 
 NAME = "slurm"
@@ -23,66 +21,6 @@ class Queued:
 
     job_id: str | None
     error: str | None
-
-
-def mount_sources(config: Config) -> dict[str, list[str]]:
-    """Each host path the jobs mount, with the config paths that mount it (for the error message)."""
-    found: dict[str, list[str]] = {}
-
-    def add(owner: str, mounts: Iterable[str]) -> None:
-        for mount in mounts:
-            found.setdefault(mount.split(":", 1)[0], []).append(owner)
-
-    for name, svc in config.services.items():
-        add(f"services.{name}.mounts", svc.mounts)
-        for tier in ("prefill", "decode"):
-            sub = getattr(svc, tier, None)
-            if sub is not None:
-                add(f"services.{name}.{tier}.mounts", sub.mounts)
-    add("driver.mounts", config.driver.mounts)
-    return found
-
-
-def check_mounts(conn: Connection, sources: Mapping[str, list[str]], source_file: str) -> None:
-    """Every mount source must exist on the cluster before anything is copied: one round trip."""
-    if not sources:
-        return
-    paths = list(sources)
-    result = conn.run(f'for p in {join(paths)}; do [ -e "$p" ] || printf "%s\\0" "$p"; done')
-    missing = [p for p in result.stdout.split("\0") if p]
-    if missing:
-        lines = "\n".join(f"  - {p} (mounted by {', '.join(sources[p])})" for p in missing)
-        raise UserError(
-            f"error: {source_file}: mount source{'s' if len(missing) > 1 else ''} missing on "
-            f"{conn.target}:\n{lines}\n    fix: create the path on the cluster or correct the mount"
-        )
-
-
-def prepare_run_dir(conn: Connection, run_dir: str, *, fresh: bool) -> None:
-    """Create the run directory; the first sync of a submission must find it absent."""
-    check = f"if [ -e {quote(run_dir)} ]; then echo exists; exit 3; fi; " if fresh else ""
-    result = conn.run(f"{check}mkdir -p {quote(run_dir)} && chmod 755 {quote(run_dir)}")
-    if result.status == 3:
-        raise UserError(
-            f"error: the run directory {run_dir} already exists on {conn.target}\n"
-            "    fix: pass new=1 to start a fresh submission with a new id"
-        )
-    if not result.ok:
-        raise UserError(
-            f"error: cannot create the run directory {run_dir} on {conn.target}: "
-            f"{result.stderr.strip()}\n    fix: check job.output_path exists and is writable"
-        )
-
-
-def sync(conn: Connection, staged: str, run_dir: str) -> None:
-    from pathlib import Path
-
-    result = conn.copy_tree(Path(staged), run_dir)
-    if not result.ok:
-        raise UserError(
-            f"error: copying the run directory to {conn.target}:{run_dir} failed: "
-            f"{result.stderr.strip()}\n    fix: check free space and permissions under job.output_path"
-        )
 
 
 def parse_job_id(stdout: str) -> str | None:
@@ -100,3 +38,89 @@ def queue(conn: Connection, script: str) -> Queued:
         reason = result.stderr.strip() or result.stdout.strip() or f"sbatch exited {result.status}"
         return Queued(None, " ".join(reason.split()))
     return Queued(job_id, None)
+
+
+# --- day two: what became of the jobs -----------------------------------------------------------
+
+RETRYABLE = frozenset({"FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL"})
+LIVE = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"})
+
+
+@dataclass(frozen=True)
+class JobState:
+    """One job as Slurm (or, without accounting, the job's own files) last described it."""
+
+    job_id: str
+    state: str
+    exit_code: str | None = None
+    elapsed: str | None = None
+    nodes: str | None = None
+
+
+def _status_script(jobs: Mapping[str, str]) -> str:
+    """One round trip: each benchmark's newest job (its resume chain's tail), then ONE squeue and ONE
+    sacct over all of them, then the exit files jobs leave behind for clusters without accounting."""
+    lines = ["ids=''"]
+    for bench_dir, job_id in jobs.items():
+        d, j = quote(bench_dir), quote(job_id)
+        lines.append(
+            f"id={j}; if [ -s {d}/.gym_job_chain ]; then id=$(tail -n 1 {d}/.gym_job_chain); fi; "
+            f'ids="$ids,$id"; printf "chain\\t%s\\t%s\\n" {d} "$id"; '
+            f'[ -f {d}/.gym_exit-"$id" ] && printf "exit\\t%s\\t%s\\n" "$id" "$(cat {d}/.gym_exit-"$id")"'
+        )
+    lines.append("ids=${ids#,}")
+    lines.append("squeue -h -o $'squeue\\t%i\\t%T\\t%M\\t%N' -j \"$ids\" 2>/dev/null")
+    lines.append(
+        "sacct -X -n -P --delimiter=$'\\t' -o JobID,State,ExitCode,Elapsed,NodeList -j \"$ids\" 2>&1"
+        " | sed $'s/^/sacct\\t/'"
+    )
+    lines.append("true")
+    return "\n".join(lines)
+
+
+def states(conn: Connection, jobs: Mapping[str, str]) -> dict[str, JobState]:
+    """bench dir -> state of its newest job. squeue wins for live jobs; sacct for those it forgot;
+    without accounting, the `.gym_exit-<id>` file the job wrote; else UNKNOWN."""
+    if not jobs:
+        return {}
+    result = conn.run(_status_script(jobs))
+    newest: dict[str, str] = {}
+    exits: dict[str, str] = {}
+    live: dict[str, JobState] = {}
+    accounted: dict[str, JobState] = {}
+    for line in result.stdout.splitlines():
+        kind, *fields = line.split("\t")
+        if kind == "chain" and len(fields) == 2:
+            newest[fields[0]] = fields[1]
+        elif kind == "exit" and len(fields) == 2:
+            exits[fields[0]] = fields[1].strip()
+        elif kind == "squeue" and len(fields) == 4:
+            job_id, state, elapsed, nodes = fields
+            live[job_id] = JobState(job_id, state, None, elapsed, nodes or None)
+        elif kind == "sacct" and len(fields) == 5 and fields[0].isdigit():
+            job_id, state, exit_code, elapsed, nodes = fields
+            accounted[job_id] = JobState(job_id, state.split()[0], exit_code, elapsed, nodes or None)
+    found = {}
+    for bench_dir, job_id in newest.items():
+        if job_id in live and live[job_id].state in LIVE:
+            found[bench_dir] = live[job_id]
+        elif job_id in accounted:
+            found[bench_dir] = accounted[job_id]
+        elif job_id in live:
+            found[bench_dir] = live[job_id]
+        elif job_id in exits:
+            code = exits[job_id]
+            found[bench_dir] = JobState(job_id, "COMPLETED" if code == "0" else "FAILED", f"{code}:0")
+        else:
+            found[bench_dir] = JobState(job_id, "UNKNOWN")
+    return found
+
+
+def metadata() -> dict[str, str]:
+    """Slurm needs nothing beyond the job ids to find a run again."""
+    return {}
+
+
+def cancel(conn: Connection, jobs: Mapping[str, str]) -> Result:
+    """scancel every given job (bench dir -> job id) in one call."""
+    return conn.run(f"scancel {join(jobs.values())}")

@@ -1,0 +1,184 @@
+"""Day two: find a submission again, and say what became of its jobs.
+
+A submission is found from the workspace (the config's current one), the local index (`run=<id>`),
+or the manifest in the run directory. Its jobs are read with one squeue and one sacct per call, over
+the run's one connection, whatever the number of benchmarks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from gymbuild.errors import UserError
+from gymbuild.jobs import MANIFEST_NAME, RecordError, SubmissionRecord, iter_local_index, local_index_dir
+
+
+@dataclass(frozen=True)
+class BenchStatus:
+    benchmark: str
+    job_id: str | None
+    state: str
+    exit_code: str | None
+    elapsed: str | None
+    nodes: str | None
+    error: str | None
+
+
+def executor_module(name: str) -> ModuleType:
+    """The executor that wrote a record; the record's `executor` field is what a reader branches on."""
+    if name == "slurm":
+        from gymbuild.executors import slurm
+
+        return slurm
+    if name == "local":
+        from gymbuild.executors import local
+
+        return local
+    raise UserError(f"error: this record was written by the '{name}' executor, which gymbuild does not know")
+
+
+def record_from_index(gym_job_id: str) -> SubmissionRecord | None:
+    path = local_index_dir() / f"{gym_job_id}.json"
+    if not path.is_file():
+        return None
+    try:
+        return SubmissionRecord.load(json.loads(path.read_text()))
+    except (ValueError, OSError) as err:
+        raise UserError(f"error: {path}: cannot read the record: {err}") from None
+
+
+def record_from_run_dir(conn: Any, run_dir: str) -> SubmissionRecord:
+    from gymbuild.shell import quote
+
+    result = conn.run(f"cat {quote(run_dir + '/' + MANIFEST_NAME)}")
+    if not result.ok:
+        raise UserError(
+            f"error: no record at {conn.target}:{run_dir}/{MANIFEST_NAME}: {result.stderr.strip()}\n"
+            "    fix: check run=<gym_job_id> against `doit runs`"
+        )
+    try:
+        return SubmissionRecord.load(json.loads(result.stdout))
+    except ValueError as err:
+        raise RecordError(f"error: {run_dir}/{MANIFEST_NAME}: not a JSON record: {err}") from None
+
+
+def statuses(conn: Any, record: SubmissionRecord) -> list[BenchStatus]:
+    """Every benchmark of the record with its newest job's state, from one status round trip."""
+    executor = executor_module(record.executor)
+    queued = {job.job_dir: job.job_id for job in record.benchmarks if job.job_id}
+    found = executor.states(conn, queued)
+    rows = []
+    for job in record.benchmarks:
+        if not job.job_id:
+            rows.append(BenchStatus(job.benchmark, None, "NOT QUEUED", None, None, None, job.error))
+            continue
+        state = found.get(job.job_dir)
+        rows.append(
+            BenchStatus(
+                job.benchmark,
+                state.job_id if state else job.job_id,
+                state.state if state else "UNKNOWN",
+                state.exit_code if state else None,
+                state.elapsed if state else None,
+                state.nodes if state else None,
+                None,
+            )
+        )
+    return rows
+
+
+def format_statuses(record: SubmissionRecord, rows: Sequence[BenchStatus]) -> str:
+    head = f"{record.gym_job_id}  {record.executor} on {record.cluster}  {record.run_dir}"
+    table = [("BENCHMARK", "JOB", "STATE", "EXIT", "ELAPSED", "NODES")]
+    for row in rows:
+        state = row.state if not row.error else f"{row.state} ({row.error})"
+        cells = (row.job_id, state, row.exit_code, row.elapsed, row.nodes)
+        table.append((row.benchmark, *(c or "-" for c in cells)))
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]) - 1)]
+    lines = ["  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]) for r in table]
+    return head + "\n" + "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def statuses_json(record: SubmissionRecord, rows: Sequence[BenchStatus]) -> str:
+    payload = {
+        "gym_job_id": record.gym_job_id,
+        "executor": record.executor,
+        "cluster": record.cluster,
+        "run_dir": record.run_dir,
+        "benchmarks": [row.__dict__ for row in rows],
+    }
+    return json.dumps(payload, indent=2) + "\n"
+
+
+def format_runs(records: Sequence[SubmissionRecord], as_json: bool) -> str:
+    """The local index, newest first: when, where, how many queued and failed, and the run dir."""
+    if as_json:
+        rows = [
+            {
+                "gym_job_id": r.gym_job_id,
+                "submitted_at": r.submitted_at,
+                "executor": r.executor,
+                "cluster": r.cluster,
+                "hostname": r.hostname,
+                "queued": sum(1 for j in r.benchmarks if j.job_id),
+                "failed": len(r.failed),
+                "run_dir": r.run_dir,
+            }
+            for r in records
+        ]
+        return json.dumps(rows, indent=2) + "\n"
+    if not records:
+        return f"no submissions in {local_index_dir()}\n"
+    lines = []
+    for r in records:
+        queued = sum(1 for j in r.benchmarks if j.job_id)
+        where = f"{r.executor}:{r.cluster}" + (f"@{r.hostname}" if r.hostname else "")
+        lines.append(
+            f"{r.gym_job_id}  {r.submitted_at}  {where}  {queued} queued, {len(r.failed)} failed  {r.run_dir}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def all_runs() -> list[SubmissionRecord]:
+    return sorted(iter_local_index(), key=lambda r: (r.submitted_at, r.gym_job_id), reverse=True)
+
+
+def to_resubmit(rows: Sequence[BenchStatus], only: Sequence[str], retryable: frozenset[str]) -> list[str]:
+    """Benchmarks whose newest job ended in a state worth retrying; CANCELLED only when named."""
+    picked = []
+    for row in rows:
+        if only and row.benchmark not in only:
+            continue
+        if row.state in retryable or (row.state == "CANCELLED" and row.benchmark in only):
+            picked.append(row.benchmark)
+    return picked
+
+
+def live_job_ids(rows: Sequence[BenchStatus], only: Sequence[str], live: frozenset[str]) -> list[str]:
+    return [r.job_id for r in rows if r.job_id and r.state in live and (not only or r.benchmark in only)]
+
+
+def jobs_by_dir(record: SubmissionRecord) -> Mapping[str, str]:
+    return {job.job_dir: job.job_id for job in record.benchmarks if job.job_id}
+
+
+def show_logs(conn: Any, job_dir: str, job_id: str, *, follow: bool) -> None:
+    """Print (or follow) the job's service and driver logs: `logs/*-<job id>.log` of its newest job."""
+    import subprocess
+    import sys
+
+    from gymbuild.shell import quote
+
+    pattern = f"{quote(job_dir)}/logs/*-{quote(job_id)}.log"
+    if follow:
+        argv = conn.command_argv(f"tail -n 50 -F {pattern}")
+        subprocess.run(argv, check=False)
+        return
+    result = conn.run(f"tail -n 200 {pattern}")
+    if not result.ok and not result.stdout:
+        raise UserError(f"error: no logs for job {job_id} in {job_dir}/logs yet: {result.stderr.strip()}")
+    sys.stdout.write(result.stdout)
