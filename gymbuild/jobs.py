@@ -1,0 +1,379 @@
+"""The record a submission leaves behind: what was submitted, as opposed to the config (what to submit).
+
+A record outlives the gymbuild (or NeMo Gym) that wrote it, and is read by people, collection scripts
+and later commands (`status`, `resubmit`, `runs`) that never see the original config. Three rules
+follow, and each is tested:
+
+- Executor-agnostic. This module imports nothing from `gymbuild.executors` (nor config, render or
+  tasks), so a reader can load a record without pulling SSH, Slurm and templates into its import path.
+  No field is named after one executor's vocabulary; `executor` says how to read the
+  executor-shaped parts (`job_id`, `executor_metadata`).
+- One direction of compatibility. `SubmissionRecord.load` accepts every record at or below
+  `SCHEMA_VERSION` and refuses only a newer one, so an upgrade never orphans records already on disk.
+  That is sound only because, within one schema version, a field may only be added with a default
+  (as `previous_job_ids` was) or removed, never given a new meaning; that needs a version bump and a
+  migration.
+- One spelling. `dumps` is the only serialisation, so the local index, the manifest in the run
+  directory and `json=1` output are byte-identical and can be compared with `cmp`.
+
+The shape of a record is defined once, in `schemas/gym-job.v1.schema.json`; `load` validates against
+it rather than repeating its type checks here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from datetime import UTC, datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from gymbuild.errors import UserError
+from gymbuild.resources import load_schema
+from gymbuild.workspace import atomic_write
+
+MANIFEST_NAME = "gym-job.json"
+RESOLVED_CONFIG_NAME = "resolved-config.yaml"
+SCHEMA_VERSION = 1
+SCHEMA_NAME = f"gym-job.v{SCHEMA_VERSION}.schema.json"
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+_MAX_REPORTED_PROBLEMS = 5
+
+
+class RecordError(UserError):
+    """A payload that is not a job record this gymbuild can read.
+
+    The only exception `SubmissionRecord.load` raises, so a reader (or `runs`, skipping one bad file
+    among many) needs exactly one `except` and never mistakes a damaged file for a bug in gymbuild.
+    """
+
+
+@dataclass(frozen=True)
+class BenchmarkJob:
+    """One benchmark's submission.
+
+    `job_id` is None exactly when the executor failed to queue this benchmark (for the Slurm executor,
+    a failed sbatch), and `error` then says why. Under the Slurm executor `job_id` is a Slurm job id;
+    another executor's ids need not be numeric, which is why it is a string.
+
+    `previous_job_ids` keeps the ids of earlier runs of this benchmark when it was re-queued, oldest
+    first, so logs and accounting of a failed attempt stay findable after `resubmit`. It was added
+    within schema 1 with a default, so records without it (NeMo Gym's, older gymbuild's) read as ().
+    """
+
+    benchmark: str
+    job_dir: str
+    job_id: str | None = None
+    error: str | None = None
+    previous_job_ids: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # A list from JSON would make the entry unhashable and compare unequal to its own reload.
+        object.__setattr__(self, "previous_job_ids", tuple(self.previous_job_ids))
+
+    def requeued(self, job_id: str | None, error: str | None = None) -> BenchmarkJob:
+        """This benchmark queued again: the new outcome, with the id it replaces kept in the history.
+
+        A failed queue attempt (job_id None) had no id, so there is nothing to remember from it.
+        """
+        history = self.previous_job_ids if self.job_id is None else (*self.previous_job_ids, self.job_id)
+        return replace(self, job_id=job_id, error=error, previous_job_ids=history)
+
+
+@dataclass(frozen=True)
+class SubmissionRecord:
+    """Everything needed to find a submitted run again.
+
+    `executor` is the field a reader branches on before interpreting `job_id` or `executor_metadata`;
+    it is a plain string rather than an enum of today's executors so that adding one does not change
+    the schema. `hostname` None means the submission ran on the machine with the scheduler's client
+    (no SSH hop), not that the host is unknown. `gym_commit` is None when the commit cannot be
+    determined; a `-dirty` suffix means the commit alone does not reproduce the submitting code.
+
+    `executor_metadata` is copied on construction so the caller's dict cannot change the record; it
+    is excluded from the hash because a dict cannot be hashed. Treat it as read-only.
+    """
+
+    gym_job_id: str
+    gym_version: str
+    submitted_at: str
+    run_dir: str
+    cluster: str
+    executor: str
+    submitted_by: str
+    benchmarks: tuple[BenchmarkJob, ...]
+    gym_commit: str | None = None
+    hostname: str | None = None
+    executor_metadata: Mapping[str, str] = field(default_factory=dict, hash=False)
+    schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "benchmarks", tuple(self.benchmarks))
+        object.__setattr__(self, "executor_metadata", dict(self.executor_metadata))
+
+    @property
+    def failed(self) -> tuple[BenchmarkJob, ...]:
+        """The benchmarks the executor could not queue: what the next submit retries, and exit 1."""
+        return tuple(job for job in self.benchmarks if job.job_id is None)
+
+    def with_jobs(self, *jobs: BenchmarkJob) -> SubmissionRecord:
+        """A copy in which each given entry replaces the one with the same benchmark name.
+
+        Re-queueing touches a few benchmarks of a submission; keeping the others' entries and their
+        order untouched is what lets the rewritten record still describe the whole run. A name the
+        record does not have yet is appended.
+        """
+        updates = {job.benchmark: job for job in jobs}
+        kept = [updates.pop(job.benchmark, job) for job in self.benchmarks]
+        return replace(self, benchmarks=(*kept, *updates.values()))
+
+    def dumps(self) -> str:
+        """The manifest's bytes; one spelling, so every copy of a record is byte-identical.
+
+        Sorted keys and ASCII-only escapes make the text independent of field order and of the locale
+        of whatever terminal or file it ends up in.
+        """
+        return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def load(cls, payload: dict) -> SubmissionRecord:
+        """Parse a record, refusing only one written by a newer gymbuild or NeMo Gym.
+
+        Older records stay readable: fields added since take their defaults. A newer record may carry
+        fields whose meaning this version does not know, so it is the one case refused, with a message
+        that says which side to upgrade. Unknown keys are ignored, because within one schema version a
+        writer may add fields. Every malformed payload raises `RecordError`, never a bare KeyError or
+        TypeError, so callers handle one error.
+        """
+        if not isinstance(payload, dict):
+            raise RecordError(f"a job record is a JSON object, not {_json_type(payload)}")
+        if "schema_version" not in payload:
+            raise RecordError(
+                "the job record has no schema_version, so it cannot be read safely "
+                "(it is not a gym-job.json written by gymbuild or NeMo Gym)"
+            )
+        version = payload["schema_version"]
+        # bool is an int subclass, and 1.0 parses from JSON as a float: neither is a version number.
+        if type(version) is not int:
+            raise RecordError(
+                f"the job record's schema_version is {json.dumps(version)[:40]}, not an integer; "
+                "it cannot be read safely"
+            )
+        if version > SCHEMA_VERSION:
+            raise RecordError(
+                f"the job record was written by a newer gymbuild/Gym (schema {version}); "
+                f"this one reads up to {SCHEMA_VERSION}: upgrade gymbuild to read it"
+            )
+        problems = sorted(
+            _validator().iter_errors(payload), key=lambda e: (list(map(str, e.path)), e.message)
+        )
+        if problems:
+            raise RecordError(_describe_problems(problems))
+        known = _known_fields(cls, payload)
+        known["benchmarks"] = tuple(
+            BenchmarkJob(**_known_fields(BenchmarkJob, b)) for b in payload["benchmarks"]
+        )
+        return cls(**known)
+
+    def write_local_index(self) -> Path | None:
+        """Record the submission on this machine, or say on stderr why not and carry on.
+
+        Best-effort by design: it runs after the jobs are queued, so raising here would report a
+        failure for work that is really running. The durable copy is the manifest in the run
+        directory. Written through a temporary file and a rename so `runs` never reads half a record.
+        """
+        target: Path | str = f"{self.gym_job_id}.json"
+        try:
+            if not _is_plain_file_name(self.gym_job_id):
+                raise OSError(f"the id {self.gym_job_id!r} is not a plain file name")
+            directory = local_index_dir()
+            target = directory / f"{self.gym_job_id}.json"
+            atomic_write(target, self.dumps())
+        except (OSError, RuntimeError) as exc:
+            reason = " ".join(str(exc).split())
+            print(f"warning: could not write the local index entry {target}: {reason}", file=sys.stderr)
+            return None
+        return target
+
+
+# ---------------------------------------------------------------------------------------------------
+# identity
+
+
+def utc_now() -> datetime:
+    """The clock a submission is named from.
+
+    A seam: tests freeze it to prove two submits in the same second still get distinct ids. Lives here
+    rather than in an executor because every executor needs the same answer.
+    """
+    return datetime.now(UTC)
+
+
+def utc_timestamp(now: datetime) -> str:
+    """ISO 8601, seconds, explicit Z: a run directory is read on a cluster whose timezone need not
+    match the submitter's.
+
+    A naive datetime is refused rather than guessed at: guessing the local zone is exactly the error
+    the Z is there to rule out.
+    """
+    # isoformat rather than strftime: %Y does not pad years below 1000 on glibc.
+    return _as_utc(now).replace(microsecond=0, tzinfo=None).isoformat() + "Z"
+
+
+def new_gym_job_id(now: datetime) -> str:
+    """The submission's primary key and its run directory's name: `gym-job-<YYYYMMDDTHHMMSSZ>-<6 hex>`.
+
+    The random suffix keeps two submits in the same second apart. Sharing a run directory is not merely
+    untidy: an executor that stages by mirroring (the Slurm executor uses rsync --delete) would erase
+    the first submit's scripts. The timestamp first makes ids sort chronologically.
+    """
+    compact = utc_timestamp(now).replace("-", "").replace(":", "")
+    return f"gym-job-{compact}-{secrets.token_hex(3)}"
+
+
+def _as_utc(now: datetime) -> datetime:
+    if now.tzinfo is None or now.utcoffset() is None:
+        raise ValueError(f"a naive datetime ({now.isoformat()}) has no defined UTC time; pass an aware one")
+    return now.astimezone(UTC)
+
+
+@cache
+def gym_commit() -> str | None:
+    """The commit of the gymbuild that is running, or None when it cannot be told.
+
+    Install metadata first (PEP 610 `direct_url.json` of a `pip install git+...`), because an installed
+    wheel has no checkout to ask; then the source checkout's HEAD, with `-dirty` when tracked files
+    differ from it. Cached: it costs subprocesses and cannot change while the process runs.
+    """
+    return _commit_from_install() or _commit_from_checkout()
+
+
+def _commit_from_install() -> str | None:
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution("gymbuild")
+        # Metadata left by an earlier install must not vouch for a checkout running from elsewhere.
+        if Path(str(dist.locate_file("gymbuild/__init__.py"))).resolve().parent != _PACKAGE_DIR:
+            return None
+        info = json.loads(dist.read_text("direct_url.json") or "null")
+        vcs = info.get("vcs_info") if isinstance(info, dict) else None
+        if isinstance(vcs, dict) and vcs.get("vcs") == "git" and isinstance(vcs.get("commit_id"), str):
+            return vcs["commit_id"]
+    except (metadata.PackageNotFoundError, OSError, ValueError):
+        pass
+    return None
+
+
+def _commit_from_checkout() -> str | None:
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        # GIT_OPTIONAL_LOCKS=0: `git status` must not take index.lock from under a concurrent commit.
+        env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
+        return subprocess.run(
+            ["git", "-C", str(_PACKAGE_DIR), *args], capture_output=True, text=True, timeout=10, env=env
+        )
+
+    try:
+        # The package must be tracked by the repository found; otherwise gymbuild is merely installed
+        # inside someone else's working tree (a .venv in a project), whose HEAD says nothing about it.
+        if git("ls-files", "--error-unmatch", "--", "__init__.py").returncode != 0:
+            return None
+        head = git("rev-parse", "--verify", "HEAD")
+        status = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if head.returncode != 0 or status.returncode != 0:
+        return None
+    commit = head.stdout.strip()
+    return f"{commit}-dirty" if status.stdout.strip() else commit
+
+
+# ---------------------------------------------------------------------------------------------------
+# the local index
+
+
+def local_index_dir() -> Path:
+    """Where this machine remembers its own submissions: `$XDG_CACHE_HOME/nemo-gym/jobs`, shared with
+    NeMo Gym so one `runs` lists both.
+
+    An empty or relative XDG_CACHE_HOME is ignored, as the XDG spec asks: a relative one would scatter
+    the index over whatever directories commands happened to run in.
+    """
+    cache_home = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(cache_home) if os.path.isabs(cache_home) else Path.home() / ".cache"
+    return base / "nemo-gym" / "jobs"
+
+
+def iter_local_index(directory: Path | None = None) -> Iterator[SubmissionRecord]:
+    """This machine's submissions, newest first; a file that cannot be read is skipped with a warning.
+
+    One damaged or newer-schema file must not hide every other run from `runs`. Ordered by file name,
+    which starts with the submission time, so listing the newest few parses only those.
+    """
+    directory = local_index_dir() if directory is None else directory
+    try:
+        paths = sorted(directory.glob("*.json"), key=lambda p: p.name, reverse=True)
+    except OSError as exc:
+        print(f"warning: could not list the local index {directory}: {exc}", file=sys.stderr)
+        return
+    for path in paths:
+        try:
+            yield SubmissionRecord.load(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, RecordError) as exc:
+            reason = " ".join(str(exc).split())
+            print(f"warning: skipping {path}: {reason}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------------------------------------------
+# helpers
+
+
+def _is_plain_file_name(name: str) -> bool:
+    return (
+        bool(name) and name not in {".", ".."} and "/" not in name and os.sep not in name and "\0" not in name
+    )
+
+
+@cache
+def _validator() -> Any:
+    # Imported here: jsonschema costs ~0.1 s, and `import gymbuild.jobs` should stay cheap for readers
+    # that only build or dump records.
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(load_schema(SCHEMA_NAME))
+
+
+def _known_fields(cls: type, payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys of `payload` that are fields of `cls`; the rest are ignored (added by a newer writer)."""
+    return {f.name: payload[f.name] for f in fields(cls) if f.name in payload}
+
+
+def _describe_problems(problems: Iterable[Any]) -> str:
+    """One line naming where each problem is, with the missing fields of an object listed together."""
+    missing: dict[str, list[str]] = {}
+    others: list[str] = []
+    for problem in problems:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in problem.absolute_path)
+        where = where.lstrip(".") or "(top level)"
+        if problem.validator == "required":
+            names = missing.setdefault(where, [])
+            names.extend(n for n in problem.validator_value if n not in problem.instance and n not in names)
+        else:
+            message = problem.message if len(problem.message) <= 160 else problem.message[:157] + "..."
+            others.append(f"{where}: {message}")
+    lines = [f"{where}: missing {', '.join(names)}" for where, names in missing.items()] + others
+    if len(lines) > _MAX_REPORTED_PROBLEMS:
+        lines[_MAX_REPORTED_PROBLEMS:] = [f"... and {len(lines) - _MAX_REPORTED_PROBLEMS} more"]
+    return "not a valid job record: " + "; ".join(lines)
+
+
+def _json_type(value: object) -> str:
+    names = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
