@@ -26,7 +26,6 @@ from gymbuild.invocation import DEFAULT_WORKSPACE, Invocation
 from gymbuild.reporter import GymReporter
 from gymbuild.session import Session, hold_workspace
 
-__all__ = ["DEFAULT_WORKSPACE", "doit_config"]
 
 
 def doit_config(workspace: Path | None = None) -> dict[str, Any]:
