@@ -13,8 +13,12 @@ from gymbuild.config.model import thaw
 
 
 def dump_tree(tree: Mapping[str, Any], *, as_json: bool = False) -> str:
-    """YAML (interpolation markers escaped, so it resolves to itself) or JSON of a resolved tree."""
-    plain = thaw(tree)
+    """YAML or JSON of a resolved tree, either one a config that resolves to itself.
+
+    JSON is YAML too, so both spellings escape `${` as `\\${`: a value that was written `\\${X}` to get
+    past OmegaConf would otherwise be interpolated when the output is fed back in.
+    """
+    plain = escape_interpolations(thaw(tree))
     if as_json:
         return json.dumps(plain, indent=2) + "\n"
-    return yaml.safe_dump(escape_interpolations(plain), sort_keys=False, allow_unicode=True, width=1000)
+    return yaml.safe_dump(plain, sort_keys=False, allow_unicode=True, width=1000)
