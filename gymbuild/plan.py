@@ -1,0 +1,906 @@
+"""The decisions behind one benchmark's job, made once, in plain data, before any text is written.
+
+A `BenchPlan` says where every step runs, which ports it tries first, what environment it gets and
+what the driver runs. Templates (gymbuild/render) only turn it into bash; they decide nothing. Keeping
+the decisions here makes them testable without parsing shell, and lets a caller compare two plans
+(`digest()`) to skip re-rendering when nothing changed.
+
+Pure: no I/O, no clock, no environment. Secrets stay references (`EnvValue("host", VAR)`) until
+render time, so a plan can be printed, hashed and stored without leaking anything.
+
+Placement (seed 003, "Where services run"):
+- a single-node allocation: everything shares node 0;
+- a vLLM service without `node_pool` on several nodes: spans every node;
+- any other unpinned service: one node, the driver's;
+- a pinned service: its pool's nodes (pools take contiguous node ranges in declaration order);
+- the driver: node 0, or the first node of the policy's pool when the policy is pinned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields, is_dataclass, replace
+from typing import Any, Literal
+
+from gymbuild.config.model import (
+    Benchmark,
+    CommandService,
+    Config,
+    EnvValue,
+    RayService,
+    Service,
+    VllmPdService,
+    VllmService,
+)
+from gymbuild.errors import UserError
+
+# --- words: what reaches bash ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A shell variable the shell that evaluates the word expands (rendered `"${name}"`).
+
+    Only gymbuild's own variables and `runtime:VAR` values become Refs; user text never does, so the
+    batch shell expands nothing a user wrote except what they marked `runtime:`.
+    """
+
+    name: str
+
+
+Part = str | Ref
+Word = tuple[Part, ...]
+"""One shell word made of literal pieces (quoted) and variable references (double-quoted), adjacent."""
+
+EnvSource = EnvValue | Ref | str | Word
+"""An environment value: a config value (lit/host/runtime), a gymbuild variable, a literal or a word."""
+
+
+@dataclass(frozen=True)
+class EnvEntry:
+    name: str
+    value: EnvSource
+
+
+# --- the plan ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PoolRange:
+    """A node pool's slice of the allocation: nodes `first` .. `first + count - 1`."""
+
+    name: str
+    first: int
+    count: int
+    var: str  # GYM_POOL_<POOL>_NODES, the comma-separated hostnames exported by the job
+
+
+@dataclass(frozen=True)
+class Nodes:
+    """Where a step runs. `pool` is set when the step runs on all nodes of a pool."""
+
+    first: int
+    count: int
+    pool: str | None = None
+
+
+@dataclass(frozen=True)
+class Port:
+    """A port settled at run time on the step's node: `first` is tried first, then the next free ones.
+
+    The step writes the port it took to `.gym_ports/<key>-<job id>` in the bench dir; whoever needs it
+    (health check, driver, router, Ray workers) reads it there, into the batch-shell variable `var`.
+    """
+
+    key: str
+    first: int
+    var: str
+
+
+@dataclass(frozen=True)
+class Health:
+    path: str
+    attempts: int
+    fixed_port: int | None  # a health port other than the step's own (not settled at run time)
+
+
+StepKind = Literal["vllm", "router", "ray_head", "ray_worker", "command"]
+VllmMode = Literal["single", "dp", "ray"]
+
+
+@dataclass(frozen=True)
+class ServiceStep:
+    """One background step: a service, a vllm_pd tier or router, a Ray head or worker pool."""
+
+    name: str  # log and port-file name
+    service: str  # the config service it belongs to
+    kind: StepKind
+    container: str
+    nodes: Nodes
+    mounts: tuple[str, ...]
+    env: tuple[EnvEntry, ...]
+    pre_command: str  # shell text run before the server (`bash -c '<pre>; exec <cmd>'`)
+    port: Port | None
+    argv: tuple[Word, ...]  # the server command (empty for `command` services)
+    shell_args: str = ""  # user shell text appended verbatim to argv (vllm/ray extra_args)
+    shell_command: str = ""  # a `command` service's own shell command
+    vllm_mode: VllmMode = "single"
+    dp_local: int = 1  # data-parallel ranks per node (vllm_mode "dp")
+    aux_ports: tuple[Port, ...] = ()  # further ports the head task settles (DP RPC, Ray GCS)
+    needs: tuple[Port, ...] = ()  # ports of other steps this one waits for (router, Ray workers)
+    health: Health | None = None
+    metrics_job: str | None = None  # the collector's scrape job name, when scraped
+    host: Part = "localhost"  # the address of its first node, as the batch shell sees it
+
+
+@dataclass(frozen=True)
+class CollectorPlan:
+    binary: str
+    container: str | None
+    token_env: str
+    endpoint: str
+    service_name: str
+    component: str
+    grpc: Port
+    http: Port
+    health: Port
+    attempts: int
+    scrape_interval_seconds: int
+    gpu_metrics_port: int
+    node_metrics_port: int
+    model: str
+    benchmark: str
+    gym_job_id: str
+    bench_dir: str
+
+
+@dataclass(frozen=True)
+class GymInstallPlan:
+    repo: str
+    ref: str
+    extras: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DriverStep:
+    container: str
+    nodes: Nodes
+    mounts: tuple[str, ...]
+    env: tuple[EnvEntry, ...]
+    install: GymInstallPlan | None
+    prepare: tuple[str, ...]  # `gym eval prepare` arguments
+    run: tuple[Word, ...]  # `gym eval run` and its arguments; empty when `command` is set
+    command: str | None  # the benchmark's own script
+    policy_port: Port | None
+
+
+@dataclass(frozen=True)
+class ResumePlan:
+    max_retries: int
+    max_walltime_seconds: int | None
+    script: str  # the job script the successor runs (absolute)
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    bench: str
+    bench_dir: str
+    run_dir: str
+    gym_job_id: str
+    directives: tuple[tuple[str, str | None], ...]  # (key, value) -> `#SBATCH --key=value`
+    total_nodes: int
+    pools: tuple[PoolRange, ...]
+    pool_vars_needed: bool  # export GYM_POOL_<POOL>_NODES
+    head_ip_needed: bool  # export HEAD_NODE_IP / RAY_HEAD_NODE_IP
+    ray_head_node: int  # node index whose address RAY_HEAD_NODE_IP carries
+    collector: CollectorPlan | None
+    services: tuple[ServiceStep, ...]
+    driver: DriverStep
+    resume: ResumePlan | None
+    secrets: tuple[str, ...]  # names of the host: variables the job uses (values come at render)
+    reserved_ports: tuple[int, ...]  # first choices of every port: a scan never takes another's
+
+    @property
+    def multi_node(self) -> bool:
+        return self.total_nodes > 1
+
+    def digest(self) -> str:
+        """sha256 of a canonical JSON form: equal plans, equal digests, across processes and runs."""
+        text = json.dumps(_canonical(self), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _canonical(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        out = {f.name: _canonical(getattr(value, f.name)) for f in fields(value)}
+        out["__type__"] = type(value).__name__
+        return out
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_canonical(v) for v in value]
+    return value
+
+
+# --- override flattening (Hydra grammar) ---------------------------------------------------------------
+
+_HYDRA_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+_HYDRA_PLAIN = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./@%+-]*$")
+_HYDRA_WORDS = frozenset({"null", "true", "false", "inf", "nan"})
+
+
+def hydra_value(value: Any, where: str = "") -> str:
+    """A value in the form Hydra's override grammar parses back to the same type.
+
+    Strings stay strings: plain names and paths are written bare; anything Hydra could read as another
+    type or as syntax (`1`, `true`, `a b`, `a,b`, quotes) is single-quoted with Hydra's escapes. `${...}`
+    is left alone on purpose: a user who wrote `\\${x}` in the config wants gym to see `${x}`.
+    """
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    if isinstance(value, str):
+        if _HYDRA_PLAIN.match(value) and value.lower() not in _HYDRA_WORDS:
+            return value
+        # Backslashes only need doubling where they precede a quote or end the string.
+        escaped = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, value)
+        return "'" + escaped.replace("'", "\\'") + "'"
+    if isinstance(value, Mapping):
+        items = []
+        for key, item in value.items():
+            if not isinstance(key, str) or not _HYDRA_KEY.match(key):
+                raise UserError(f"{where}: key {key!r} cannot be written as a Hydra dict key")
+            items.append(f"{key}:{hydra_value(item, f'{where}.{key}')}")
+        return "{" + ",".join(items) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(hydra_value(v, where) for v in value) + "]"
+    raise UserError(f"{where}: {type(value).__name__} values cannot be passed to gym")
+
+
+def flatten_overrides(tree: Mapping[str, Any], where: str) -> tuple[str, ...]:
+    """`{a: {b: 1}, c: [x, y]}` -> `+a.b=1`, `+c=[x,y]`: nested keys dotted, lists kept whole."""
+    out: list[str] = []
+
+    def walk(prefix: str, node: Mapping[str, Any], path: str) -> None:
+        for key, value in node.items():
+            if not isinstance(key, str) or not _HYDRA_KEY.match(key):
+                raise UserError(
+                    f"{path}: key {key!r} is not a Hydra key (letters, digits, _ and -, not first a digit)"
+                )
+            dotted = f"{prefix}{key}"
+            if isinstance(value, Mapping) and value:
+                walk(f"{dotted}.", value, f"{path}.{key}")
+            else:
+                out.append(f"+{dotted}={hydra_value(value, f'{path}.{key}')}")
+
+    walk("", tree, where)
+    return tuple(out)
+
+
+# --- small helpers ---------------------------------------------------------------------------------------
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_DIRECTIVE_UNSAFE = re.compile(r'["\n\r\\]')
+_WALLTIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+
+
+def walltime_seconds(text: str) -> int:
+    """Slurm time (`MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`, `D-HH:MM:SS`) in seconds."""
+    m = _WALLTIME.match(text.strip())
+    if not m:
+        raise UserError(f"walltime {text!r} is not a Slurm time (MM, MM:SS, HH:MM:SS, D-HH[:MM[:SS]])")
+    days, a, b, c = m.groups()
+    nums = [int(x) for x in (a, b, c) if x is not None]
+    if days is not None:  # D-HH, D-HH:MM, D-HH:MM:SS
+        h, mi, s = [*nums, 0, 0][:3]
+        return int(days) * 86400 + h * 3600 + mi * 60 + s
+    if len(nums) == 1:
+        return nums[0] * 60
+    if len(nums) == 2:
+        return nums[0] * 60 + nums[1]
+    return nums[0] * 3600 + nums[1] * 60 + nums[2]
+
+
+def shell_name(name: str) -> str:
+    """A config name as part of a shell variable name: upper case, other characters as `_`."""
+    return re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+
+
+def _directive(key: str, value: Any, where: str) -> tuple[str, str | None]:
+    """sbatch reads `#SBATCH` lines itself (double quotes group words); refuse what it cannot carry."""
+    text = None if value is None else ("true" if value is True else str(value))
+    for part in (key, text or ""):
+        if _DIRECTIVE_UNSAFE.search(part):
+            raise UserError(
+                f"{where}: {part!r} cannot be written as an #SBATCH directive "
+                "(no double quotes, backslashes or newlines)"
+            )
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_-]*$", key):
+        raise UserError(f"{where}: {key!r} is not an sbatch option name")
+    return key, text
+
+
+def _env(env: Mapping[str, EnvValue], where: str) -> tuple[EnvEntry, ...]:
+    for key in env:
+        if not _IDENT.match(key):
+            raise UserError(f"{where}.env: {key!r} is not a shell variable name")
+    return tuple(EnvEntry(k, v) for k, v in env.items())
+
+
+def _mounts(mounts: Iterable[str], where: str) -> tuple[str, ...]:
+    """`--container-mounts` is comma-separated: a comma inside one mount would split it."""
+    out = tuple(mounts)
+    for mount in out:
+        if "," in mount or "\n" in mount:
+            raise UserError(f"{where}.mounts: {mount!r} cannot contain a comma or a newline")
+    return out
+
+
+# --- placement ------------------------------------------------------------------------------------------
+
+
+def pool_ranges(config: Config) -> tuple[PoolRange, ...]:
+    """Pools take contiguous node ranges in declaration order."""
+    out, first = [], 0
+    for pool in config.compute.node_pools.values():
+        out.append(PoolRange(pool.name, first, pool.nodes, f"GYM_POOL_{shell_name(pool.name)}_NODES"))
+        first += pool.nodes
+    return tuple(out)
+
+
+def _pool_nodes(config: Config, pool: str) -> Nodes:
+    for rng in pool_ranges(config):
+        if rng.name == pool:
+            return Nodes(rng.first, rng.count, pool)
+    raise UserError(f"node pool {pool!r} is not defined in compute.{config.compute.name}.node_pools")
+
+
+def driver_nodes(config: Config) -> Nodes:
+    """Node 0, or the first node of the policy's pool when the policy is pinned."""
+    policy = config.policy
+    if config.compute.total_nodes > 1 and policy is not None and policy.node_pool:
+        return Nodes(_pool_nodes(config, policy.node_pool).first, 1)
+    return Nodes(0, 1)
+
+
+def node_host(config: Config, nodes: Nodes) -> Part:
+    """How the batch shell (and other steps) address a step's first node."""
+    return "localhost" if config.compute.total_nodes == 1 else Ref(f"GYM_NODES[{nodes.first}]")
+
+
+def place(config: Config, service: Service) -> Nodes:
+    """The nodes a service (or a vllm_pd tier) runs on; the seed's placement table, row by row."""
+    total = config.compute.total_nodes
+    if total == 1:
+        return Nodes(0, 1, service.node_pool)
+    if service.node_pool:
+        return _pool_nodes(config, service.node_pool)
+    if isinstance(service, VllmService):
+        return Nodes(0, total)
+    return driver_nodes(config)
+
+
+# --- services ------------------------------------------------------------------------------------------
+
+
+class _Ports:
+    """Names the batch-shell variable of each settled port, unique even when names sanitize alike."""
+
+    def __init__(self) -> None:
+        self.used: set[str] = set()
+        self.firsts: list[int] = []
+
+    def __call__(self, key: str, first: int) -> Port:
+        base = f"GYM_PORT_{shell_name(key)}"
+        var, n = base, 2
+        while var in self.used:
+            var, n = f"{base}_{n}", n + 1
+        self.used.add(var)
+        self.firsts.append(first)
+        return Port(key, first, var)
+
+
+def _health(service: Service, port: Port | None) -> Health | None:
+    hc = service.health_check
+    if hc is None:
+        return None
+    own = port is not None and (hc.port is None or hc.port == port.first)
+    if not own and hc.port is None:
+        raise UserError(f"services.{service.name}.health_check: no port to check (set health_check.port)")
+    return Health(hc.path, max(hc.attempts, 1), None if own else hc.port)
+
+
+_PORT = Ref("GYM_PORT")  # inside a step: the port this step settled
+
+
+def _vllm_argv(svc: VllmService, name: str) -> tuple[Word, ...]:
+    argv: list[Word] = [("vllm",), ("serve",), (svc.model,), ("--host",), ("0.0.0.0",), ("--port",), (_PORT,)]
+    if svc.served_model_name:
+        argv += [("--served-model-name",), (svc.served_model_name,)]
+    argv += [
+        ("--tensor-parallel-size",),
+        (str(svc.tensor_parallel_size),),
+        ("--pipeline-parallel-size",),
+        (str(svc.pipeline_parallel_size),),
+    ]
+    if svc.trust_remote_code:
+        argv.append(("--trust-remote-code",))
+    return tuple(argv)
+
+
+def _vllm_steps(
+    config: Config,
+    svc: VllmService,
+    ports: _Ports,
+    *,
+    name: str,
+    service: str,
+    kv_role: str | None = None,
+    kv_connector: str = "",
+    nixl_port: int | None = None,
+    scrape: bool = True,
+) -> ServiceStep:
+    nodes = place(config, svc)
+    port = ports(name, svc.port)
+    argv = list(_vllm_argv(svc, name))
+    aux: list[Port] = []
+    mode: VllmMode = "single"
+    dp_local = svc.number_of_instances
+    if nodes.count > 1:
+        if svc.number_of_instances > 1:
+            if svc.number_of_instances % nodes.count:
+                raise UserError(
+                    f"services.{service}: number_of_instances {svc.number_of_instances} is not a "
+                    f"multiple of its {nodes.count} nodes"
+                )
+            mode, dp_local = "dp", svc.number_of_instances // nodes.count
+            aux.append(ports(f"{name}.rpc", svc.data_parallel_rpc_port))
+            argv += [
+                ("--data-parallel-size",),
+                (str(svc.number_of_instances),),
+                ("--data-parallel-size-local",),
+                (str(dp_local),),
+                ("--data-parallel-address",),
+                (Ref("GYM_STEP_HEAD_IP"),),
+                ("--data-parallel-rpc-port",),
+                (Ref("GYM_RPC_PORT"),),
+                ("--data-parallel-start-rank",),
+                (Ref("GYM_DP_START_RANK"),),
+            ]
+        else:
+            mode = "ray"
+            aux.append(ports(f"{name}.ray", 6379))
+            argv += [("--distributed-executor-backend",), ("ray",)]
+    elif svc.number_of_instances > 1:
+        argv += [("--data-parallel-size",), (str(svc.number_of_instances),)]
+    env = list(_env(svc.env, f"services.{service}"))
+    if nodes.count > 1:
+        env.append(EnvEntry("GYM_STEP_HEAD_IP", Ref(f"GYM_NODE_IPS[{nodes.first}]")))
+    if kv_role:
+        transfer = json.dumps({"kv_connector": kv_connector, "kv_role": kv_role}, separators=(",", ":"))
+        argv += [("--kv-transfer-config",), (transfer,)]
+        env.append(EnvEntry("VLLM_NIXL_SIDE_CHANNEL_PORT", str(nixl_port)))
+    return ServiceStep(
+        name=name,
+        service=service,
+        kind="vllm",
+        container=svc.container,
+        nodes=nodes,
+        mounts=_mounts(svc.mounts, f"services.{service}"),
+        env=tuple(env),
+        pre_command=svc.pre_command,
+        port=port,
+        argv=tuple(argv),
+        shell_args=svc.extra_args,
+        vllm_mode=mode,
+        dp_local=dp_local,
+        aux_ports=tuple(aux),
+        health=_health(svc, port),
+        metrics_job=f"{config.otel.component}/{name}" if scrape else None,
+    )
+
+
+def _vllm_pd_steps(config: Config, svc: VllmPdService, ports: _Ports) -> list[ServiceStep]:
+    """Prefill and decode tiers on their pools, then the router under the service's own name."""
+    assert svc.prefill is not None and svc.decode is not None
+    tiers = []
+    for tier, role in ((svc.prefill, "kv_producer"), (svc.decode, "kv_consumer")):
+        tiers.append(
+            _vllm_steps(
+                config,
+                tier,
+                ports,
+                name=tier.name,
+                service=svc.name,
+                kv_role=role,
+                kv_connector=svc.kv_connector,
+                nixl_port=svc.nixl_side_channel_port,
+            )
+        )
+    port = ports(svc.name, svc.port)
+    prefill, decode = (t.port for t in tiers)
+    assert prefill is not None and decode is not None
+    argv: tuple[Word, ...] = (
+        ("vllm-router",),
+        ("--host",),
+        ("0.0.0.0",),
+        ("--port",),
+        (_PORT,),
+        ("--policy",),
+        (svc.policy,),
+        ("--vllm-pd-disaggregation",),
+        ("--prefill",),
+        ("http://", Ref("GYM_PREFILL_HOST"), ":", Ref(prefill.var)),
+        ("--decode",),
+        ("http://", Ref("GYM_DECODE_HOST"), ":", Ref(decode.var)),
+    )
+    router = ServiceStep(
+        name=svc.name,
+        service=svc.name,
+        kind="router",
+        container=svc.container,
+        nodes=place(config, svc),
+        mounts=_mounts(svc.mounts, f"services.{svc.name}"),
+        env=(
+            *_env(svc.env, f"services.{svc.name}"),
+            EnvEntry("GYM_PREFILL_HOST", node_host(config, tiers[0].nodes)),
+            EnvEntry("GYM_DECODE_HOST", node_host(config, tiers[1].nodes)),
+        ),
+        pre_command=svc.pre_command,
+        port=port,
+        argv=argv,
+        needs=(prefill, decode),
+        health=_health(svc, port),
+    )
+    return [*tiers, router]
+
+
+def _ray_steps(config: Config, svc: RayService, ports: _Ports) -> list[ServiceStep]:
+    """A head on the first node of the first pool, then one worker step per pool on its other nodes."""
+    if not svc.node_pools:
+        raise UserError(f"services.{svc.name}.node_pools: a Ray service needs at least one pool")
+    pools = [_pool_nodes(config, p) for p in svc.node_pools]
+    port = ports(svc.name, svc.port)
+    where = f"services.{svc.name}"
+
+    def argv(pool: str, head: bool) -> tuple[Word, ...]:
+        words: list[Word] = [("ray",), ("start",), ("--block",)]
+        if head:
+            words += [("--head",), ("--port=", _PORT)]
+        else:
+            words.append(("--address=", Ref("RAY_HEAD_NODE_IP"), ":", Ref(port.var)))
+        if svc.num_cpus is not None:
+            words.append((f"--num-cpus={svc.num_cpus}",))
+        if svc.num_gpus is not None:
+            words.append((f"--num-gpus={svc.num_gpus}",))
+        resources = svc.resources.get(pool)
+        if resources:
+            text = json.dumps(dict(resources), sort_keys=True, separators=(",", ":"))
+            words.append((f"--resources={text}",))
+        return tuple(words)
+
+    common = {
+        "service": svc.name,
+        "container": svc.container,
+        "mounts": _mounts(svc.mounts, where),
+        "env": _env(svc.env, where),
+        "pre_command": svc.pre_command,
+        "shell_args": svc.extra_args,
+    }
+    head_pool = pools[0]
+    steps = [
+        ServiceStep(
+            name=f"{svc.name}-head",
+            kind="ray_head",
+            nodes=Nodes(head_pool.first, 1, None),
+            port=port,
+            argv=argv(head_pool.pool or "", True),
+            health=_health(svc, port),
+            **common,
+        )
+    ]
+    for pool in pools:
+        first, count = pool.first, pool.count
+        if pool is head_pool:
+            first, count = first + 1, count - 1
+        if count <= 0:
+            continue
+        whole = pool.pool if (first, count) == (pool.first, pool.count) else None
+        steps.append(
+            ServiceStep(
+                name=f"{svc.name}-{pool.pool}",
+                kind="ray_worker",
+                nodes=Nodes(first, count, whole),
+                port=None,
+                argv=argv(pool.pool or "", False),
+                needs=(port,),
+                **common,
+            )
+        )
+    return steps
+
+
+def _command_step(config: Config, svc: CommandService, ports: _Ports) -> ServiceStep:
+    first = svc.port if svc.port is not None else (svc.health_check.port if svc.health_check else None)
+    port = ports(svc.name, first) if first is not None else None
+    where = f"services.{svc.name}"
+    return ServiceStep(
+        name=svc.name,
+        service=svc.name,
+        kind="command",
+        container=svc.container,
+        nodes=place(config, svc),
+        mounts=_mounts(svc.mounts, where),
+        env=_env(svc.env, where),
+        pre_command=svc.pre_command,
+        port=port,
+        argv=(),
+        shell_command=svc.command,
+        health=_health(svc, port),
+    )
+
+
+def _service_steps(config: Config, ports: _Ports) -> list[ServiceStep]:
+    steps: list[ServiceStep] = []
+    for svc in config.services.values():
+        if isinstance(svc, VllmPdService):
+            steps += _vllm_pd_steps(config, svc, ports)
+        elif isinstance(svc, VllmService):
+            steps.append(_vllm_steps(config, svc, ports, name=svc.name, service=svc.name))
+        elif isinstance(svc, RayService):
+            steps += _ray_steps(config, svc, ports)
+        elif isinstance(svc, CommandService):
+            steps.append(_command_step(config, svc, ports))
+        else:  # pragma: no cover - the schema admits no other type
+            raise TypeError(f"unknown service type {svc.type!r}")
+    return steps
+
+
+# --- driver ------------------------------------------------------------------------------------------
+
+
+def _policy(config: Config) -> tuple[str, int] | None:
+    """(served model name, first-choice port) of the policy service, if one is set."""
+    policy = config.policy
+    if policy is None:
+        return None
+    if not isinstance(policy, VllmService | VllmPdService):
+        raise UserError(f"driver.policy_model: {policy.name!r} is not a vllm or vllm_pd service")
+    return policy.model_name, policy.port
+
+
+def _otel_env(config: Config, gym_job_id: str, collector: CollectorPlan | None) -> list[EnvEntry]:
+    """Applied before driver.env so the user's values win; the endpoint is composed by the job."""
+    if collector is None:
+        return []
+    otel = config.otel
+    env = []
+    if otel.gym_telemetry:
+        env += [
+            EnvEntry("NEMO_GYM_OTEL_ENABLED", "1"),
+            EnvEntry("NEMO_GYM_OTEL_RUN_ID", gym_job_id),
+            EnvEntry("NEMO_GYM_OTEL_SPAN_GROUPS", ",".join(otel.gym_span_groups)),
+            EnvEntry("NEMO_GYM_OTEL_LOGS_ENABLED", "1" if otel.gym_logs else "0"),
+        ]
+    env += [
+        EnvEntry("OTEL_EXPORTER_OTLP_ENDPOINT", Ref("GYM_OTEL_ENDPOINT")),
+        EnvEntry("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+    ]
+    return env
+
+
+def _driver(
+    config: Config,
+    bench: Benchmark,
+    *,
+    bench_dir: str,
+    gym_job_id: str,
+    policy_port: Port | None,
+    collector: CollectorPlan | None,
+) -> DriverStep:
+    drv = config.driver
+    where = f"driver.benchmarks.{bench.name}"
+    nodes = driver_nodes(config)
+    policy = _policy(config)
+    base_url: Word = ()
+    base_url_batch: Word = ()
+    if policy is not None and policy_port is not None:
+        # Read by the driver's own shell (GYM_POLICY_PORT is in its environment) ...
+        base_url = (f"http://{drv.policy_host}:", Ref("GYM_POLICY_PORT"), "/v1")
+        # ... and by the batch shell, for a command benchmark's NEMO_GYM_POLICY_BASE_URL.
+        base_url_batch: Word = (f"http://{drv.policy_host}:", Ref(policy_port.var), "/v1")
+    env = _otel_env(config, gym_job_id, collector)
+    env += _env(drv.env, "driver")
+    if policy_port is not None:
+        env.append(EnvEntry("GYM_POLICY_PORT", Ref(policy_port.var)))
+    run: tuple[Word, ...] = ()
+    if bench.command:
+        env.append(EnvEntry("NEMO_GYM_BENCH_DIR", bench_dir))
+        if policy is not None:
+            env += [
+                EnvEntry("NEMO_GYM_POLICY_BASE_URL", base_url_batch),
+                EnvEntry("NEMO_GYM_POLICY_MODEL_NAME", policy[0]),
+                EnvEntry("NEMO_GYM_POLICY_API_KEY", "dummy"),
+            ]
+    else:
+        words: list[Word] = [
+            ("gym",),
+            ("eval",),
+            ("run",),
+            (f"+output_jsonl_fpath={bench_dir}/artifacts/rollouts.jsonl",),
+        ]
+        if policy is not None and drv.policy_model_type:
+            words += [("--model-type",), (drv.policy_model_type,)]
+        words.append(("+observability_enabled=True",))
+        words += [(o,) for o in flatten_overrides(bench.run, f"{where}.run")]
+        if policy is not None:
+            words += [
+                ("+policy_base_url=", *base_url),
+                (f"+policy_model_name={hydra_value(policy[0])}",),
+                ("+policy_api_key=dummy",),
+            ]
+        if "model_call_capture_dir" not in bench.run:
+            words.append((f"+model_call_capture_dir={hydra_value(bench_dir + '/model-calls')}",))
+        words.append(("+require_complete=True",))
+        if bench.resumable:
+            words.append(("+resume_from_cache=True",))
+        run = tuple(words)
+    install = None
+    if drv.gym_install:
+        extras = ("telemetry",) if collector is not None and config.otel.gym_telemetry else ()
+        install = GymInstallPlan(drv.gym_install.repo, drv.gym_install.ref, extras)
+    return DriverStep(
+        container=drv.container,
+        nodes=nodes,
+        mounts=(f"{bench_dir}:{bench_dir}", *_mounts(drv.mounts, "driver")),
+        env=tuple(env),
+        install=install,
+        prepare=flatten_overrides(bench.prepare, f"{where}.prepare"),
+        run=run,
+        command=bench.command,
+        policy_port=policy_port,
+    )
+
+
+# --- the whole plan ------------------------------------------------------------------------------------
+
+
+def _directives(config: Config, bench: str, bench_dir: str) -> tuple[tuple[str, str | None], ...]:
+    compute = config.compute
+    where = f"compute.{compute.name}"
+    out = [_directive("job-name", f"gym-{bench}", "driver.benchmarks")]
+    if compute.account:
+        out.append(_directive("account", compute.account, f"{where}.account"))
+    if compute.walltime:
+        out.append(_directive("time", compute.walltime, f"{where}.walltime"))
+    out.append(_directive("chdir", bench_dir, "job.output_path"))
+    out.append(("output", "logs/slurm-%j.log"))
+    pools = list(compute.node_pools.values())
+    if pools:
+        first = pools[0]
+        out.append(_directive("partition", first.partition, f"{where}.node_pools.{first.name}.partition"))
+        out.append(("nodes", str(compute.total_nodes)))
+        out.append(("ntasks-per-node", str(first.ntasks_per_node)))
+        if first.gpus_per_node is not None:
+            out.append(("gpus-per-node", str(first.gpus_per_node)))
+    extra: dict[str, Any] = dict(compute.extra_args)
+    for pool in pools:
+        extra.update(pool.extra_args)
+    out += [_directive(k, v, f"{where}.extra_args.{k}") for k, v in extra.items()]
+    return tuple(out)
+
+
+def _collector(
+    config: Config, ports: _Ports, *, bench: str, bench_dir: str, gym_job_id: str
+) -> CollectorPlan | None:
+    otel = config.otel
+    if not otel.enabled:
+        return None
+    if not otel.endpoint or not otel.service_name:
+        raise UserError("otel: the collector is enabled, so otel.endpoint and otel.service_name are required")
+    if not _IDENT.match(otel.token_env):
+        raise UserError(f"otel.token_env: {otel.token_env!r} is not a shell variable name")
+    policy = _policy(config)
+    return CollectorPlan(
+        binary=otel.binary,
+        container=otel.container,
+        token_env=otel.token_env,
+        endpoint=otel.endpoint,
+        service_name=otel.service_name,
+        component=otel.component,
+        grpc=ports("otel-grpc", 4317),
+        http=ports("otel-http", 4318),
+        health=ports("otel-health", 13133),
+        attempts=max(otel.health_check_timeout_seconds // 5, 1),
+        scrape_interval_seconds=otel.scrape_interval_seconds,
+        gpu_metrics_port=otel.gpu_metrics_port,
+        node_metrics_port=otel.node_metrics_port,
+        model=policy[0] if policy else "",
+        benchmark=bench,
+        gym_job_id=gym_job_id,
+        bench_dir=bench_dir,
+    )
+
+
+def _secret_names(steps: Iterable[ServiceStep], driver: DriverStep) -> tuple[str, ...]:
+    names: dict[str, None] = {}
+    for env in [*(s.env for s in steps), driver.env]:
+        for entry in env:
+            if isinstance(entry.value, EnvValue) and entry.value.kind == "host":
+                names[entry.value.value] = None
+    return tuple(names)
+
+
+def plan_benchmark(config: Config, bench: str, *, run_dir: str, gym_job_id: str) -> BenchPlan:
+    """Every decision for one benchmark's job. Raises UserError for what the config cannot express."""
+    if bench not in config.driver.benchmarks:
+        raise UserError(f"unknown benchmark {bench!r}; the config has: {', '.join(config.driver.benchmarks)}")
+    if "\n" in run_dir or "," in run_dir or ":" in run_dir:
+        raise UserError(
+            f"job.output_path: the run directory {run_dir!r} cannot contain ',', ':' or a newline"
+        )
+    benchmark = config.driver.benchmarks[bench]
+    bench_dir = f"{run_dir.rstrip('/')}/{bench}"
+    ports = _Ports()
+    collector = _collector(config, ports, bench=bench, bench_dir=bench_dir, gym_job_id=gym_job_id)
+    services = [replace(s, host=node_host(config, s.nodes)) for s in _service_steps(config, ports)]
+    policy_port = None
+    if config.driver.policy_model:
+        policy_port = next(s.port for s in services if s.name == config.driver.policy_model)
+    driver = _driver(
+        config,
+        benchmark,
+        bench_dir=bench_dir,
+        gym_job_id=gym_job_id,
+        policy_port=policy_port,
+        collector=collector,
+    )
+    multi = config.compute.total_nodes > 1
+    ray_heads = [s.nodes.first for s in services if s.kind == "ray_head"]
+    resume = None
+    if benchmark.resumable:
+        limit = benchmark.resumable.max_walltime
+        resume = ResumePlan(
+            max_retries=benchmark.resumable.max_retries,
+            max_walltime_seconds=walltime_seconds(limit) if limit else None,
+            script=f"{bench_dir}/job.sh",
+        )
+    return BenchPlan(
+        bench=bench,
+        bench_dir=bench_dir,
+        run_dir=run_dir,
+        gym_job_id=gym_job_id,
+        directives=_directives(config, bench, bench_dir),
+        total_nodes=config.compute.total_nodes,
+        pools=pool_ranges(config),
+        pool_vars_needed=multi and any(s.nodes.pool for s in services),
+        head_ip_needed=multi and (bool(ray_heads) or any(s.nodes.count > 1 for s in services)),
+        ray_head_node=ray_heads[0] if ray_heads else 0,
+        collector=collector,
+        services=tuple(services),
+        driver=driver,
+        resume=resume,
+        secrets=_secret_names(services, driver),
+        reserved_ports=tuple(sorted(set(ports.firsts))),
+    )
+
+
+def plan_submission(config: Config, *, run_dir: str, gym_job_id: str) -> dict[str, BenchPlan]:
+    """One plan per benchmark, in the config's order."""
+    return {
+        name: plan_benchmark(config, name, run_dir=run_dir, gym_job_id=gym_job_id)
+        for name in config.driver.benchmarks
+    }
