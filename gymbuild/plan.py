@@ -229,7 +229,7 @@ def _canonical(value: Any) -> Any:
 # --- override flattening (Hydra grammar) ---------------------------------------------------------------
 
 _HYDRA_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
-_HYDRA_PLAIN = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./@%+-]*$")
+_HYDRA_PLAIN = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./@%+:-]*$")
 _HYDRA_WORDS = frozenset({"null", "true", "false", "inf", "nan"})
 
 

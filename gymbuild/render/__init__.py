@@ -1,0 +1,157 @@
+"""A BenchPlan in, the job's files out: Jinja2 templates behind a thin, pure Python layer.
+
+Every value that reaches bash goes through one filter, `sh`: literal text is `shlex.quote`d, and the
+only things left for a shell to expand are gymbuild's own variables and the user's `runtime:VAR`
+(both rendered `"${NAME}"`). Secret values never appear on a command line: they are assigned once,
+near the top of job.sh (mode 0600), to unexported shell variables, and handed to a step with a prefix
+assignment (`HF_TOKEN="${__gym_secret_HF_TOKEN}" srun ...`), so they reach the step's environment
+and nothing else. The collector's ingest token is not written at all: the job reads it from its own
+environment (the submitter passes it to sbatch through the environment), per DESIGN.md.
+
+The templates split what every executor shares (lib.sh.j2: ports, health checks, monitor loop;
+step.sh.j2 and driver.sh.j2: what runs inside a step) from what is Slurm's (slurm.j2: directives,
+`srun`, the resume prologue), so a local variant can reuse the shared parts with its own `launch`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from gymbuild.config.model import EnvValue
+from gymbuild.errors import UserError
+from gymbuild.plan import BenchPlan, Ref
+
+__all__ = ["RenderedFile", "RenderedJob", "dry_run_text", "mask_secrets", "render_job", "sh"]
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[0-9]+\])?$")
+_SBATCH_PLAIN = re.compile(r"^[A-Za-z0-9_./:%@+=,-]*$")
+RULE = "=" * 100
+
+
+@dataclass(frozen=True)
+class RenderedFile:
+    text: str
+    mode: int
+
+
+@dataclass(frozen=True)
+class RenderedJob:
+    """The files of one benchmark, keyed by path relative to its bench dir."""
+
+    bench: str
+    bench_dir: str
+    files: Mapping[str, RenderedFile]
+
+
+def secret_var(name: str) -> str:
+    """The unexported batch-shell variable that holds a secret's value."""
+    return f"__gym_secret_{name}"
+
+
+def _ref(name: str) -> str:
+    if not _NAME.match(name):  # names come from gymbuild or validated runtime:VAR; never user text
+        raise ValueError(f"{name!r} is not a shell variable name")
+    return f'"${{{name}}}"'
+
+
+def sh(value: Any) -> str:
+    """The one quoting filter: any plan value as one bash word, expanding only variable references."""
+    if isinstance(value, Ref):
+        return _ref(value.name)
+    if isinstance(value, EnvValue):
+        if value.kind == "lit":
+            return shlex.quote(value.value)
+        if value.kind == "runtime":
+            return _ref(value.value)
+        return _ref(secret_var(value.value))
+    if isinstance(value, tuple):
+        return "".join(sh(part) for part in value) or "''"
+    if isinstance(value, bool) or value is None:
+        raise TypeError(f"refusing to guess how {value!r} should reach bash")
+    if isinstance(value, int | str):
+        return shlex.quote(str(value))
+    raise TypeError(f"cannot quote a {type(value).__name__} for bash")
+
+
+def sh_words(words: Iterable[Any]) -> str:
+    return " ".join(sh(w) for w in words)
+
+
+def port_file(key: str) -> str:
+    """Where a step publishes the port it settled: per job, so a resumed job never reads a stale one."""
+    return sh((Ref("GYM_PORT_DIR"), f"/{key}-", Ref("GYM_JOB_ID")))
+
+
+def log_file(name: str) -> str:
+    """A step's log, relative to the bench dir; the job id keeps a resumed job's logs apart."""
+    return sh((f"logs/{name}-", Ref("GYM_JOB_ID"), ".log"))
+
+
+def sbatch_value(value: str) -> str:
+    """sbatch parses `#SBATCH` lines itself and groups words in double quotes (the plan refused `"`)."""
+    return value if _SBATCH_PLAIN.match(value) else f'"{value}"'
+
+
+def yaml_str(value: Any) -> str:
+    """A YAML scalar for collector.yaml; `$` doubled because the collector expands `${...}` itself."""
+    return json.dumps(str(value)).replace("$", "$$")
+
+
+def _environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("gymbuild.render", "templates"),
+        undefined=StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        # bash's `${#array[@]}` would open a Jinja comment with the default `{#`.
+        comment_start_string="{##",
+        comment_end_string="##}",
+    )
+    env.filters.update(sh=sh, sh_words=sh_words, sbatch=sbatch_value, yaml=yaml_str)
+    env.globals.update(secret_var=secret_var, port_file=port_file, log_file=log_file)
+    return env
+
+
+_ENV = _environment()
+
+
+def mask_secrets(names: Iterable[str]) -> dict[str, str]:
+    """Stand-ins for secret values, so a dry run renders the real script and prints no secret."""
+    return {name: f"<host:{name}>" for name in names}
+
+
+def render_job(plan: BenchPlan, secrets: Mapping[str, str]) -> RenderedJob:
+    """job.sh (0600: it holds the host: values) and, with the collector on, otel/collector.yaml."""
+    missing = [name for name in plan.secrets if name not in secrets]
+    if missing:
+        raise UserError(f"benchmark {plan.bench}: no value for host: variable(s) {', '.join(missing)}")
+    values = {name: secrets[name] for name in plan.secrets}
+    files = {"job.sh": RenderedFile(_ENV.get_template("job.sh.j2").render(plan=plan, secrets=values), 0o600)}
+    if plan.collector is not None:
+        text = _ENV.get_template("collector.yaml.j2").render(plan=plan, otel=plan.collector)
+        files["otel/collector.yaml"] = RenderedFile(text, 0o644)
+    return RenderedJob(plan.bench, plan.bench_dir, MappingProxyType(files))
+
+
+def dry_run_text(run_dir: str, jobs: Mapping[str, RenderedJob]) -> str:
+    """What `render` prints: the remote run dir, then every file between `=` rules."""
+    out = [f"[dry-run] remote run dir: {run_dir}\n"]
+    for bench, job in jobs.items():
+        for path in ("job.sh", "otel/collector.yaml"):
+            if path in job.files:
+                text = job.files[path].text
+                out.append(f"{RULE}\n{bench}/{path}\n{RULE}\n{text}")
+                if not text.endswith("\n"):
+                    out.append("\n")
+    out.append(f"{RULE}\n")
+    return "".join(out)
