@@ -1,0 +1,297 @@
+"""The plan: placement (each row of seed 003's table), override flattening, env references, digest.
+
+Configs are built from small trees through the real validator, so every test reads the same typed
+`Config` the tool does; Hydra's own override parser checks that flattened values keep their types.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gymbuild.config.model import Config, EnvValue, build_config
+from gymbuild.config.validate import validate
+from gymbuild.errors import UserError
+from gymbuild.plan import (
+    BenchPlan,
+    Nodes,
+    Ref,
+    flatten_overrides,
+    hydra_value,
+    plan_benchmark,
+    plan_submission,
+    walltime_seconds,
+)
+
+RUN_DIR = "/runs/gym-job-20260101T000000Z-abcdef"
+JOB_ID = "gym-job-20260101T000000Z-abcdef"
+
+
+def tree(**pools: int) -> dict[str, Any]:
+    """A one-policy config; `pools` names node pools and their node counts (declaration order)."""
+    return {
+        "services": {"policy": {"type": "vllm", "container": "vllm/vllm-openai:v0.10.1", "model": "m/q"}},
+        "compute": {
+            "c": {
+                "type": "slurm",
+                "account": "acct",
+                "node_pools": {name: {"partition": "gpu", "nodes": n} for name, n in pools.items()},
+            }
+        },
+        "driver": {"policy_model": "policy", "benchmarks": {"b": {"run": {"x": 1}}}},
+        "job": {"output_path": "/runs"},
+        "otel": {"enabled": False},
+    }
+
+
+def config(t: dict[str, Any]) -> Config:
+    checked = validate(copy.deepcopy(t))
+    assert not checked.problems, [p.render() for p in checked.problems]
+    return build_config(checked.tree)
+
+
+def plan(t: dict[str, Any], bench: str = "b") -> BenchPlan:
+    return plan_benchmark(config(t), bench, run_dir=RUN_DIR, gym_job_id=JOB_ID)
+
+
+def steps(p: BenchPlan) -> dict[str, Nodes]:
+    return {s.name: s.nodes for s in p.services}
+
+
+# --- placement: the seed's table, row by row -----------------------------------------------------------
+
+
+def test_single_node_everything_shares_node_0() -> None:
+    t = tree(gpu=1)
+    t["services"]["judge"] = {"type": "command", "container": "c", "command": "serve", "port": 9000}
+    p = plan(t)
+    assert not p.multi_node
+    assert {n.first for n in steps(p).values()} == {0}
+    assert {n.count for n in steps(p).values()} == {1}
+    assert p.driver.nodes == Nodes(0, 1)
+    assert not p.head_ip_needed and not p.pool_vars_needed
+
+
+def test_multi_node_vllm_without_pool_spans_every_node() -> None:
+    t = tree(a=2, b=1)
+    p = plan(t)
+    (policy,) = p.services
+    assert policy.nodes == Nodes(0, 3)
+    assert policy.vllm_mode == "ray"  # one instance over several nodes
+    assert p.head_ip_needed
+    t["services"]["policy"]["number_of_instances"] = 6
+    policy = plan(t).services[0]
+    assert (policy.vllm_mode, policy.dp_local) == ("dp", 2)
+    assert ("--data-parallel-size",) in policy.argv and ("6",) in policy.argv
+
+
+def test_multi_node_other_unpinned_service_runs_beside_the_driver() -> None:
+    t = tree(a=1, b=2)
+    t["services"]["judge"] = {"type": "command", "container": "c", "command": "serve", "port": 9000}
+    assert steps(plan(t))["judge"] == Nodes(0, 1)
+    t["services"]["policy"]["node_pool"] = "b"  # the driver follows a pinned policy...
+    p = plan(t)
+    assert p.driver.nodes == Nodes(1, 1)
+    assert steps(p)["judge"] == Nodes(1, 1)  # ... and so does every unpinned non-vLLM service
+
+
+def test_pinned_services_use_their_pools_contiguous_ranges() -> None:
+    t = tree(first=2, second=3)
+    t["services"]["policy"]["node_pool"] = "second"
+    t["services"]["judge"] = {
+        "type": "vllm",
+        "container": "c",
+        "model": "j",
+        "port": 8001,
+        "node_pool": "first",
+    }
+    p = plan(t)
+    assert [(r.name, r.first, r.count) for r in p.pools] == [("first", 0, 2), ("second", 2, 3)]
+    assert steps(p) == {"policy": Nodes(2, 3, "second"), "judge": Nodes(0, 2, "first")}
+    assert p.driver.nodes == Nodes(2, 1)
+    assert p.pool_vars_needed
+
+
+def test_vllm_pd_tiers_on_their_pools_and_the_router_under_the_service_name() -> None:
+    t = tree(prefill=1, decode=1)
+    t["services"]["policy"] = {
+        "type": "vllm_pd",
+        "container": "img",
+        "model": "m",
+        "port": 8100,
+        "prefill": {"node_pool": "prefill"},
+        "decode": {"node_pool": "decode"},
+    }
+    p = plan(t)
+    assert [(s.name, s.kind, s.nodes.first, s.port.first) for s in p.services] == [
+        ("policy-prefill", "vllm", 0, 8101),
+        ("policy-decode", "vllm", 1, 8102),
+        ("policy", "router", 0, 8100),
+    ]
+    router = p.services[2]
+    assert router.argv[0] == ("vllm-router",)
+    assert [n.key for n in router.needs] == ["policy-prefill", "policy-decode"]
+    assert p.driver.policy_port == router.port
+
+
+def test_ray_head_and_one_worker_step_per_pool() -> None:
+    t = tree(head=1, workers=2)
+    t["services"]["sandbox"] = {"type": "ray", "container": "ray", "node_pools": ["head", "workers"]}
+    p = plan(t)
+    ray = [(s.name, s.kind, s.nodes) for s in p.services if s.service == "sandbox"]
+    assert ray == [
+        ("sandbox-head", "ray_head", Nodes(0, 1)),
+        ("sandbox-workers", "ray_worker", Nodes(1, 2, "workers")),
+    ]
+    assert p.head_ip_needed and p.ray_head_node == 0
+
+
+# --- overrides -----------------------------------------------------------------------------------------
+
+json_leaf = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**12), 10**12)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="$"), max_size=20)
+)
+json_value = st.recursive(json_leaf, lambda inner: st.lists(inner, max_size=3), max_leaves=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_value)
+def test_flattened_values_parse_back_to_the_same_value_in_hydra(value: Any) -> None:
+    (override,) = flatten_overrides({"k": value}, "run")
+    parsed = OverridesParser.create().parse_override(override).value()
+    assert parsed == value and type(parsed) is type(value)
+
+
+def test_flattening_nests_keys_and_keeps_types() -> None:
+    run = {"a": {"b": 1, "c": {"d": "x y"}}, "l": [1, "two", None], "t": True, "n": None, "s": "123"}
+    assert flatten_overrides(run, "run") == (
+        "+a.b=1",
+        "+a.c.d='x y'",
+        "+l=[1,two,null]",
+        "+t=true",
+        "+n=null",
+        "+s='123'",
+    )
+    assert hydra_value("it's") == "'it\\'s'"
+    assert hydra_value("http://localhost:8001/v1") == "http://localhost:8001/v1"
+    with pytest.raises(UserError, match="not a Hydra key"):
+        flatten_overrides({"bad key": 1}, "driver.benchmarks.b.run")
+
+
+def test_driver_override_order_matches_0_7_0() -> None:
+    t = tree(gpu=1)
+    t["driver"]["benchmarks"]["b"] = {"run": {"z": 1, "a": {"b": [1, 2]}}, "resumable": True}
+    words = ["".join(p if isinstance(p, str) else "${" + p.name + "}" for p in w) for w in plan(t).driver.run]
+    assert words == [
+        "gym",
+        "eval",
+        "run",
+        f"+output_jsonl_fpath={RUN_DIR}/b/artifacts/rollouts.jsonl",
+        "--model-type",
+        "openai_model",
+        "+observability_enabled=True",
+        "+z=1",
+        "+a.b=[1,2]",
+        "+policy_base_url=http://localhost:${GYM_POLICY_PORT}/v1",
+        "+policy_model_name=m/q",
+        "+policy_api_key=dummy",
+        f"+model_call_capture_dir={RUN_DIR}/b/model-calls",
+        "+require_complete=True",
+        "+resume_from_cache=True",
+    ]
+
+
+def test_model_call_capture_dir_is_left_to_a_benchmark_that_sets_it_and_empty_type_drops_flag() -> None:
+    t = tree(gpu=1)
+    t["driver"]["policy_model_type"] = ""
+    t["driver"]["benchmarks"]["b"]["run"] = {"model_call_capture_dir": "/elsewhere"}
+    words = [w[0] for w in plan(t).driver.run if isinstance(w[0], str)]
+    assert "--model-type" not in words
+    assert words.count("+model_call_capture_dir=/elsewhere") == 1
+    assert not any(w.startswith("+model_call_capture_dir=/runs") for w in words)
+
+
+def test_command_benchmark_gets_its_environment() -> None:
+    t = tree(gpu=1)
+    t["driver"]["benchmarks"]["b"] = {"command": "python run.py"}
+    d = plan(t).driver
+    assert d.run == () and d.command == "python run.py"
+    env = {e.name: e.value for e in d.env}
+    assert env["NEMO_GYM_BENCH_DIR"] == f"{RUN_DIR}/b"
+    assert env["NEMO_GYM_POLICY_MODEL_NAME"] == "m/q"
+    assert env["NEMO_GYM_POLICY_BASE_URL"] == ("http://localhost:", Ref("GYM_PORT_POLICY"), "/v1")
+
+
+# --- secrets, digest, misc -----------------------------------------------------------------------------
+
+
+def test_secrets_stay_references_in_the_plan() -> None:
+    t = tree(gpu=1)
+    t["services"]["policy"]["env"] = {"HF_TOKEN": "host:HF_TOKEN", "A": "lit:x", "B": "runtime:HOME"}
+    p = plan(t)
+    env = {e.name: e.value for e in p.services[0].env}
+    assert env["HF_TOKEN"] == EnvValue("host", "HF_TOKEN")
+    assert env["B"] == EnvValue("runtime", "HOME")
+    assert p.secrets == ("HF_TOKEN",)
+
+
+def test_digest_is_stable_and_follows_the_plan() -> None:
+    t = tree(gpu=1)
+    a, b = plan(t), plan(t)
+    assert a == b and hash(a) == hash(b) and a.digest() == b.digest()
+    t["driver"]["benchmarks"]["b"]["run"]["x"] = 2
+    assert plan(t).digest() != a.digest()
+
+
+def test_plan_submission_keeps_config_order() -> None:
+    t = tree(gpu=1)
+    t["driver"]["benchmarks"] = {"zeta": {}, "alpha": {}, "mid": {}}
+    plans = plan_submission(config(t), run_dir=RUN_DIR, gym_job_id=JOB_ID)
+    assert list(plans) == ["zeta", "alpha", "mid"]
+    assert plans["alpha"].bench_dir == f"{RUN_DIR}/alpha"
+
+
+def test_directives() -> None:
+    t = tree(a=1, b=2)
+    t["compute"]["c"]["walltime"] = "1-02:03:04"
+    t["compute"]["c"]["extra_args"] = {"qos": "high", "comment": "two words"}
+    p = plan(t)
+    assert p.directives == (
+        ("job-name", "gym-b"),
+        ("account", "acct"),
+        ("time", "1-02:03:04"),
+        ("chdir", f"{RUN_DIR}/b"),
+        ("output", "logs/slurm-%j.log"),
+        ("partition", "gpu"),
+        ("nodes", "3"),
+        ("ntasks-per-node", "1"),
+        ("qos", "high"),
+        ("comment", "two words"),
+    )
+    t["compute"]["c"]["extra_args"] = {"comment": 'a "quoted" word'}
+    with pytest.raises(UserError, match="SBATCH"):
+        plan(t)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("30", 1800),
+        ("30:15", 1815),
+        ("01:02:03", 3723),
+        ("2-03", 183600),
+        ("1-00:30", 88200),
+        ("1-0:0:5", 86405),
+    ],
+)
+def test_walltime_seconds(text: str, seconds: int) -> None:
+    assert walltime_seconds(text) == seconds
