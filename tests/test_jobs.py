@@ -530,6 +530,14 @@ def test_the_schema_lists_every_field_and_requires_exactly_those_without_default
     assert set(node["required"]) - {"schema_version"} == without_default
 
 
+@pytest.mark.parametrize(
+    ("cls", "shape"), [(SubmissionRecord, jobs._RECORD_SHAPE), (BenchmarkJob, jobs._BENCHMARK_SHAPE)]
+)
+def test_load_type_checks_every_field_it_reads(cls, shape) -> None:
+    # A field load reads but does not check would let a wrong type through into the record.
+    assert set(shape) == {f.name for f in dataclasses.fields(cls)}
+
+
 def test_every_schema_field_has_a_description() -> None:
     undocumented = []
 
