@@ -1,0 +1,137 @@
+"""Shared pytest fixtures.
+
+The test Slurm cluster (tests/cluster/README.md): the session fixture `cluster` skips a test with a
+reason when the cluster is not up, and otherwise hands it a `Cluster` describing it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+CLUSTER_NOT_UP = "test cluster is not up: run tests/cluster/install && tests/cluster/up"
+
+# sacct states after which a job never changes again (CANCELLED appears as "CANCELLED by <uid>").
+TERMINAL_STATES = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "REVOKED",
+    }
+)
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """A finished job as sacct reports it."""
+
+    job_id: str
+    state: str  # e.g. COMPLETED, FAILED, TIMEOUT, CANCELLED (without "by <uid>")
+    exit_code: int  # the job's exit status
+    signal: int  # the signal that ended it, or 0
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The running test cluster, as the `cluster` fixture sees it."""
+
+    ssh_alias: str = "gym-login"  # use as compute.<name>.hostname; `ssh gym-login ...` works
+    account: str = "gym"
+    partition: str = "gpu"
+    nodes: tuple[str, ...] = ("node1", "node2")
+    runs_root: Path = Path("/var/tmp/gymbuild-cluster/runs")  # seen by the login node and every node
+    fake_pyxis_dir: Path = Path("/var/lib/gymbuild-cluster/fake-pyxis")  # <jobid>.<step>.json
+
+    def run_dir(self, name: str = "run") -> Path:
+        """A fresh, empty directory for one test's run output, visible on every node."""
+        path = self.runs_root / f"{name}-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        path.mkdir(parents=True, mode=0o755)
+        return path
+
+    def ssh(self, command: str, *, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+        """Run a shell command on the login node; text output captured."""
+        return subprocess.run(
+            ["ssh", "-o", "BatchMode=yes", self.ssh_alias, command],
+            capture_output=True,
+            text=True,
+            check=check,
+            timeout=timeout,
+        )
+
+    def sacct(self, job_id: str | int) -> JobResult | None:
+        """The job's accounting record, or None while sacct does not know it yet."""
+        out = subprocess.run(
+            ["sacct", "-j", str(job_id), "-X", "-n", "-P", "-o", "JobID,State,ExitCode"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
+        for line in out.splitlines():
+            jid, state, exit_code = line.split("|")
+            if jid == str(job_id):
+                code, _, sig = exit_code.partition(":")
+                return JobResult(jid, state.split()[0], int(code or 0), int(sig or 0))
+        return None
+
+    def wait_for_job(self, job_id: str | int, timeout: float = 120) -> JobResult:
+        """Poll sacct until the job has ended; tolerates accounting lag. Fails the test on timeout."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            last = self.sacct(job_id)
+            if last is not None and last.state in TERMINAL_STATES:
+                return last
+            time.sleep(0.5)
+        pytest.fail(f"job {job_id} did not end within {timeout}s (last sacct record: {last})")
+
+    def pyxis_records(self, job_id: str | int, step: str | int) -> list[dict]:
+        """What the fake pyxis plugin recorded for a step: one dict per node that ran it."""
+        path = self.fake_pyxis_dir / f"{job_id}.{step}.json"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _cluster_is_up() -> str | None:
+    """None when the cluster answers, else why not."""
+    if shutil.which("sinfo") is None or shutil.which("ssh") is None:
+        return "sinfo or ssh is not installed"
+    try:
+        sinfo = subprocess.run(
+            ["sinfo", "-h", "-p", "gpu", "-o", "%T"], capture_output=True, text=True, timeout=10
+        )
+        if sinfo.returncode != 0 or not sinfo.stdout.strip():
+            return f"sinfo failed: {sinfo.stderr.strip()[:200]}"
+        login = subprocess.run(
+            ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "gym-login", "true"],
+            capture_output=True,
+            text=True,
+            timeout=15,
+        )
+        if login.returncode != 0:
+            return f"ssh gym-login failed: {login.stderr.strip()[:200]}"
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    return None
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Cluster:
+    problem = _cluster_is_up()
+    if problem is not None:
+        pytest.skip(f"{CLUSTER_NOT_UP} ({problem})")
+    return Cluster()
