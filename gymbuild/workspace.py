@@ -32,11 +32,10 @@ def atomic_write(path: Path, data: bytes | str, mode: int = 0o644) -> None:
     raw = data.encode() if isinstance(data, str) else data
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-        try:
-            os.write(fd, raw)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        with os.fdopen(fd, "wb") as handle:  # a loop of os.write calls, in effect: no short write
+            handle.write(raw)
+            handle.flush()
+            os.fsync(handle.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
