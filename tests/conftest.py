@@ -7,6 +7,7 @@ reason when the cluster is not up, and otherwise hands it a `Cluster` describing
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -110,6 +111,8 @@ def _cluster_is_up() -> str | None:
     """None when the cluster answers, else why not."""
     if shutil.which("sinfo") is None or shutil.which("ssh") is None:
         return "sinfo or ssh is not installed"
+    if not Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf")).is_file():
+        return "no Slurm configuration"
     try:
         sinfo = subprocess.run(
             ["sinfo", "-h", "-p", "gpu", "-o", "%T"], capture_output=True, text=True, timeout=10
