@@ -9,6 +9,7 @@ import json
 import random
 import subprocess
 import textwrap
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -175,10 +176,16 @@ def test_a_per_user_submit_limit_makes_slurm_refuse_the_job(cluster: Cluster) ->
         sbatch = ["sbatch", "--parsable", "--hold", f"--account={account}", f"--chdir={run_dir}"]
         first = subprocess.run([*sbatch, str(script)], capture_output=True, text=True, check=True)
         held.append(first.stdout.strip())
-        second = subprocess.run([*sbatch, str(script)], capture_output=True, text=True)
-        if second.returncode == 0:
+        # slurmdbd pushes the new limit to slurmctld within moments: until then a job may pass.
+        deadline = time.monotonic() + 20
+        while True:
+            second = subprocess.run([*sbatch, str(script)], capture_output=True, text=True)
+            if second.returncode != 0 or time.monotonic() > deadline:
+                break
             held.append(second.stdout.strip())
-        assert second.returncode != 0
+            subprocess.run(["scancel", held.pop()], check=False)
+            time.sleep(0.5)
+        assert second.returncode != 0, "sbatch was not refused"
         assert "submit limit" in second.stderr or "violates accounting" in second.stderr, second.stderr
     finally:
         if held:
