@@ -1,0 +1,291 @@
+#!/bin/bash
+#SBATCH --job-name=gym-livecodebench
+#SBATCH --account=gym
+#SBATCH --time=08:00:00
+#SBATCH --chdir=/runs/gym-job-20260101T000000Z-abcdef/livecodebench
+#SBATCH --output=logs/slurm-%j.log
+#SBATCH --partition=gpu
+#SBATCH --nodes=3
+#SBATCH --ntasks-per-node=1
+#SBATCH --gpus-per-node=8
+
+
+# gymbuild job for benchmark livecodebench of gym-job-20260101T000000Z-abcdef. Generated: re-render, do not edit.
+set -uo pipefail
+
+GYM_BENCH_DIR=/runs/gym-job-20260101T000000Z-abcdef/livecodebench
+GYM_PORT_DIR=$GYM_BENCH_DIR/.gym_ports
+export GYM_BENCH_DIR GYM_PORT_DIR
+export GYM_JOB_ID=$SLURM_JOB_ID
+cd "$GYM_BENCH_DIR" || exit 1
+mkdir -p logs artifacts model-calls .gym_ports
+
+# Ports are settled at run time on the node that uses them, so two jobs sharing a node never reach
+# each other's services: the configured port first, then the next free ones (skipping the ports this
+# job's other services want first). The port taken goes to $GYM_PORT_DIR/<name>-<job id>.
+# Steps get these functions through GYM_STEP_LIB (below); shellcheck cannot see those calls.
+__gym_reserved=(6379 8000)
+# shellcheck disable=SC2317  # called inside the steps, through GYM_STEP_LIB
+__gym_port_free() {
+  if command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("", int(sys.argv[1])))' "$1" 2>/dev/null
+    return
+  fi
+  # Without python: a port nothing listens on (locally) is taken to be free.
+  ! (: <>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+# shellcheck disable=SC2317  # called inside the steps, through GYM_STEP_LIB
+__gym_pick_port() {
+  local port=$1 n
+  for ((n = 0; n < 200; n++, port++)); do
+    if ((n > 0)) && [[ " ${__gym_reserved[*]} " == *" $port "* ]]; then
+      continue
+    fi
+    if __gym_port_free "$port"; then
+      echo "$port"
+      return 0
+    fi
+  done
+  echo "gym: no free port in $1..$port on $(hostname)" >&2
+  return 1
+}
+# shellcheck disable=SC2317  # called inside the steps, through GYM_STEP_LIB
+__gym_publish() {
+  printf '%s\n' "$2" >"$GYM_PORT_DIR/$1-$GYM_JOB_ID.tmp" &&
+    mv -f "$GYM_PORT_DIR/$1-$GYM_JOB_ID.tmp" "$GYM_PORT_DIR/$1-$GYM_JOB_ID"
+}
+# shellcheck disable=SC2317  # called inside the steps, through GYM_STEP_LIB
+__gym_wait_port() {
+  local file="$GYM_PORT_DIR/$1-$GYM_JOB_ID" n
+  for ((n = 0; n < 720; n++)); do
+    if [[ -s $file ]]; then
+      cat "$file"
+      return 0
+    fi
+    sleep 5
+  done
+  echo "gym: $1 published no port within an hour" >&2
+  return 1
+}
+GYM_STEP_LIB=$(declare -p __gym_reserved; declare -f __gym_port_free __gym_pick_port __gym_publish __gym_wait_port)
+export GYM_STEP_LIB
+
+__gym_poll_seconds=5
+__gym_flush_seconds=20
+GYM_STEP_NAMES=()
+GYM_STEP_PIDS=()
+
+# gym_started NAME PID: a service step the monitor loop watches.
+gym_started() {
+  GYM_STEP_NAMES+=("$1")
+  GYM_STEP_PIDS+=("$2")
+}
+
+# gym_nodes FIRST COUNT: hostnames of allocation nodes FIRST.., comma-separated (for --nodelist).
+# shellcheck disable=SC2317  # called only on multi-node allocations
+gym_nodes() {
+  local IFS=,
+  echo "${GYM_NODES[*]:$1:$2}"
+}
+
+# gym_http_ok URL: a 2xx answer. curl, else wget, else a plain HTTP/1.0 GET over bash's /dev/tcp.
+gym_http_ok() {
+  if command -v curl >/dev/null 2>&1; then
+    curl -fsS -o /dev/null --max-time 5 "$1" 2>/dev/null
+    return
+  fi
+  if command -v wget >/dev/null 2>&1; then
+    wget -q -O /dev/null -T 5 "$1" 2>/dev/null
+    return
+  fi
+  local rest=${1#http://} fd status
+  local hostport=${rest%%/*} path=/${rest#*/}
+  [[ $rest == */* ]] || path=/
+  exec {fd}<>"/dev/tcp/${hostport%:*}/${hostport##*:}" 2>/dev/null || return 1
+  printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$path" "$hostport" >&"$fd"
+  read -r -t 5 _ status _ <&"$fd"
+  exec {fd}>&-
+  [[ $status == 2* ]]
+}
+
+# gym_write_target FILE HOST:PORT...: a Prometheus file_sd target list for the collector.
+# shellcheck disable=SC2317  # called only when the collector is on
+gym_write_target() {
+  local file=$1 sep='' out='[{"targets":['
+  shift
+  for target; do
+    out+="$sep\"$target\""
+    sep=,
+  done
+  printf '%s]}]\n' "$out" >"$file.tmp" && mv -f "$file.tmp" "$file"
+}
+
+# gym_wait_ready NAME PID HOST PORT_VAR PORT_FILE HEALTH_PATH ATTEMPTS [HEALTH_PORT] [TARGET_FILE]
+# Poll every 5 s: the step must still be running (its own PID, at every poll, so a server of another
+# job on the same port never passes for ours); read the port it settled from PORT_FILE into PORT_VAR;
+# then, with a HEALTH_PATH, wait for http://HOST:PORT/PATH to answer 2xx.
+gym_wait_ready() {
+  local name=$1 pid=$2 host=$3 var=$4 file=$5 path=$6 attempts=$7 health_port=${8:-} target=${9:-}
+  local port=${!var:-} n
+  for ((n = 1; n <= attempts; n++)); do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "gym: service $name exited before it was ready; see logs/$name-$GYM_JOB_ID.log" >&2
+      return 1
+    fi
+    if [[ -z $port && -n $file && -s $file ]]; then
+      port=$(<"$file")
+      if [[ ! $port =~ ^[0-9]+$ ]]; then
+        echo "gym: service $name published a bad port: $port" >&2
+        return 1
+      fi
+      printf -v "$var" '%s' "$port"
+      if [[ -n $target ]]; then
+        gym_write_target "$target" "$host:$port"
+      fi
+    fi
+    if [[ -n $port ]]; then
+      if [[ -z $path ]]; then
+        return 0
+      fi
+      if gym_http_ok "http://$host:${health_port:-$port}$path" && kill -0 "$pid" 2>/dev/null; then
+        echo "gym: service $name is healthy at http://$host:${health_port:-$port}$path"
+        return 0
+      fi
+    fi
+    sleep "$__gym_poll_seconds"
+  done
+  echo "gym: service $name was not ready after $attempts attempts, $((attempts * __gym_poll_seconds)) s" >&2
+  return 1
+}
+
+# gym_monitor DRIVER_PID: while the driver runs, check every service step every 5 s. When one has
+# exited, say which, send the driver TERM and return 1; otherwise return the driver's status.
+gym_monitor() {
+  local driver=$1 i
+  while kill -0 "$driver" 2>/dev/null; do
+    for i in "${!GYM_STEP_PIDS[@]}"; do
+      if ! kill -0 "${GYM_STEP_PIDS[i]}" 2>/dev/null; then
+        echo "gym: service step ${GYM_STEP_NAMES[i]} exited while the driver was running; stopping the driver" >&2
+        kill -TERM "$driver" 2>/dev/null
+        wait "$driver"
+        return 1
+      fi
+    done
+    sleep "$__gym_poll_seconds"
+  done
+  wait "$driver"
+}
+
+# gym_stop_collector PID: let it flush, TERM it, give it 30 s to exit.
+# shellcheck disable=SC2317  # called only when the collector is on
+gym_stop_collector() {
+  local pid=$1 n
+  sleep "$__gym_flush_seconds"
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for ((n = 0; n < 30; n++)); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 1
+  done
+  echo "gym: the collector did not exit within 30 s of TERM" >&2
+}
+
+
+# --- nodes: hostnames of the allocation, in order; pools take contiguous ranges of them
+mapfile -t GYM_NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
+if ((${#GYM_NODES[@]} < 3)); then
+  echo "gym: the allocation has ${#GYM_NODES[@]} nodes; this job needs 3" >&2
+  exit 1
+fi
+GYM_POOL_POLICY_NODES=$(gym_nodes 0 1)
+export GYM_POOL_POLICY_NODES
+GYM_POOL_WORKERS_NODES=$(gym_nodes 1 2)
+export GYM_POOL_WORKERS_NODES
+GYM_NODE_IPS=()
+for __gym_node in "${GYM_NODES[@]}"; do
+  __gym_ip=$(getent ahostsv4 "$__gym_node" | awk 'NR == 1 {print $1}')
+  GYM_NODE_IPS+=("${__gym_ip:-$__gym_node}")
+done
+HEAD_NODE_IP=${GYM_NODE_IPS[0]}
+RAY_HEAD_NODE_IP=${GYM_NODE_IPS[0]}
+export HEAD_NODE_IP RAY_HEAD_NODE_IP
+
+# --- service step policy (vllm): 1 node(s) from node 0
+# shellcheck disable=SC2016  # the step's script is expanded by the step's own bash, not by this one
+  srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="${GYM_POOL_POLICY_NODES}" \
+    --no-container-mount-home --container-image=vllm/vllm-openai:v0.10.1 \
+    --container-mounts=/runs/gym-job-20260101T000000Z-abcdef/livecodebench/.gym_ports:/runs/gym-job-20260101T000000Z-abcdef/livecodebench/.gym_ports \
+    --kill-on-bad-exit=1 --wait=1 \
+    bash -c 'set -uo pipefail
+eval "$GYM_STEP_LIB"
+__gym_task=${SLURM_PROCID:-0}
+__gym_role=()
+__gym_args=()
+GYM_PORT=$(__gym_pick_port 8000) || exit 1
+__gym_publish policy "$GYM_PORT" || exit 1
+exec vllm serve Qwen/Qwen3-8B --host 0.0.0.0 --port "${GYM_PORT}" --tensor-parallel-size 8 --pipeline-parallel-size 1 "${__gym_role[@]}" "${__gym_args[@]}"
+' \
+    >logs/policy-"${GYM_JOB_ID}".log 2>&1 </dev/null &
+gym_started policy $!
+
+# --- service step sandbox-head (ray_head): 1 node(s) from node 0
+# shellcheck disable=SC2016  # the step's script is expanded by the step's own bash, not by this one
+  srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="${GYM_NODES[0]}" \
+    --no-container-mount-home --container-image=rayproject/ray:2.49.0-py312 \
+    --container-mounts=/runs/gym-job-20260101T000000Z-abcdef/livecodebench/.gym_ports:/runs/gym-job-20260101T000000Z-abcdef/livecodebench/.gym_ports \
+    --kill-on-bad-exit=1 --wait=1 \
+    bash -c 'set -uo pipefail
+eval "$GYM_STEP_LIB"
+__gym_task=${SLURM_PROCID:-0}
+__gym_role=()
+__gym_args=()
+GYM_PORT=$(__gym_pick_port 6379) || exit 1
+__gym_publish sandbox "$GYM_PORT" || exit 1
+exec ray start --block --head --port="${GYM_PORT}" --num-cpus=32 "${__gym_role[@]}" "${__gym_args[@]}"
+' \
+    >logs/sandbox-head-"${GYM_JOB_ID}".log 2>&1 </dev/null &
+gym_started sandbox-head $!
+
+# --- service step sandbox-workers (ray_worker): 2 node(s) from node 1
+# shellcheck disable=SC2016  # the step's script is expanded by the step's own bash, not by this one
+  srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist="${GYM_POOL_WORKERS_NODES}" \
+    --no-container-mount-home --container-image=rayproject/ray:2.49.0-py312 \
+    --container-mounts=/runs/gym-job-20260101T000000Z-abcdef/livecodebench/.gym_ports:/runs/gym-job-20260101T000000Z-abcdef/livecodebench/.gym_ports \
+    --kill-on-bad-exit=1 --wait=1 \
+    bash -c 'set -uo pipefail
+eval "$GYM_STEP_LIB"
+__gym_task=${SLURM_PROCID:-0}
+__gym_role=()
+__gym_args=()
+GYM_PORT_SANDBOX=$(__gym_wait_port sandbox) || exit 1
+exec ray start --block --address="${RAY_HEAD_NODE_IP}":"${GYM_PORT_SANDBOX}" --num-cpus=32 '"'"'--resources={"code_sandbox":16}'"'"' "${__gym_role[@]}" "${__gym_args[@]}"
+' \
+    >logs/sandbox-workers-"${GYM_JOB_ID}".log 2>&1 </dev/null &
+gym_started sandbox-workers $!
+
+# --- readiness: the port each step settled, then its health check
+gym_wait_ready policy "${GYM_STEP_PIDS[0]}" "${GYM_NODES[0]}" GYM_PORT_POLICY "${GYM_PORT_DIR}"/policy-"${GYM_JOB_ID}" \
+  /health 12 '' '' || exit 1
+gym_wait_ready sandbox-head "${GYM_STEP_PIDS[1]}" "${GYM_NODES[0]}" GYM_PORT_SANDBOX "${GYM_PORT_DIR}"/sandbox-"${GYM_JOB_ID}" \
+  '' 120 '' '' || exit 1
+
+# --- driver: gym eval run, with the bench dir mounted at the same path
+# shellcheck disable=SC2016  # the step's script is expanded by the step's own bash, not by this one
+RAY_ADDRESS="${RAY_HEAD_NODE_IP}" \
+GYM_POLICY_PORT="${GYM_PORT_POLICY}" \
+  srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="${GYM_NODES[0]}" \
+    --no-container-mount-home --container-image=python:3.12 \
+    --container-mounts=/runs/gym-job-20260101T000000Z-abcdef/livecodebench:/runs/gym-job-20260101T000000Z-abcdef/livecodebench \
+    bash -c 'set -euo pipefail
+# shellcheck disable=SC2016  # overrides are literal text for gym; only ${GYM_POLICY_PORT} expands
+exec gym eval run +output_jsonl_fpath=/runs/gym-job-20260101T000000Z-abcdef/livecodebench/artifacts/rollouts.jsonl --model-type openai_model +observability_enabled=True '"'"'+config_paths=[benchmarks/livecodebench/config.yaml]'"'"' +policy_base_url=http://localhost:"${GYM_POLICY_PORT}"/v1 +policy_model_name=Qwen/Qwen3-8B +policy_api_key=dummy +model_call_capture_dir=/runs/gym-job-20260101T000000Z-abcdef/livecodebench/model-calls +require_complete=True
+' \
+    >logs/driver-"${GYM_JOB_ID}".log 2>&1 </dev/null &
+__gym_driver_pid=$!
+
+# --- monitor: every service step, every 5 s, while the driver runs; the job's status is the driver's
+gym_monitor "$__gym_driver_pid"
+__gym_status=$?
+exit "$__gym_status"

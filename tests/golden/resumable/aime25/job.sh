@@ -1,0 +1,295 @@
+#!/bin/bash
+#SBATCH --job-name=gym-aime25
+#SBATCH --account=gym
+#SBATCH --time=04:00:00
+#SBATCH --chdir=/runs/gym-job-20260101T000000Z-abcdef/aime25
+#SBATCH --output=logs/slurm-%j.log
+#SBATCH --partition=gpu
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --gpus-per-node=2
+#SBATCH --qos=preemptible
+
+
+# gymbuild job for benchmark aime25 of gym-job-20260101T000000Z-abcdef. Generated: re-render, do not edit.
+set -uo pipefail
+
+GYM_BENCH_DIR=/runs/gym-job-20260101T000000Z-abcdef/aime25
+GYM_PORT_DIR=$GYM_BENCH_DIR/.gym_ports
+export GYM_BENCH_DIR GYM_PORT_DIR
+export GYM_JOB_ID=$SLURM_JOB_ID
+cd "$GYM_BENCH_DIR" || exit 1
+mkdir -p logs artifacts model-calls .gym_ports
+
+# Ports are settled at run time on the node that uses them, so two jobs sharing a node never reach
+# each other's services: the configured port first, then the next free ones (skipping the ports this
+# job's other services want first). The port taken goes to $GYM_PORT_DIR/<name>-<job id>.
+# Steps get these functions through GYM_STEP_LIB (below); shellcheck cannot see those calls.
+__gym_reserved=(8000)
+# shellcheck disable=SC2317  # called inside the steps, through GYM_STEP_LIB
+__gym_port_free() {
+  if command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("", int(sys.argv[1])))' "$1" 2>/dev/null
+    return
+  fi
+  # Without python: a port nothing listens on (locally) is taken to be free.
+  ! (: <>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+# shellcheck disable=SC2317  # called inside the steps, through GYM_STEP_LIB
+__gym_pick_port() {
+  local port=$1 n
+  for ((n = 0; n < 200; n++, port++)); do
+    if ((n > 0)) && [[ " ${__gym_reserved[*]} " == *" $port "* ]]; then
+      continue
+    fi
+    if __gym_port_free "$port"; then
+      echo "$port"
+      return 0
+    fi
+  done
+  echo "gym: no free port in $1..$port on $(hostname)" >&2
+  return 1
+}
+# shellcheck disable=SC2317  # called inside the steps, through GYM_STEP_LIB
+__gym_publish() {
+  printf '%s\n' "$2" >"$GYM_PORT_DIR/$1-$GYM_JOB_ID.tmp" &&
+    mv -f "$GYM_PORT_DIR/$1-$GYM_JOB_ID.tmp" "$GYM_PORT_DIR/$1-$GYM_JOB_ID"
+}
+# shellcheck disable=SC2317  # called inside the steps, through GYM_STEP_LIB
+__gym_wait_port() {
+  local file="$GYM_PORT_DIR/$1-$GYM_JOB_ID" n
+  for ((n = 0; n < 720; n++)); do
+    if [[ -s $file ]]; then
+      cat "$file"
+      return 0
+    fi
+    sleep 5
+  done
+  echo "gym: $1 published no port within an hour" >&2
+  return 1
+}
+GYM_STEP_LIB=$(declare -p __gym_reserved; declare -f __gym_port_free __gym_pick_port __gym_publish __gym_wait_port)
+export GYM_STEP_LIB
+
+__gym_poll_seconds=5
+__gym_flush_seconds=20
+GYM_STEP_NAMES=()
+GYM_STEP_PIDS=()
+
+# gym_started NAME PID: a service step the monitor loop watches.
+gym_started() {
+  GYM_STEP_NAMES+=("$1")
+  GYM_STEP_PIDS+=("$2")
+}
+
+# gym_nodes FIRST COUNT: hostnames of allocation nodes FIRST.., comma-separated (for --nodelist).
+# shellcheck disable=SC2317  # called only on multi-node allocations
+gym_nodes() {
+  local IFS=,
+  echo "${GYM_NODES[*]:$1:$2}"
+}
+
+# gym_http_ok URL: a 2xx answer. curl, else wget, else a plain HTTP/1.0 GET over bash's /dev/tcp.
+gym_http_ok() {
+  if command -v curl >/dev/null 2>&1; then
+    curl -fsS -o /dev/null --max-time 5 "$1" 2>/dev/null
+    return
+  fi
+  if command -v wget >/dev/null 2>&1; then
+    wget -q -O /dev/null -T 5 "$1" 2>/dev/null
+    return
+  fi
+  local rest=${1#http://} fd status
+  local hostport=${rest%%/*} path=/${rest#*/}
+  [[ $rest == */* ]] || path=/
+  exec {fd}<>"/dev/tcp/${hostport%:*}/${hostport##*:}" 2>/dev/null || return 1
+  printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$path" "$hostport" >&"$fd"
+  read -r -t 5 _ status _ <&"$fd"
+  exec {fd}>&-
+  [[ $status == 2* ]]
+}
+
+# gym_write_target FILE HOST:PORT...: a Prometheus file_sd target list for the collector.
+# shellcheck disable=SC2317  # called only when the collector is on
+gym_write_target() {
+  local file=$1 sep='' out='[{"targets":['
+  shift
+  for target; do
+    out+="$sep\"$target\""
+    sep=,
+  done
+  printf '%s]}]\n' "$out" >"$file.tmp" && mv -f "$file.tmp" "$file"
+}
+
+# gym_wait_ready NAME PID HOST PORT_VAR PORT_FILE HEALTH_PATH ATTEMPTS [HEALTH_PORT] [TARGET_FILE]
+# Poll every 5 s: the step must still be running (its own PID, at every poll, so a server of another
+# job on the same port never passes for ours); read the port it settled from PORT_FILE into PORT_VAR;
+# then, with a HEALTH_PATH, wait for http://HOST:PORT/PATH to answer 2xx.
+gym_wait_ready() {
+  local name=$1 pid=$2 host=$3 var=$4 file=$5 path=$6 attempts=$7 health_port=${8:-} target=${9:-}
+  local port=${!var:-} n
+  for ((n = 1; n <= attempts; n++)); do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "gym: service $name exited before it was ready; see logs/$name-$GYM_JOB_ID.log" >&2
+      return 1
+    fi
+    if [[ -z $port && -n $file && -s $file ]]; then
+      port=$(<"$file")
+      if [[ ! $port =~ ^[0-9]+$ ]]; then
+        echo "gym: service $name published a bad port: $port" >&2
+        return 1
+      fi
+      printf -v "$var" '%s' "$port"
+      if [[ -n $target ]]; then
+        gym_write_target "$target" "$host:$port"
+      fi
+    fi
+    if [[ -n $port ]]; then
+      if [[ -z $path ]]; then
+        return 0
+      fi
+      if gym_http_ok "http://$host:${health_port:-$port}$path" && kill -0 "$pid" 2>/dev/null; then
+        echo "gym: service $name is healthy at http://$host:${health_port:-$port}$path"
+        return 0
+      fi
+    fi
+    sleep "$__gym_poll_seconds"
+  done
+  echo "gym: service $name was not ready after $attempts attempts, $((attempts * __gym_poll_seconds)) s" >&2
+  return 1
+}
+
+# gym_monitor DRIVER_PID: while the driver runs, check every service step every 5 s. When one has
+# exited, say which, send the driver TERM and return 1; otherwise return the driver's status.
+gym_monitor() {
+  local driver=$1 i
+  while kill -0 "$driver" 2>/dev/null; do
+    for i in "${!GYM_STEP_PIDS[@]}"; do
+      if ! kill -0 "${GYM_STEP_PIDS[i]}" 2>/dev/null; then
+        echo "gym: service step ${GYM_STEP_NAMES[i]} exited while the driver was running; stopping the driver" >&2
+        kill -TERM "$driver" 2>/dev/null
+        wait "$driver"
+        return 1
+      fi
+    done
+    sleep "$__gym_poll_seconds"
+  done
+  wait "$driver"
+}
+
+# gym_stop_collector PID: let it flush, TERM it, give it 30 s to exit.
+# shellcheck disable=SC2317  # called only when the collector is on
+gym_stop_collector() {
+  local pid=$1 n
+  sleep "$__gym_flush_seconds"
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for ((n = 0; n < 30; n++)); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 1
+  done
+  echo "gym: the collector did not exit within 30 s of TERM" >&2
+}
+
+
+# --- resume: this job may continue a chain; it is given the previous job's id as $1.
+# The previous job's end state decides: COMPLETED or CANCELLED ends the chain; TIMEOUT, PREEMPTED and
+# NODE_FAIL resume while the accumulated walltime allows; other failures resume up to max_retries.
+__gym_int() {
+  local value
+  value=$(cat "$1" 2>/dev/null) || value=0
+  [[ $value =~ ^[0-9]+$ ]] || value=0
+  echo "$value"
+}
+__gym_prev_job=${1:-}
+__gym_successor=
+if grep -qx "$GYM_JOB_ID" .gym_job_chain 2>/dev/null; then
+  echo "gym: job $GYM_JOB_ID restarted; its successor is already queued"
+else
+  if [[ -n $__gym_prev_job ]]; then
+    __gym_state=
+    __gym_elapsed=0
+    for ((__gym_n = 0; __gym_n < 30; __gym_n++)); do
+      IFS='|' read -r __gym_state __gym_elapsed < <(sacct -n -X -P -j "$__gym_prev_job" -o State,ElapsedRaw 2>/dev/null)
+      case ${__gym_state%% *} in
+        "" | PENDING | RUNNING | REQUEUED | RESIZING | SUSPENDED | COMPLETING) sleep 10 ;;  # accounting lags
+        *) break ;;
+      esac
+    done
+    [[ $__gym_elapsed =~ ^[0-9]+$ ]] || __gym_elapsed=0
+    __gym_walltime=$(($(__gym_int .gym_accumulated_walltime) + __gym_elapsed))
+    echo "$__gym_walltime" >.gym_accumulated_walltime
+    echo "gym: previous job $__gym_prev_job ended ${__gym_state:-UNKNOWN}; ${__gym_walltime} s used so far"
+    case ${__gym_state%% *} in
+      COMPLETED | CANCELLED)
+        echo "gym: the chain ends here"
+        exit 0
+        ;;
+      TIMEOUT | PREEMPTED | NODE_FAIL)
+        :  # no max_walltime: resume
+        ;;
+      *)
+        __gym_retries=$(($(__gym_int .gym_infra_retries) + 1))
+        echo "$__gym_retries" >.gym_infra_retries
+        if ((__gym_retries > 3)); then
+          echo "gym: max_retries (3) reached; not resuming" >&2
+          exit 1
+        fi
+        ;;
+    esac
+  fi
+  echo "$GYM_JOB_ID" >>.gym_job_chain
+  # The successor runs only if this job ends badly (afternotok); it gets this job's id.
+  if __gym_successor=$(sbatch --parsable --dependency="afternotok:$GYM_JOB_ID" /runs/gym-job-20260101T000000Z-abcdef/aime25/job.sh "$GYM_JOB_ID"); then
+    __gym_successor=${__gym_successor%%;*}
+    echo "gym: successor $__gym_successor queued in case this job does not complete"
+  else
+    echo "gym: could not queue a successor; this job will not resume" >&2
+    __gym_successor=
+  fi
+fi
+
+# --- service step policy (vllm): 1 node(s) from node 0
+# shellcheck disable=SC2016  # the step's script is expanded by the step's own bash, not by this one
+  srun --overlap --nodes=1 --ntasks=1 \
+    --no-container-mount-home --container-image=vllm/vllm-openai:v0.10.1 \
+    --container-mounts=/runs/gym-job-20260101T000000Z-abcdef/aime25/.gym_ports:/runs/gym-job-20260101T000000Z-abcdef/aime25/.gym_ports \
+    --kill-on-bad-exit=1 --wait=1 \
+    bash -c 'set -uo pipefail
+eval "$GYM_STEP_LIB"
+__gym_task=${SLURM_PROCID:-0}
+__gym_role=()
+__gym_args=()
+GYM_PORT=$(__gym_pick_port 8000) || exit 1
+__gym_publish policy "$GYM_PORT" || exit 1
+exec vllm serve Qwen/Qwen3-8B --host 0.0.0.0 --port "${GYM_PORT}" --tensor-parallel-size 2 --pipeline-parallel-size 1 "${__gym_role[@]}" "${__gym_args[@]}"
+' \
+    >logs/policy-"${GYM_JOB_ID}".log 2>&1 </dev/null &
+gym_started policy $!
+
+# --- readiness: the port each step settled, then its health check
+gym_wait_ready policy "${GYM_STEP_PIDS[0]}" localhost GYM_PORT_POLICY "${GYM_PORT_DIR}"/policy-"${GYM_JOB_ID}" \
+  /health 12 '' '' || exit 1
+
+# --- driver: gym eval run, with the bench dir mounted at the same path
+# shellcheck disable=SC2016  # the step's script is expanded by the step's own bash, not by this one
+GYM_POLICY_PORT="${GYM_PORT_POLICY}" \
+  srun --overlap --nodes=1 --ntasks=1 \
+    --no-container-mount-home --container-image=python:3.12 \
+    --container-mounts=/runs/gym-job-20260101T000000Z-abcdef/aime25:/runs/gym-job-20260101T000000Z-abcdef/aime25 \
+    bash -c 'set -euo pipefail
+# shellcheck disable=SC2016  # overrides are literal text for gym; only ${GYM_POLICY_PORT} expands
+exec gym eval run +output_jsonl_fpath=/runs/gym-job-20260101T000000Z-abcdef/aime25/artifacts/rollouts.jsonl --model-type openai_model +observability_enabled=True '"'"'+config_paths=[benchmarks/aime25/config.yaml]'"'"' +num_repeats=32 +policy_base_url=http://localhost:"${GYM_POLICY_PORT}"/v1 +policy_model_name=Qwen/Qwen3-8B +policy_api_key=dummy +model_call_capture_dir=/runs/gym-job-20260101T000000Z-abcdef/aime25/model-calls +require_complete=True +resume_from_cache=True
+' \
+    >logs/driver-"${GYM_JOB_ID}".log 2>&1 </dev/null &
+__gym_driver_pid=$!
+
+# --- monitor: every service step, every 5 s, while the driver runs; the job's status is the driver's
+gym_monitor "$__gym_driver_pid"
+__gym_status=$?
+if [[ $__gym_status == 0 && -n $__gym_successor ]]; then
+  scancel "$__gym_successor"  # this job completed: the chain ends here
+fi
+exit "$__gym_status"
