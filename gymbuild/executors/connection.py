@@ -235,7 +235,9 @@ class Connection:
         No `--delete`: the run directory holds what jobs wrote (logs, artifacts, `.gym_*`), and a
         re-submission must leave all of it in place.
         """
-        argv = ["rsync", "-rlpt", "--protect-args"]
+        # --checksum: a script re-rendered within the same second keeps its size and mtime, and
+        # rsync's quick check would skip it.
+        argv = ["rsync", "-rlpt", "--checksum", "--protect-args"]
         if self.is_local:
             argv += [f"{source}/", f"{dest}/"]
         else:
