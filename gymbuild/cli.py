@@ -16,10 +16,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from doit.doit_cmd import DoitMain
 
     from gymbuild import tasks
+    from gymbuild.invocation import DEFAULT_WORKSPACE
 
     args = list(sys.argv[1:] if argv is None else argv)
     workspace = next(
-        (Path(a.split("=", 1)[1]) for a in args if a.startswith("workspace=")), Path(tasks.DEFAULT_WORKSPACE)
+        (Path(a.split("=", 1)[1]) for a in args if a.startswith("workspace=")), Path(DEFAULT_WORKSPACE)
     )
     namespace = dict(vars(tasks))
     namespace["DOIT_CONFIG"] = tasks.doit_config(workspace)

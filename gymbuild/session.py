@@ -258,7 +258,7 @@ class Session:
 
         sub = self.submission()
         script = f"{sub.run_dir}/{bench}/job.sh"
-        result = executor_module(self.executor_name).queue(self.connection(), script)
+        result = executor_module(self.executor_name).queue(self.connection(), script, self.job_environment())
         earlier = self.workspace.outcome(bench)
         self.workspace.save_outcome(
             Outcome(
@@ -274,6 +274,13 @@ class Session:
         total = len(self._to_queue()) + len(self.queued_now)
         if sys.stderr.isatty() or len(self.queued_now) % 50 == 0:
             _err(f"queued {len(self.queued_now)}/{total}")
+
+    def job_environment(self) -> dict[str, str]:
+        """What the job reads from the environment it is queued with: the collector's ingest token,
+        which DESIGN keeps out of every file in the run directory, job.sh included."""
+        assert self.resolved is not None
+        otel = self.config.otel
+        return {otel.token_env: self.resolved.secrets[otel.token_env]} if otel.enabled else {}
 
     # --- record --------------------------------------------------------------------------------
 

@@ -22,10 +22,9 @@ from doit import doit_cmd
 from doit.exceptions import TaskFailed
 
 from gymbuild.errors import UserError
-from gymbuild.invocation import DEFAULT_WORKSPACE, Invocation
+from gymbuild.invocation import Invocation
 from gymbuild.reporter import GymReporter
 from gymbuild.session import Session, hold_workspace
-
 
 
 def doit_config(workspace: Path | None = None) -> dict[str, Any]:

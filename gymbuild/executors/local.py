@@ -11,7 +11,7 @@ import socket
 from collections.abc import Mapping
 
 from gymbuild.executors.connection import Connection, Result
-from gymbuild.executors.slurm import JobState, Queued
+from gymbuild.executors.slurm import JobState, Queued, exports
 from gymbuild.shell import join, quote
 
 NAME = "local"
@@ -24,11 +24,12 @@ def metadata() -> dict[str, str]:
     return {"hostname": socket.gethostname()}
 
 
-def queue(conn: Connection, script: str) -> Queued:
+def queue(conn: Connection, script: str, environment: Mapping[str, str]) -> Queued:
     """Start the job detached from this terminal; the submit returns at once."""
     bench_dir = script.rsplit("/", 1)[0]
     result = conn.run(
-        f"cd {quote(bench_dir)} && setsid bash {quote(script)} </dev/null >/dev/null 2>&1 & echo $!"
+        f"{exports(environment)}cd {quote(bench_dir)} && "
+        f"setsid bash {quote(script)} </dev/null >/dev/null 2>&1 & echo $!"
     )
     job_id = result.stdout.strip()
     if not result.ok or not job_id.isdigit():

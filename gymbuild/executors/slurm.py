@@ -30,9 +30,15 @@ def parse_job_id(stdout: str) -> str | None:
     return job_id if job_id.isdigit() else None
 
 
-def queue(conn: Connection, script: str) -> Queued:
+def exports(environment: Mapping[str, str]) -> str:
+    """`export` lines for values a job reads from its environment (the collector's token): they
+    travel on the session's stdin, never on a command line where `ps` would show them."""
+    return "".join(f"export {name}={quote(value)}\n" for name, value in environment.items())
+
+
+def queue(conn: Connection, script: str, environment: Mapping[str, str]) -> Queued:
     """One `sbatch --parsable` of a benchmark's job.sh, in the run's shell session."""
-    result = conn.run(f"sbatch --parsable {quote(script)}")
+    result = conn.run(f"{exports(environment)}sbatch --parsable {quote(script)}")
     job_id = parse_job_id(result.stdout) if result.ok else None
     if job_id is None:
         reason = result.stderr.strip() or result.stdout.strip() or f"sbatch exited {result.status}"

@@ -15,9 +15,9 @@ step.sh.j2 and driver.sh.j2: what runs inside a step) from what is Slurm's (slur
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -28,6 +28,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from gymbuild.config.model import EnvValue
 from gymbuild.errors import UserError
 from gymbuild.plan import BenchPlan, Ref
+from gymbuild.shell import quote
 
 __all__ = ["RenderedFile", "RenderedJob", "dry_run_text", "mask_secrets", "render_job", "sh"]
 
@@ -68,7 +69,7 @@ def sh(value: Any) -> str:
         return _ref(value.name)
     if isinstance(value, EnvValue):
         if value.kind == "lit":
-            return shlex.quote(value.value)
+            return quote(value.value)
         if value.kind == "runtime":
             return _ref(value.value)
         return _ref(secret_var(value.value))
@@ -77,7 +78,7 @@ def sh(value: Any) -> str:
     if isinstance(value, bool) or value is None:
         raise TypeError(f"refusing to guess how {value!r} should reach bash")
     if isinstance(value, int | str):
-        return shlex.quote(str(value))
+        return quote(str(value))
     raise TypeError(f"cannot quote a {type(value).__name__} for bash")
 
 
@@ -123,6 +124,17 @@ def _environment() -> Environment:
 
 
 _ENV = _environment()
+
+
+@functools.cache
+def templates_digest() -> str:
+    """A digest of the templates: a changed template makes every staged script stale."""
+    import hashlib
+    from pathlib import Path
+
+    folder = Path(__file__).parent / "templates"
+    blob = b"".join(p.name.encode() + p.read_bytes() for p in sorted(folder.glob("*.j2")))
+    return hashlib.sha256(blob).hexdigest()[:16]
 
 
 def mask_secrets(names: Iterable[str]) -> dict[str, str]:
