@@ -46,6 +46,7 @@ def doit_config(workspace: Path | None = None) -> dict[str, Any]:
 
 
 _SESSION: tuple[dict[str, str], Session] | None = None
+_NO_VARIABLES: dict[str, str] = {}
 
 
 def session() -> Session:
@@ -55,7 +56,9 @@ def session() -> Session:
     (tests run several in one process).
     """
     global _SESSION
-    variables = doit_cmd._CMDLINE_VARS or {}
+    # Not `or {}`: a command line without variables gives an empty (falsy) dict, and a fresh `{}` per
+    # call would make a new Session per task, losing what the queue tasks did before `submit` reports.
+    variables = doit_cmd._CMDLINE_VARS if doit_cmd._CMDLINE_VARS is not None else _NO_VARIABLES
     if _SESSION is None or _SESSION[0] is not variables:
         if _SESSION is not None:
             _SESSION[1].close()
