@@ -1,0 +1,118 @@
+"""The commands as a user types them (`gymbuild VERB ...` in a subprocess), on any machine.
+
+What needs a cluster is in the e2e tests; these cover the verbs that run without one: resolve and the
+dry run (`render`), the workspace they leave behind, and the errors a user sees.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRETS = {"HF_TOKEN": "hf-SEKRET-value-1", "WANDB_API_KEY": "wandb-SEKRET-value-2"}
+
+
+def gymbuild(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run the console script's code in a fresh process; the secrets are set only when passed."""
+    base = {k: v for k, v in os.environ.items() if k not in SECRETS}
+    return subprocess.run(
+        [sys.executable, "-m", "gymbuild.cli", *args],
+        cwd=cwd,
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_render_prints_each_script_with_secrets_masked_and_queues_nothing(tmp_path):
+    done = gymbuild("render", f"config={ROOT / 'examples/secrets.yaml'}", cwd=tmp_path, env=SECRETS)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("[dry-run] remote run dir: /")
+    assert "<host:HF_TOKEN>" in done.stdout
+    for value in SECRETS.values():
+        assert value not in done.stdout + done.stderr
+    staged = next((tmp_path / ".gymbuild").glob("secrets-*/stage"))
+    job = next(staged.glob("*/job.sh"))
+    assert SECRETS["HF_TOKEN"] in job.read_text()  # the real script holds the value ...
+    assert job.stat().st_mode & 0o777 == 0o600  # ... and only its owner can read it
+    assert not (staged.parent / "outcomes").exists()  # nothing was queued
+
+
+def test_render_is_incremental_and_keeps_its_run_dir(tmp_path):
+    config = f"config={ROOT / 'examples/minimal.yaml'}"
+    first = gymbuild("render", config, cwd=tmp_path)
+    job = next((tmp_path / ".gymbuild").glob("minimal-*/stage/gpqa/job.sh"))
+    rendered_at = job.stat().st_mtime_ns
+    second = gymbuild("render", config, cwd=tmp_path)
+    assert first.stdout == second.stdout  # same submission id, same scripts
+    assert job.stat().st_mtime_ns == rendered_at  # unchanged plan: not rendered again
+    changed = gymbuild("render", config, "compute.cluster.walltime=00:30:00", cwd=tmp_path)
+    assert "#SBATCH --time=00:30:00" in changed.stdout
+    assert "--time=00:30:00" in job.read_text()
+
+
+def test_render_json_is_one_object(tmp_path):
+    done = gymbuild("render", f"config={ROOT / 'examples/minimal.yaml'}", "json=1", cwd=tmp_path)
+    payload = json.loads(done.stdout)
+    assert payload["run_dir"].startswith("/var/tmp/gymbuild-runs/gym-job-")
+    assert "#SBATCH --job-name=gym-gpqa" in payload["benchmarks"]["gpqa"]["job.sh"]
+
+
+def test_new_starts_a_fresh_submission(tmp_path):
+    config = f"config={ROOT / 'examples/minimal.yaml'}"
+    first = json.loads(gymbuild("render", config, "json=1", cwd=tmp_path).stdout)["run_dir"]
+    fresh = json.loads(gymbuild("render", config, "json=1", "new=1", cwd=tmp_path).stdout)["run_dir"]
+    assert first != fresh
+
+
+def test_resolve_output_is_a_config_that_resolves_to_itself(tmp_path):
+    first = gymbuild("resolve", f"config={ROOT / 'examples/secrets.yaml'}", cwd=tmp_path, env=SECRETS)
+    assert first.returncode == 0, first.stderr
+    assert "host:HF_TOKEN" in first.stdout and SECRETS["HF_TOKEN"] not in first.stdout
+    (tmp_path / "again.yaml").write_text(first.stdout)
+    second = gymbuild("resolve", "config=again.yaml", cwd=tmp_path, env=SECRETS)
+    assert second.stdout == first.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["config=missing.yaml"], "no such config file"),
+        (["config=examples/minimal.yaml", "only=nope"], "only= names benchmark(s) the config does not have"),
+        (["config=examples/minimal.yaml", "driver.nope=1"], "driver.nope"),
+        (["config=examples/secrets.yaml"], "host:HF_TOKEN is not set"),
+    ],
+)
+def test_user_errors_are_one_message_without_traceback(args, fragment, tmp_path):
+    for verb in ("resolve", "render", "submit"):
+        done = gymbuild(verb, *[a.replace("examples/", f"{ROOT}/examples/") for a in args], cwd=tmp_path)
+        assert done.returncode == 1, (verb, done.stdout, done.stderr)
+        assert fragment in done.stderr
+        assert "Traceback" not in done.stderr
+        assert done.stdout == ""
+
+
+def test_doit_in_the_project_root_runs_the_same_tasks(tmp_path):
+    done = subprocess.run(
+        ["doit", "resolve", "config=examples/minimal.yaml", f"workspace={tmp_path}", "json=1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["driver"]["policy_model"] == "policy"
+
+
+def test_doit_commands_still_work(tmp_path):
+    listed = gymbuild("list", cwd=tmp_path)
+    assert listed.returncode == 0
+    for verb in ("resolve", "render", "submit", "status", "resubmit", "logs", "cancel", "runs"):
+        assert f"\n{verb} " in "\n" + listed.stdout
