@@ -36,7 +36,7 @@ def doit_config(workspace: Path | None = None) -> dict[str, Any]:
     ws = workspace or Invocation.from_vars(doit_cmd._CMDLINE_VARS or {}).workspace
     hold_workspace(ws)
     return {
-        "default_tasks": ["submit"],
+        "default_tasks": ["render"],  # bare `gymbuild` is the dry run, never a submit
         "dep_file": str(ws / "doit-db.json"),
         "backend": "json",
         "continue": True,
@@ -79,6 +79,20 @@ def user_action(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def user_check(func: Callable[[], bool]) -> Callable[[], bool]:
+    """An uptodate check that a user error leaves "not up to date": doit would print a traceback for
+    an exception raised here, while the task's action raises the same error again as a clean message."""
+
+    @functools.wraps(func)
+    def wrapper() -> bool:
+        try:
+            return func()
+        except UserError:
+            return False
+
+    return wrapper
+
+
 def _fail_with(error: UserError) -> Callable[[], TaskFailed]:
     return lambda: TaskFailed(str(error))
 
@@ -113,7 +127,7 @@ def task_stage() -> Any:
         yield {
             "name": bench,
             "actions": [user_action(functools.partial(s.stage, bench))],
-            "uptodate": [functools.partial(s.staged, bench)],
+            "uptodate": [user_check(functools.partial(s.staged, bench))],
         }
 
 
@@ -130,7 +144,7 @@ def task_sync() -> dict[str, Any]:
     return {
         "actions": [user_action(s.sync)],
         "task_dep": [f"stage:{b}" for b in s.selected()],
-        "uptodate": [s.synced],
+        "uptodate": [user_check(s.synced)],
         "teardown": [s.close],
     }
 
@@ -145,7 +159,7 @@ def task_queue() -> Any:
             "name": bench,
             "actions": [user_action(functools.partial(s.queue, bench))],
             "task_dep": ["sync"],
-            "uptodate": [functools.partial(s.queued, bench)],
+            "uptodate": [user_check(functools.partial(s.queued, bench))],
             "teardown": [s.close],
         }
 
@@ -158,7 +172,7 @@ def task_record() -> dict[str, Any]:
     return {
         "actions": [user_action(s.record)],
         "task_dep": [f"queue:{b}" for b in s.selected()],
-        "uptodate": [s.recorded],
+        "uptodate": [user_check(s.recorded)],
         "teardown": [s.close],
     }
 
