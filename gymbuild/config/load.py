@@ -8,6 +8,7 @@ The only I/O is reading the config files and (through `${oc.env:...}`) the envir
 
 from __future__ import annotations
 
+import difflib
 import re
 import warnings
 from collections.abc import Sequence
@@ -100,13 +101,10 @@ def _hydra_problem(err: Exception, overrides: Sequence[str]) -> Problem:
     return Problem(key, text, fix)
 
 
-def compose(path: Path, overrides: Sequence[str]) -> Any:
-    """Hydra composition of `path` with `overrides`: the raw OmegaConf tree, not yet interpolated."""
+def _hydra_compose(path: Path, overrides: Sequence[str]) -> Any:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
 
     GlobalHydra.instance().clear()
     try:
@@ -114,10 +112,55 @@ def compose(path: Path, overrides: Sequence[str]) -> Any:
             warnings.simplefilter("ignore")
             with initialize_config_dir(config_dir=str(path.parent.resolve()), version_base=None):
                 return hydra_compose(config_name=path.stem, overrides=list(overrides))
-    except (HydraException, OmegaConfBaseException, yaml.YAMLError, ValueError) as err:
-        raise ConfigError(str(path), [_hydra_problem(err, overrides)]) from None
     finally:
         GlobalHydra.instance().clear()
+
+
+def _suggest_key(problem: Problem, path: Path) -> Problem:
+    """For an override of a key the file lacks, the same path spelt with the closest keys it has.
+
+    Hydra only says the key is missing; composing once more without the overrides shows what is there.
+    """
+    from omegaconf import DictConfig
+
+    parts = problem.path.split(".")
+    try:
+        node = _hydra_compose(path, [])
+        for index, part in enumerate(parts[:-1]):
+            if not isinstance(node, DictConfig):
+                return problem
+            if part in node:
+                node = node[part]
+                continue
+            close = difflib.get_close_matches(part, [str(k) for k in node], n=1, cutoff=0.6)
+            if not close:
+                return problem
+            parts[index] = close[0]
+            node = node[close[0]]
+    except Exception:  # the suggestion is a nicety; the problem stands without it
+        return problem
+    if isinstance(node, DictConfig) and parts[-1] not in node:
+        close = difflib.get_close_matches(parts[-1], [str(k) for k in node], n=1, cutoff=0.6)
+        if close:
+            parts[-1] = close[0]
+    named = ".".join(parts)
+    if named == problem.path:
+        return problem
+    return Problem(problem.path, problem.message, f"did you mean `{named}`? {problem.fix}")
+
+
+def compose(path: Path, overrides: Sequence[str]) -> Any:
+    """Hydra composition of `path` with `overrides`: the raw OmegaConf tree, not yet interpolated."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return _hydra_compose(path, overrides)
+    except (HydraException, OmegaConfBaseException, yaml.YAMLError, ValueError) as err:
+        problem = _hydra_problem(err, overrides)
+        if problem.path and "is not in the config" in problem.fix:
+            problem = _suggest_key(problem, path)
+        raise ConfigError(str(path), [problem]) from None
 
 
 def interpolate(cfg: Any, source: str) -> dict[str, Any]:
