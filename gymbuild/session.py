@@ -133,7 +133,11 @@ class Session:
         from gymbuild.plan import plan_submission
 
         sub = self.submission()
-        return plan_submission(self.config, run_dir=sub.run_dir, gym_job_id=sub.gym_job_id)
+        try:
+            return plan_submission(self.config, run_dir=sub.run_dir, gym_job_id=sub.gym_job_id)
+        except UserError as err:  # the plan names the config path; the user also needs the file
+            fix = "" if "fix:" in str(err) else "\n    fix: correct that value in the config"
+            raise UserError(f"error: {self.inv.config}: {err}{fix}") from None
 
     @cached_property
     def _secrets_digest(self) -> str:
