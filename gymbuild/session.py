@@ -244,7 +244,16 @@ class Session:
         conn = self.connection()
         if self.executor_name == "slurm":  # the local executor runs no containers: nothing is mounted
             rundir.check_mounts(conn, rundir.mount_sources(self.config), str(self.inv.config))
-        rundir.prepare_run_dir(conn, sub.run_dir, fresh=self.workspace.stamp("sync") is None)
+        # The intent is stamped before the directory is made: a run killed after the remote mkdir must
+        # not find its own run directory "already existing" and refuse to go on (only new=1 would help).
+        fresh = self.workspace.stamp("sync") is None and self.workspace.stamp("run-dir") != sub.run_dir
+        if fresh:
+            self.workspace.set_stamp("run-dir", sub.run_dir)
+        try:
+            rundir.prepare_run_dir(conn, sub.run_dir, fresh=fresh)
+        except rundir.RunDirExists:
+            (self.workspace.stamps_dir / "run-dir").unlink(missing_ok=True)  # not ours after all
+            raise
         atomic_write(self.workspace.stage / RESOLVED_CONFIG_NAME, self.resolved_text())
         rundir.sync(conn, str(self.workspace.stage), sub.run_dir)
         self.workspace.set_stamp("sync", self._tree_digest())
@@ -262,8 +271,14 @@ class Session:
 
         sub = self.submission()
         script = f"{sub.run_dir}/{bench}/job.sh"
-        result = executor_module(self.executor_name).queue(self.connection(), script, self.job_environment())
+        executor = executor_module(self.executor_name)
         earlier = self.workspace.outcome(bench)
+        result = self._adopt_lost_job(executor, bench, earlier)
+        if result is None:
+            # Stamped before sbatch: a run killed while sbatch runs leaves this behind, and the next
+            # run asks Slurm for the job it may have queued instead of queueing a second one.
+            self.workspace.set_stamp(f"inflight-{bench}", script)
+            result = executor.queue(self.connection(), script, self.job_environment())
         self.workspace.save_outcome(
             Outcome(
                 benchmark=bench,
@@ -274,10 +289,22 @@ class Session:
                 previous_job_ids=earlier.previous_job_ids if earlier else (),
             )
         )
+        (self.workspace.stamps_dir / f"inflight-{bench}").unlink(missing_ok=True)
         self.queued_now.append(bench)
         total = len(self._to_queue()) + len(self.queued_now)
         if sys.stderr.isatty() or len(self.queued_now) % 50 == 0:
             _err(f"queued {len(self.queued_now)}/{total}")
+
+    def _adopt_lost_job(self, executor: Any, bench: str, earlier: Outcome | None) -> Any:
+        """The job an earlier, killed run's sbatch queued for `bench` without its answer coming back
+        (a Queued, or None: queue it). Asked only after such a kill, so a normal submit pays nothing."""
+        find = getattr(executor, "find_queued", None)
+        if find is None or self.workspace.stamp(f"inflight-{bench}") is None:
+            return None
+        known = frozenset(earlier.previous_job_ids) if earlier else frozenset()
+        plan = self.plans[bench]
+        job_id = find(self.connection(), plan.bench_dir, dict(plan.directives)["job-name"], known)
+        return executor.Queued(job_id, None) if job_id else None
 
     def job_environment(self) -> dict[str, str]:
         """What the job reads from the environment it is queued with: the collector's ingest token,

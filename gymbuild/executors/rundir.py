@@ -47,12 +47,16 @@ def check_mounts(conn: Connection, sources: Mapping[str, list[str]], source_file
         )
 
 
+class RunDirExists(UserError):
+    """The first sync of a submission found its run directory already there (someone else's)."""
+
+
 def prepare_run_dir(conn: Connection, run_dir: str, *, fresh: bool) -> None:
     """Create the run directory; the first sync of a submission must find it absent."""
     check = f"if [ -e {quote(run_dir)} ]; then echo exists; exit 3; fi; " if fresh else ""
     result = conn.run(f"{check}mkdir -p {quote(run_dir)} && chmod 755 {quote(run_dir)}")
     if result.status == 3:
-        raise UserError(
+        raise RunDirExists(
             f"error: the run directory {run_dir} already exists on {conn.target}\n"
             "    fix: pass new=1 to start a fresh submission with a new id"
         )

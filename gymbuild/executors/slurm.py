@@ -46,6 +46,25 @@ def queue(conn: Connection, script: str, environment: Mapping[str, str]) -> Queu
     return Queued(job_id, None)
 
 
+def find_queued(conn: Connection, job_dir: str, job_name: str, known: frozenset[str]) -> str | None:
+    """The job an interrupted sbatch queued for `job_dir` (its answer never came back), if any.
+
+    Slurm is asked by name and working directory, squeue (which knows a job at once) and sacct (which
+    remembers it after squeue forgets); ids in `known` (this benchmark's earlier jobs) do not count.
+    """
+    name = quote(job_name)
+    result = conn.run(
+        f"squeue -h -o '%i|%Z' -n {name} 2>/dev/null; "
+        f"sacct -X -n -P -a -S now-7days -o JobID,WorkDir -n {name} 2>/dev/null; true"
+    )
+    found = {
+        job_id
+        for job_id, _, work_dir in (line.partition("|") for line in result.stdout.splitlines())
+        if job_id.isdigit() and work_dir == job_dir and job_id not in known
+    }
+    return max(found, key=int) if found else None
+
+
 # --- day two: what became of the jobs -----------------------------------------------------------
 
 RETRYABLE = frozenset({"FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL"})
