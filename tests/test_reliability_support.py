@@ -10,6 +10,7 @@ program) so a test can SIGKILL the whole gymbuild process group there.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -106,10 +107,8 @@ class Faults:
     def release(self) -> None:
         """End the wrappers this test blocked (only those: their pids were written by them)."""
         for pid in self.blocked:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         self.blocked.clear()
 
 
@@ -129,10 +128,8 @@ def start_gymbuild(args: Sequence[str], *, cwd: Path, env: Mapping[str, str]) ->
 
 def kill_group(proc: subprocess.Popen[str]) -> None:
     """SIGKILL gymbuild and every child in its group (ssh client, rsync, the local bash)."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     proc.communicate(timeout=30)
 
 
