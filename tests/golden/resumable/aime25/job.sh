@@ -18,21 +18,58 @@ GYM_BENCH_DIR=/runs/gym-job-20260101T000000Z-abcdef/aime25
 GYM_PORT_DIR=$GYM_BENCH_DIR/.gym_ports
 export GYM_BENCH_DIR GYM_PORT_DIR
 export GYM_JOB_ID=$SLURM_JOB_ID
+# gym_term_driver PID: TERM to the driver step's tasks (PID is its srun). A TERM sent to srun makes it
+# kill the tasks with SIGKILL at once, so the driver could never stop cleanly; scancel --signal
+# delivers TERM to the tasks themselves, as Slurm's own time limit does. The monitor loop calls it.
+# shellcheck disable=SC2317  # called by gym_monitor
+gym_term_driver() {
+  local step
+  step=$(squeue -h -s -j "$SLURM_JOB_ID" -o '%i %j' 2>/dev/null | awk '$2 == "gym-driver" {print $1; exit}')
+  if [[ -n $step ]] && scancel --signal=TERM "$step" 2>/dev/null; then
+    return 0
+  fi
+  kill -TERM "$1" 2>/dev/null
+}
 cd "$GYM_BENCH_DIR" || exit 1
 mkdir -p logs artifacts model-calls .gym_ports
 
 # Ports are settled at run time on the node that uses them, so two jobs sharing a node never reach
 # each other's services: the configured port first, then the next free ones (skipping the ports this
 # job's other services want first). The port taken goes to $GYM_PORT_DIR/<name>-<job id>.
+# A port found free is also claimed, because a server binds it only later (vLLM after loading the
+# model): the claim is an abstract unix socket named after the port, which every container on the
+# node's network sees, held by a small process until the shell that picked the port (the step, once
+# it execs its server) exits. Two jobs probing at once cannot both win the claim.
 # Steps get these functions through GYM_STEP_LIB (below); shellcheck cannot see those calls.
 __gym_reserved=(8000)
 # shellcheck disable=SC2317  # called inside the steps, through GYM_STEP_LIB
 __gym_port_free() {
   if command -v python3 >/dev/null 2>&1; then
-    python3 -c 'import socket, sys
+    python3 -c 'import os, socket, sys, time
+port, owner = int(sys.argv[1]), int(sys.argv[2])
+claim = socket.socket(socket.AF_UNIX)
+try:
+    claim.bind("\0gym-port-%d" % port)
+except OSError:
+    sys.exit(1)
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("", int(sys.argv[1])))' "$1" 2>/dev/null
+s.bind(("", port))
+s.close()
+if os.fork():
+    os._exit(0)
+os.setsid()
+null = os.open(os.devnull, os.O_RDWR)
+for fd in (0, 1, 2):
+    os.dup2(null, fd)
+while True:
+    try:
+        os.kill(owner, 0)
+    except ProcessLookupError:
+        break
+    except PermissionError:
+        pass
+    time.sleep(2)' "$1" "$$" 2>/dev/null
     return
   fi
   # Without python: a port nothing listens on (locally) is taken to be free.
@@ -170,7 +207,11 @@ gym_monitor() {
     for i in "${!GYM_STEP_PIDS[@]}"; do
       if ! kill -0 "${GYM_STEP_PIDS[i]}" 2>/dev/null; then
         echo "gym: service step ${GYM_STEP_NAMES[i]} exited while the driver was running; stopping the driver" >&2
-        kill -TERM "$driver" 2>/dev/null
+        if declare -F gym_term_driver >/dev/null; then  # the executor's way, when it has one
+          gym_term_driver "$driver"
+        else
+          kill -TERM "$driver" 2>/dev/null
+        fi
         wait "$driver"
         return 1
       fi
@@ -277,6 +318,7 @@ gym_wait_ready policy "${GYM_STEP_PIDS[0]}" localhost GYM_PORT_POLICY "${GYM_POR
 # shellcheck disable=SC2016  # the step's script is expanded by the step's own bash, not by this one
 GYM_POLICY_PORT="${GYM_PORT_POLICY}" \
   srun --overlap --nodes=1 --ntasks=1 \
+    --job-name=gym-driver \
     --no-container-mount-home --container-image=python:3.12 \
     --container-mounts=/runs/gym-job-20260101T000000Z-abcdef/aime25:/runs/gym-job-20260101T000000Z-abcdef/aime25 \
     bash -c 'set -euo pipefail
