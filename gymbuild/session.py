@@ -13,7 +13,7 @@ import getpass
 import hashlib
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -374,8 +374,8 @@ class Session:
 
     # --- the report ----------------------------------------------------------------------------
 
-    def _changed_since_queued(self) -> Iterator[tuple[str, Outcome]]:
-        for bench in self.selected():
+    def _changed_since_queued(self, benches: Iterable[str]) -> Iterator[tuple[str, Outcome]]:
+        for bench in benches:
             outcome = self.workspace.outcome(bench)
             if (
                 outcome
@@ -385,12 +385,13 @@ class Session:
             ):
                 yield bench, outcome
 
-    def report_submit(self) -> Any:
+    def report_submit(self, benches: Sequence[str] | None = None) -> Any:
         from doit.exceptions import TaskFailed
 
         self.warn()
         record = self.build_record()
-        selected = set(self.selected())
+        # resubmit reports on what it re-queued; a benchmark it was not asked about fails nothing.
+        selected = set(self.selected() if benches is None else benches)
         jobs = [j for j in record.benchmarks if j.benchmark in selected]
         label = "Slurm job" if record.executor == "slurm" else f"{record.executor} job"
         if self.inv.json:
@@ -406,7 +407,7 @@ class Session:
                     print(f"submitted {job.benchmark} -> {label} {job.job_id}")
                 else:
                     print(f"failed {job.benchmark}: {job.error}")
-        for bench, outcome in self._changed_since_queued():
+        for bench, outcome in self._changed_since_queued(b for b in self.selected() if b in selected):
             _err(
                 f"note: {bench} changed since it was queued as job {outcome.job_id}; it was left alone "
                 "(new=1 submits everything again as a fresh submission)"
@@ -528,7 +529,7 @@ class Session:
         for bench in picked:
             self.queue(bench)
         self.record()
-        failure = self.report_submit()
+        failure = self.report_submit(picked)
         if failure is not None:
             raise UserError(failure.message)
 
