@@ -62,7 +62,8 @@ class Faults:
 
     def wrap(self, program: str, *, side: str, at: int = 1, when: str = "before", body: str = "") -> None:
         """Make the `at`-th call of `program` stop: `before` running it, or `after` (it ran, its
-        answer never reaches gymbuild). `body` replaces blocking with any bash (e.g. `exit 23`)."""
+        answer never reaches gymbuild). `body` replaces blocking with any bash (e.g. `exit 23`; `{real}` is
+        the real program)."""
         real = subprocess.run(["bash", "-c", f"type -P {program}"], capture_output=True, text=True).stdout
         real = real.strip()
         assert real, f"{program} is not installed"
@@ -71,7 +72,7 @@ class Faults:
         reached = self.state / f"{program}.reached"
         block = f"echo $$ > {reached}.tmp && mv {reached}.tmp {reached}; exec sleep {BLOCK_SECONDS}"
         if body:
-            action = body
+            action = body.replace("{real}", real)
         elif when == "before":
             action = block
         else:
