@@ -82,6 +82,13 @@ class JobState:
     nodes: str | None = None
 
 
+# The newest job of the chain the recorded job started: the last line of `.gym_job_chain` at or after
+# the recorded id. Not simply the file's last line: after `resubmit`, the file still ends with the old
+# chain until the new job starts and appends itself, and status would show the old chain's end (and a
+# second resubmit would queue the benchmark twice).
+_CHAIN_TAIL = "$0 == j {f = 1} f {last = $0} END {if (f) print last}"
+
+
 def _status_script(jobs: Mapping[str, str]) -> str:
     """One round trip: each benchmark's newest job (its resume chain's tail), then ONE squeue and ONE
     sacct over all of them, then the exit files jobs leave behind for clusters without accounting."""
@@ -89,7 +96,8 @@ def _status_script(jobs: Mapping[str, str]) -> str:
     for bench_dir, job_id in jobs.items():
         d, j = quote(bench_dir), quote(job_id)
         lines.append(
-            f"id={j}; if [ -s {d}/.gym_job_chain ]; then id=$(tail -n 1 {d}/.gym_job_chain); fi; "
+            f"id=$(awk -v j={j} {quote(_CHAIN_TAIL)} {d}/.gym_job_chain 2>/dev/null); "
+            f'[ -n "$id" ] || id={j}; '
             f'ids="$ids,$id"; printf "chain\\t%s\\t%s\\n" {d} "$id"; '
             f'[ -f {d}/.gym_exit-"$id" ] && printf "exit\\t%s\\t%s\\n" "$id" "$(cat {d}/.gym_exit-"$id")"'
         )

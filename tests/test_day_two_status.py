@@ -1,0 +1,66 @@
+"""The Slurm executor's status round trip (`slurm.states`) against real jobs on the test cluster.
+
+Faster than the gymbuild-level tests in test_day_two.py: plain sbatch'd scripts stand in for
+benchmarks, so corner cases of a resume chain can be set up exactly. Everything else is real: the
+local shell session, squeue, sacct, the chain file.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from gymbuild.executors import slurm
+from gymbuild.executors.connection import Connection
+
+if TYPE_CHECKING:
+    from conftest import Cluster
+
+pytestmark = pytest.mark.cluster
+
+
+def sbatch(cluster: Cluster, bench_dir: Path, body: str, *flags: str) -> str:
+    script = bench_dir / "job.sh"
+    script.write_text(f"#!/bin/bash\n{body}\n")
+    out = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            f"--account={cluster.account}",
+            f"--partition={cluster.partition}",
+            f"--chdir={bench_dir}",
+            "--output=/dev/null",
+            "--time=2",
+            *flags,
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return out.strip().split(";")[0]
+
+
+def test_status_follows_the_chain_the_recorded_job_started_not_an_older_one(cluster: Cluster) -> None:
+    """A resumable benchmark resubmitted: `.gym_job_chain` still ends with the old chain (first, then
+    its successor) while the new job waits in the queue. Status must report the new job, or it shows
+    the old chain's end and a second resubmit queues the benchmark twice."""
+    bench_dir = cluster.run_dir("chain")
+    first = sbatch(cluster, bench_dir, "exit 3")
+    successor = sbatch(cluster, bench_dir, "exit 0")
+    cluster.wait_for_job(first)
+    cluster.wait_for_job(successor)
+    (bench_dir / ".gym_job_chain").write_text(f"{first}\n{successor}\n")
+    resubmitted = sbatch(cluster, bench_dir, "true", "--hold")  # pending until released
+    try:
+        with Connection(None) as conn:
+            old = slurm.states(conn, {str(bench_dir): first})[str(bench_dir)]
+            new = slurm.states(conn, {str(bench_dir): resubmitted})[str(bench_dir)]
+        # The old chain's newest job is its successor, as sacct tells it.
+        assert (old.job_id, old.state, old.exit_code) == (successor, "COMPLETED", "0:0")
+        assert (new.job_id, new.state) == (resubmitted, "PENDING")
+    finally:
+        subprocess.run(["scancel", resubmitted], check=False)
