@@ -64,3 +64,22 @@ def test_status_follows_the_chain_the_recorded_job_started_not_an_older_one(clus
         assert (new.job_id, new.state) == (resubmitted, "PENDING")
     finally:
         subprocess.run(["scancel", resubmitted], check=False)
+
+
+def test_cancel_also_ends_the_successor_a_resumable_job_queued(cluster: Cluster) -> None:
+    """A resumable job queues its successor (afternotok) before its services start; the record only
+    knows the first id. Cancel must not leave that successor pending, to start once the job is gone."""
+    bench_dir = cluster.run_dir("successor")
+    other_dir = cluster.run_dir("bystander")
+    running = sbatch(cluster, bench_dir, "sleep 300")
+    successor = sbatch(cluster, bench_dir, "true", f"--dependency=afternotok:{running}")
+    bystander = sbatch(cluster, other_dir, "sleep 300")  # this user's job elsewhere: left alone
+    try:
+        with Connection(None) as conn:
+            assert slurm.cancel(conn, {str(bench_dir): running}).ok
+        assert cluster.wait_for_job(running).state == "CANCELLED"
+        assert cluster.wait_for_job(successor).state == "CANCELLED"
+        left = subprocess.run(["squeue", "-h", "-o", "%i", "-j", bystander], capture_output=True, text=True)
+        assert left.stdout.split() == [bystander]
+    finally:
+        subprocess.run(["scancel", running, successor, bystander], check=False)

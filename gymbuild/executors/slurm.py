@@ -155,5 +155,12 @@ def metadata() -> dict[str, str]:
 
 
 def cancel(conn: Connection, jobs: Mapping[str, str]) -> Result:
-    """scancel every given job (bench dir -> job id) in one call."""
-    return conn.run(f"scancel {join(jobs.values())}")
+    """scancel every given job (bench dir -> job id) and, in the same call, the user's other queued
+    jobs working in those bench dirs: a resumable job's successor waits there (afternotok) under an
+    id no record holds, and would otherwise stay PENDING, then start once its predecessor is gone."""
+    dirs = "|".join(quote(d) for d in jobs)
+    return conn.run(
+        f"successors=$(squeue -h --me -o '%i %Z' 2>/dev/null | while read -r id dir; do "
+        f'case $dir in {dirs}) echo "$id" ;; esac; done)\n'
+        f"scancel {join(jobs.values())} $successors"
+    )
