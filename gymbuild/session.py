@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import getpass
 import hashlib
 import json
@@ -51,6 +52,9 @@ class Session:
         self.queued_now: list[str] = []
         self._submission: Submission | None = None
         self._connection: Any = None
+        self._stage_digests: dict[str, str] = {}
+        self._rendered: dict[str, Any] = {}  # bench -> RenderedJob of a plan without secrets
+        self._queue_total: int | None = None
         try:
             self.resolved = load_config(inv.config, inv.overrides)
             self._check_only()
@@ -145,9 +149,15 @@ class Session:
         return hashlib.sha256(json.dumps(dict(self.resolved.secrets), sort_keys=True).encode()).hexdigest()
 
     def stage_digest(self, bench: str) -> str:
-        from gymbuild.render import templates_digest
+        """Cached for the run: doit's uptodate checks, stage, queue and the report all ask, and a plan's
+        digest costs about a millisecond (a thousand benchmarks asked four times was seconds)."""
+        found = self._stage_digests.get(bench)
+        if found is None:
+            from gymbuild.render import templates_digest
 
-        return digest(self.plans[bench].digest(), self._secrets_digest, templates_digest())
+            found = digest(self.plans[bench].digest(), self._secrets_digest, templates_digest())
+            self._stage_digests[bench] = found
+        return found
 
     def staged(self, bench: str) -> bool:
         """Up to date when queued already (its script is never touched again) or rendered from this plan."""
@@ -160,7 +170,10 @@ class Session:
         from gymbuild.render import render_job
 
         assert self.resolved is not None
-        job = render_job(self.plans[bench], self.resolved.secrets)
+        plan = self.plans[bench]
+        job = render_job(plan, self.resolved.secrets)
+        if not plan.secrets:  # the dry run's masked text is the same text: render it once
+            self._rendered[bench] = job
         bench_dir = self.workspace.stage / bench
         for sub in ("", "logs", "artifacts"):
             (bench_dir / sub).mkdir(parents=True, exist_ok=True)
@@ -169,8 +182,10 @@ class Session:
             target = bench_dir / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.parent.chmod(0o755)
-            atomic_write(target, rendered.text, rendered.mode)
-        self.workspace.set_stamp(f"stage-{bench}", self.stage_digest(bench))
+            # Not fsynced: the staged tree is derived and re-rendered when its stamp disagrees; an
+            # fsync per file was a third of a large render's time.
+            atomic_write(target, rendered.text, rendered.mode, durable=False)
+        self.workspace.set_stamp(f"stage-{bench}", self.stage_digest(bench), durable=False)
 
     def print_resolved(self) -> None:
         from gymbuild.config.output import dump_tree
@@ -186,7 +201,7 @@ class Session:
         assert self.resolved is not None
         self.warn()
         mask = mask_secrets(self.resolved.secrets)
-        jobs = {b: render_job(self.plans[b], mask) for b in self.selected()}
+        jobs = {b: self._rendered.get(b) or render_job(self.plans[b], mask) for b in self.selected()}
         run_dir = self.submission().run_dir
         if self.inv.json:
             payload = {
@@ -226,6 +241,7 @@ class Session:
     def _tree_digest(self) -> str:
         return digest([self.stage_digest(b) for b in self.selected()], self.resolved_text())
 
+    @functools.cache  # noqa: B019 (one Session per run; the YAML dump of 1000 benchmarks is ~0.3 s)
     def resolved_text(self) -> str:
         from gymbuild.config.output import dump_tree
 
@@ -272,6 +288,8 @@ class Session:
         sub = self.submission()
         script = f"{sub.run_dir}/{bench}/job.sh"
         executor = executor_module(self.executor_name)
+        if self._queue_total is None:  # once per run: reading every outcome per sbatch was O(N^2)
+            self._queue_total = len(self._to_queue())
         earlier = self.workspace.outcome(bench)
         result = self._adopt_lost_job(executor, bench, earlier)
         if result is None:
@@ -291,9 +309,8 @@ class Session:
         )
         (self.workspace.stamps_dir / f"inflight-{bench}").unlink(missing_ok=True)
         self.queued_now.append(bench)
-        total = len(self._to_queue()) + len(self.queued_now)
         if sys.stderr.isatty() or len(self.queued_now) % 50 == 0:
-            _err(f"queued {len(self.queued_now)}/{total}")
+            _err(f"queued {len(self.queued_now)}/{self._queue_total}")
 
     def _adopt_lost_job(self, executor: Any, bench: str, earlier: Outcome | None) -> Any:
         """The job an earlier, killed run's sbatch queued for `bench` without its answer coming back

@@ -25,8 +25,12 @@ from gymbuild.errors import UserError
 LOCK_WAIT_SECONDS = 10.0
 
 
-def atomic_write(path: Path, data: bytes | str, mode: int = 0o644) -> None:
-    """Write through a temp file and rename, so a reader (or a crash) never sees half a file."""
+def atomic_write(path: Path, data: bytes | str, mode: int = 0o644, *, durable: bool = True) -> None:
+    """Write through a temp file and rename, so a reader (or a crash) never sees half a file.
+
+    `durable=False` skips the fsync, for files that are derived and rebuilt when stale (the staged
+    tree, its stamps): an fsync costs milliseconds, a thousand of them seconds.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
     raw = data.encode() if isinstance(data, str) else data
@@ -34,8 +38,9 @@ def atomic_write(path: Path, data: bytes | str, mode: int = 0o644) -> None:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         with os.fdopen(fd, "wb") as handle:  # a loop of os.write calls, in effect: no short write
             handle.write(raw)
-            handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
@@ -157,8 +162,8 @@ class Workspace:
         except FileNotFoundError:
             return None
 
-    def set_stamp(self, name: str, value: str) -> None:
-        atomic_write(self.stamps_dir / name, value)
+    def set_stamp(self, name: str, value: str, *, durable: bool = True) -> None:
+        atomic_write(self.stamps_dir / name, value, durable=durable)
 
 
 @contextlib.contextmanager
