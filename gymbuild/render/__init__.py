@@ -111,6 +111,7 @@ def _environment() -> Environment:
         loader=PackageLoader("gymbuild.render", "templates"),
         undefined=StrictUndefined,
         autoescape=False,
+        auto_reload=False,  # the templates ship with the package: no stat of each one per render
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
