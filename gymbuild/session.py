@@ -161,7 +161,7 @@ class Session:
 
     def staged(self, bench: str) -> bool:
         """Up to date when queued already (its script is never touched again) or rendered from this plan."""
-        outcome = self.workspace.outcome(bench)
+        outcome = self._current_outcome(bench)
         if outcome is not None and outcome.job_id:
             return True
         return self.workspace.stamp(f"stage-{bench}") == self.stage_digest(bench)
@@ -234,7 +234,15 @@ class Session:
 
     # --- sync ----------------------------------------------------------------------------------
 
+    def _current_outcome(self, bench: str) -> Outcome | None:
+        """The bench's outcome in the current submission. The submission is settled first: with new=1
+        that empties the outcomes, which an uptodate check must not read before (it would find the
+        old submission's job ids, skip every step, and write a record into a run dir never made)."""
+        self.submission()
+        return self.workspace.outcome(bench)
+
     def _to_queue(self) -> list[str]:
+        self.submission()
         outcomes = self.workspace.outcomes()
         return [b for b in self.selected() if not (b in outcomes and outcomes[b].job_id)]
 
@@ -277,7 +285,7 @@ class Session:
     # --- queue ---------------------------------------------------------------------------------
 
     def queued(self, bench: str) -> bool:
-        outcome = self.workspace.outcome(bench)
+        outcome = self._current_outcome(bench)
         return outcome is not None and outcome.job_id is not None
 
     def queue(self, bench: str) -> None:
