@@ -17,7 +17,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from gymbuild import tasks
     from gymbuild.invocation import DEFAULT_WORKSPACE
-    from gymbuild.reporter import GymReporter
 
     args = list(sys.argv[1:] if argv is None else argv)
     workspace = next(
@@ -25,10 +24,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     namespace = dict(vars(tasks))
     namespace["DOIT_CONFIG"] = tasks.doit_config(workspace)
-    status = DoitMain(ModuleTaskLoader(namespace), extra_config={"GLOBAL": {}}).run(args)
-    # doit says 2 when a task was skipped because the one it depends on failed; when every failure was
-    # a user error (a failed sync holding back the queue tasks, say), the user gets the promised 1.
-    return 1 if status == 2 and GymReporter.only_user_failures else status
+    return DoitMain(ModuleTaskLoader(namespace), extra_config={"GLOBAL": {}}).run(args)
 
 
 if __name__ == "__main__":

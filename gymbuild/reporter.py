@@ -15,15 +15,9 @@ from doit.exceptions import TaskFailed, UnmetDependency
 class GymReporter:
     desc = "gymbuild: results on stdout, progress and errors on stderr"
 
-    # Whether the last run failed only through user errors (TaskFailed) and the tasks they held back.
-    # doit exits 2 for any task skipped over a failed dependency; `gymbuild` turns that into the 1 a
-    # user error promises (cli.main).
-    only_user_failures = True
-
     def __init__(self, outstream, options):
         self.failures: list[str] = []
         self.err = sys.stderr
-        GymReporter.only_user_failures = True
 
     def initialize(self, tasks, selected_tasks):
         pass
@@ -37,8 +31,6 @@ class GymReporter:
     def add_failure(self, task, fail):
         if isinstance(fail, UnmetDependency):  # held back by a failure already printed: not news
             return
-        if not isinstance(fail, TaskFailed):
-            GymReporter.only_user_failures = False
         text = fail.message if isinstance(fail, TaskFailed) else f"{task.name}: {fail.get_msg()}"
         if fail.report and text not in self.failures:
             self.failures.append(text)

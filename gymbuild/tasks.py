@@ -93,6 +93,41 @@ def user_check(func: Callable[[], bool]) -> Callable[[], bool]:
     return wrapper
 
 
+def step_action(func: Callable[..., Any], *, after_failure: bool = False) -> Callable[..., Any]:
+    """An intermediate step (stage, sync, queue, record) whose user error is held for the verb.
+
+    Failing the step itself would make doit skip its dependants with an "unmet dependency" and exit 2;
+    holding the error lets the verb task report it (and what was queued) and exit 1. Once an error
+    is held the later steps do nothing, so nothing is half-queued, except the record
+    (`after_failure`), which must still write down whatever was queued before the failure.
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        s = session()
+        if s.held and not (after_failure and s.queued_now):
+            return
+        try:
+            func(*args, **kwargs)
+        except UserError as err:
+            s.held.append(err)
+
+    return wrapper
+
+
+def _verb_action(func: Callable[[], Any]) -> Callable[[], Any]:
+    """The verb's action: what the steps held is the verb's failure, after its own report."""
+
+    def action() -> Any:
+        s = session()
+        result = func() if not s.held or s.queued_now else None
+        if s.held:
+            return TaskFailed("\n".join(dict.fromkeys(str(err) for err in s.held)))
+        return result
+
+    return action
+
+
 def _fail_with(error: UserError) -> Callable[[], TaskFailed]:
     return lambda: TaskFailed(str(error))
 
@@ -126,14 +161,14 @@ def task_stage() -> Any:
     for bench in s.selected():
         yield {
             "name": bench,
-            "actions": [user_action(functools.partial(s.stage, bench))],
+            "actions": [step_action(functools.partial(s.stage, bench))],
             "uptodate": [user_check(functools.partial(s.staged, bench))],
         }
 
 
 def task_render() -> dict[str, Any]:
     """The dry run: print the remote run dir and every job script (secrets masked); queue nothing."""
-    return _verb(task_render.__doc__ or "", lambda: session().print_dry_run(), ["stage"])
+    return _verb(task_render.__doc__ or "", _verb_action(lambda: session().print_dry_run()), ["stage"])
 
 
 def task_sync() -> dict[str, Any]:
@@ -142,7 +177,7 @@ def task_sync() -> dict[str, Any]:
     if s.error is not None:
         return {"actions": [_fail_with(s.error)]}
     return {
-        "actions": [user_action(s.sync)],
+        "actions": [step_action(s.sync)],
         "task_dep": [f"stage:{b}" for b in s.selected()],
         "uptodate": [user_check(s.synced)],
         "teardown": [s.close],
@@ -157,7 +192,7 @@ def task_queue() -> Any:
     for bench in s.selected():
         yield {
             "name": bench,
-            "actions": [user_action(functools.partial(s.queue, bench))],
+            "actions": [step_action(functools.partial(s.queue, bench))],
             "task_dep": ["sync"],
             "uptodate": [user_check(functools.partial(s.queued, bench))],
             "teardown": [s.close],
@@ -170,7 +205,7 @@ def task_record() -> dict[str, Any]:
     if s.error is not None:
         return {"actions": [_fail_with(s.error)]}
     return {
-        "actions": [user_action(s.record)],
+        "actions": [step_action(s.record, after_failure=True)],
         "task_dep": [f"queue:{b}" for b in s.selected()],
         "uptodate": [user_check(s.recorded)],
         "teardown": [s.close],
@@ -179,7 +214,7 @@ def task_record() -> dict[str, Any]:
 
 def task_submit() -> dict[str, Any]:
     """Submit every benchmark not queued yet; print the run dir and each job id (json=1: the manifest)."""
-    return _verb(task_submit.__doc__ or "", lambda: session().report_submit(), ["record"])
+    return _verb(task_submit.__doc__ or "", _verb_action(lambda: session().report_submit()), ["record"])
 
 
 def task_status() -> dict[str, Any]:
