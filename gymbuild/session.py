@@ -48,6 +48,9 @@ class Session:
         self.inv = inv
         self.workspace = Workspace(inv.workspace, inv.config)
         self.error: UserError | None = None
+        # User errors of the steps between the config and the verb (stage, sync, queue, record): kept
+        # for the verb to report, so doit sees no failed dependency (it would exit 2, not the user's 1).
+        self.held: list[UserError] = []
         self.resolved: Resolved | None = None
         self.queued_now: list[str] = []
         self._submission: Submission | None = None
@@ -561,6 +564,3 @@ class Session:
 
 def rows_state(rows: list[Any], bench: str) -> str:
     return next(r.state for r in rows if r.benchmark == bench)
-        # User errors of the steps between the config and the verb (stage, sync, queue, record): kept
-        # for the verb to report, so doit sees no failed dependency (it would exit 2, not the user's 1).
-        self.held: list[UserError] = []
