@@ -191,7 +191,9 @@ class BenchPlan:
     bench_dir: str
     run_dir: str
     gym_job_id: str
+    executor: Literal["slurm", "local"]  # picks the template of the executor's parts (render/)
     directives: tuple[tuple[str, str | None], ...]  # (key, value) -> `#SBATCH --key=value`
+    walltime_seconds: int | None  # the local executor enforces it itself (Slurm has --time)
     total_nodes: int
     pools: tuple[PoolRange, ...]
     pool_vars_needed: bool  # export GYM_POOL_<POOL>_NODES
@@ -870,8 +872,9 @@ def plan_benchmark(config: Config, bench: str, *, run_dir: str, gym_job_id: str)
     )
     multi = config.compute.total_nodes > 1
     ray_heads = [s.nodes.first for s in services if s.kind == "ray_head"]
+    local = config.compute.type == "local"
     resume = None
-    if benchmark.resumable:
+    if benchmark.resumable and not local:  # a resume chain needs sbatch and sacct
         limit = benchmark.resumable.max_walltime
         resume = ResumePlan(
             max_retries=benchmark.resumable.max_retries,
@@ -883,7 +886,9 @@ def plan_benchmark(config: Config, bench: str, *, run_dir: str, gym_job_id: str)
         bench_dir=bench_dir,
         run_dir=run_dir,
         gym_job_id=gym_job_id,
-        directives=_directives(config, bench, bench_dir),
+        executor=config.compute.type,
+        directives=() if local else _directives(config, bench, bench_dir),
+        walltime_seconds=walltime_seconds(config.compute.walltime) if config.compute.walltime else None,
         total_nodes=config.compute.total_nodes,
         pools=pool_ranges(config),
         pool_vars_needed=multi and any(s.nodes.pool for s in services),
@@ -896,6 +901,32 @@ def plan_benchmark(config: Config, bench: str, *, run_dir: str, gym_job_id: str)
         secrets=_secret_names(services, driver),
         reserved_ports=tuple(sorted(set(ports.firsts))),
     )
+
+
+def executor_warnings(config: Config) -> tuple[str, ...]:
+    """What a config asks of its executor that the executor does not do: the local executor runs every
+    command on this machine (no container) and resumes nothing (a resume chain needs sbatch and sacct).
+    Said at render and submit; the config itself is valid, and runs the same on a cluster."""
+    if config.compute.type != "local":
+        return ()
+    unused = []
+    for name, svc in config.services.items():
+        unused.append(f"services.{name}.container")
+        if isinstance(svc, VllmPdService):
+            unused += [f"services.{name}.{tier}.container" for tier in ("prefill", "decode")]
+    unused.append("driver.container")
+    if config.otel.enabled and config.otel.container:
+        unused.append("otel.container")
+    out = [
+        f"compute.{config.compute.name} is local: containers ({', '.join(unused)}) are not used; "
+        "the commands run on this machine"
+    ]
+    out += [
+        f"driver.benchmarks.{bench.name}.resumable: a local job is not resumed; it runs once"
+        for bench in config.driver.benchmarks.values()
+        if bench.resumable
+    ]
+    return tuple(out)
 
 
 def plan_submission(config: Config, *, run_dir: str, gym_job_id: str) -> dict[str, BenchPlan]:

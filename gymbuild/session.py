@@ -85,9 +85,13 @@ class Session:
         names = list(self.config.driver.benchmarks)
         return [b for b in names if b in self.inv.only] if self.inv.only else names
 
-    def warn(self) -> None:
+    def warn(self, *, executor: bool = False) -> None:
+        """The config's warnings; with `executor`, also what its executor will not do (render, submit)."""
+        from gymbuild.plan import executor_warnings
+
         assert self.resolved is not None
-        for warning in self.resolved.warnings:
+        extra = executor_warnings(self.config) if executor else ()
+        for warning in (*self.resolved.warnings, *extra):
             _err(f"warning: {warning}")
 
     # --- the submission's identity ----------------------------------------------------------------
@@ -95,6 +99,16 @@ class Session:
     @property
     def executor_name(self) -> str:
         return self.config.compute.type
+
+    @property
+    def output_path(self) -> str:
+        """job.output_path. For the local executor a relative path is taken from the working directory,
+        where the workspace is too, so the example's `gym-runs` works from a fresh clone without setup;
+        on a cluster it would mean the login shell's home, so it is left to the remote shell there."""
+        path = Path(self.config.job.output_path)
+        if self.executor_name == "local" and not path.is_absolute():
+            path = Path.cwd() / path
+        return str(path)
 
     def submission(self) -> Submission:
         """The current submission of this config, allocated on first need (or fresh with new=1)."""
@@ -106,7 +120,7 @@ class Session:
         compute = self.config.compute
         hostname = None if is_this_machine(compute.hostname) else compute.hostname
         current = self.workspace.submission()
-        where = (self.config.job.output_path, compute.name, self.executor_name, hostname)
+        where = (self.output_path, compute.name, self.executor_name, hostname)
         if current is not None and not self.inv.new:
             was = (str(Path(current.run_dir).parent), current.cluster, current.executor, current.hostname)
             if was == where:
@@ -122,7 +136,7 @@ class Session:
         gym_job_id = new_gym_job_id(now)
         fresh = Submission(
             gym_job_id=gym_job_id,
-            run_dir=str(Path(self.config.job.output_path) / gym_job_id),
+            run_dir=str(Path(self.output_path) / gym_job_id),
             cluster=compute.name,
             executor=self.executor_name,
             hostname=hostname,
@@ -202,7 +216,7 @@ class Session:
         from gymbuild.render import dry_run_text, mask_secrets, render_job
 
         assert self.resolved is not None
-        self.warn()
+        self.warn(executor=True)
         mask = mask_secrets(self.resolved.secrets)
         jobs = {b: self._rendered.get(b) or render_job(self.plans[b], mask) for b in self.selected()}
         run_dir = self.submission().run_dir
@@ -416,7 +430,7 @@ class Session:
     def report_submit(self, benches: Sequence[str] | None = None) -> Any:
         from doit.exceptions import TaskFailed
 
-        self.warn()
+        self.warn(executor=True)
         record = self.build_record()
         # resubmit reports on what it re-queued; a benchmark it was not asked about fails nothing.
         selected = set(self.selected() if benches is None else benches)
@@ -464,7 +478,7 @@ class Session:
                     f"error: {self.inv.run} is not in this machine's local index, and without a config "
                     f"gymbuild cannot tell where its run directory is\n{self.error}"
                 )
-            run_dir = str(Path(self.config.job.output_path) / self.inv.run)
+            run_dir = str(Path(self.output_path) / self.inv.run)
             return followup.record_from_run_dir(self.connection(), run_dir)
         if self.error is not None:
             raise self.error

@@ -1,8 +1,10 @@
 """The local executor: the same job scripts, run on this machine as detached process groups.
 
 A job is `setsid bash job.sh`, so its process id is also its session and process-group id: that is the
-job id, what `cancel` signals (the whole group), and what the script names its logs after. The job
-writes `.gym_exit-<id>` when it ends, so `status` can report it after the process is gone.
+job id, what `cancel` signals (the whole group), and what the script names its logs after. Like
+`#SBATCH --output`, the job's own output goes to `logs/local-<job id>.log`. The job writes
+`.gym_exit-<id>` when it ends (its EXIT trap, after stopping its services), so `status` can report it
+after the process is gone; `.gym_cancelled-<id>` and `.gym_timeout-<id>` say why it ended.
 """
 
 from __future__ import annotations
@@ -15,8 +17,18 @@ from gymbuild.executors.slurm import JobState, Queued, exports
 from gymbuild.shell import join, quote
 
 NAME = "local"
-RETRYABLE = frozenset({"FAILED"})
+RETRYABLE = frozenset({"FAILED", "TIMEOUT"})
 LIVE = frozenset({"RUNNING"})
+
+# A new session for the job: setsid(1) where it exists (util-linux), else Python's os.setsid (macOS
+# has no setsid command). Started as one background simple command, neither forks: the process id
+# `$!` names is the job's, and its process-group id. The inner bash sends its own output to the job's
+# log, named by that id, then becomes the job.
+_SETSID = (
+    "if command -v setsid >/dev/null 2>&1; then __gym_setsid=(setsid); else __gym_setsid=(python3 -c "
+    "'import os, sys; os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])'); fi"
+)
+_INNER = 'exec >"logs/local-$$.log" 2>&1 </dev/null; exec bash "$1"'
 
 
 def metadata() -> dict[str, str]:
@@ -28,8 +40,9 @@ def queue(conn: Connection, script: str, environment: Mapping[str, str]) -> Queu
     """Start the job detached from this terminal; the submit returns at once."""
     bench_dir = script.rsplit("/", 1)[0]
     result = conn.run(
-        f"{exports(environment)}cd {quote(bench_dir)} && "
-        f"setsid bash {quote(script)} </dev/null >/dev/null 2>&1 & echo $!"
+        f"{exports(environment)}{_SETSID}\ncd {quote(bench_dir)} && mkdir -p logs && "
+        f'{{ "${{__gym_setsid[@]}}" bash -c {quote(_INNER)} bash {quote(script)} '
+        "</dev/null >/dev/null 2>&1 & echo $!; }"
     )
     job_id = result.stdout.strip()
     if not result.ok or not job_id.isdigit():
@@ -38,13 +51,17 @@ def queue(conn: Connection, script: str, environment: Mapping[str, str]) -> Queu
 
 
 def _status_script(jobs: Mapping[str, str]) -> str:
+    """One line per job: why it ended (cancelled, timeout: marks written before the signal), its exit
+    status, or its elapsed time while its process still runs `bash <bench dir>/job.sh`."""
     lines = []
     for bench_dir, job_id in jobs.items():
         d, j = quote(bench_dir), quote(job_id)
+        script = quote(f"{bench_dir}/job.sh")
         lines.append(
+            f"for m in cancelled timeout; do "
+            f"[ -f {d}/.gym_$m-{j} ] && printf 'mark\\t%s\\t%s\\n' {d} $m; done; "
             f"if [ -f {d}/.gym_exit-{j} ]; then printf 'exit\\t%s\\t%s\\n' {d} \"$(cat {d}/.gym_exit-{j})\"; "
-            f"elif [ -f {d}/.gym_cancelled-{j} ]; then printf 'cancelled\\t%s\\n' {d}; "
-            f"elif tr '\\0' ' ' </proc/{j}/cmdline 2>/dev/null | grep -qF -- {quote(bench_dir + '/job.sh')}; "
+            f"elif ps -o args= -p {j} 2>/dev/null | grep -qF -- {script}; "
             f"then printf 'running\\t%s\\t%s\\n' {d} \"$(ps -o etime= -p {j} | tr -d ' ')\"; "
             f"else printf 'gone\\t%s\\n' {d}; fi"
         )
@@ -52,30 +69,40 @@ def _status_script(jobs: Mapping[str, str]) -> str:
 
 
 def states(conn: Connection, jobs: Mapping[str, str]) -> dict[str, JobState]:
-    """bench dir -> state, from the job's exit file or its live process; one round trip."""
+    """bench dir -> state, from the job's marks and exit file or its live process; one round trip.
+
+    A job that is gone without an exit file was killed from outside (SIGKILL, a reboot): FAILED.
+    """
     if not jobs:
         return {}
     host = socket.gethostname()
-    found = {}
+    marks: dict[str, str] = {}
+    found: dict[str, JobState] = {}
     for line in conn.run(_status_script(jobs)).stdout.splitlines():
         kind, bench_dir, *rest = line.split("\t")
         job_id = jobs.get(bench_dir, "")
-        if kind == "exit":
-            code = rest[0].strip() if rest else "?"
-            state = "COMPLETED" if code == "0" else "FAILED"
-            found[bench_dir] = JobState(job_id, state, f"{code}:0", None, host)
+        value = rest[0].strip() if rest else None
+        if kind == "mark" and value:
+            marks.setdefault(bench_dir, value)
+        elif kind == "exit":
+            code = value if value and value.isdigit() else "?"
+            state = {"cancelled": "CANCELLED", "timeout": "TIMEOUT"}.get(marks.get(bench_dir, ""), "")
+            found[bench_dir] = JobState(
+                job_id, state or ("COMPLETED" if code == "0" else "FAILED"), f"{code}:0", None, host
+            )
         elif kind == "running":
-            found[bench_dir] = JobState(job_id, "RUNNING", None, rest[0] if rest else None, host)
-        elif kind == "cancelled":
-            found[bench_dir] = JobState(job_id, "CANCELLED", None, None, host)
+            found[bench_dir] = JobState(job_id, "RUNNING", None, value, host)
         elif kind == "gone":
-            # Neither running nor finished normally: killed from outside (e.g. SIGKILL, a reboot).
-            found[bench_dir] = JobState(job_id, "FAILED", None, None, host)
+            state = "CANCELLED" if marks.get(bench_dir) == "cancelled" else "FAILED"
+            found[bench_dir] = JobState(job_id, state, None, None, host)
     return found
 
 
 def cancel(conn: Connection, jobs: Mapping[str, str]) -> Result:
-    """TERM each job's whole process group (bench dir -> job id), marked cancelled first for status."""
+    """TERM each job's whole process group (bench dir -> job id), marked cancelled first for status.
+
+    The job's own traps then stop what is left of it and record its exit status.
+    """
     marks = "".join(f": > {quote(d)}/.gym_cancelled-{quote(j)}; " for d, j in jobs.items())
     kill = f'for id in {join(jobs.values())}; do kill -TERM -- -"$id" 2>/dev/null || true; done'
     return conn.run(marks + kill)

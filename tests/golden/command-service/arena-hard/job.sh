@@ -32,6 +32,18 @@ gym_term_driver() {
 cd "$GYM_BENCH_DIR" || exit 1
 mkdir -p logs artifacts model-calls .gym_ports
 
+# However the job ends, its exit status goes to .gym_exit-<job id>: `status` reads it once the job is
+# gone (and where Slurm keeps no accounting). A signal ends the job with 128 + its number.
+# shellcheck disable=SC2317  # run by the EXIT trap
+gym_on_exit() {
+  local status=$?
+  printf '%s\n' "$status" >"$GYM_BENCH_DIR/.gym_exit-$GYM_JOB_ID"
+}
+trap gym_on_exit EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
 # Ports are settled at run time on the node that uses them, so two jobs sharing a node never reach
 # each other's services: the configured port first, then the next free ones (skipping the ports this
 # job's other services want first). The port taken goes to $GYM_PORT_DIR/<name>-<job id>.
@@ -279,7 +291,7 @@ gym_wait_ready policy "${GYM_STEP_PIDS[0]}" localhost GYM_PORT_POLICY "${GYM_POR
 gym_wait_ready judge "${GYM_STEP_PIDS[1]}" localhost GYM_PORT_JUDGE "${GYM_PORT_DIR}"/judge-"${GYM_JOB_ID}" \
   /health 180 '' '' || exit 1
 
-# --- driver: gym eval run, with the bench dir mounted at the same path
+# --- driver: gym eval run, with the bench dir at the same path
 # shellcheck disable=SC2016  # the step's script is expanded by the step's own bash, not by this one
 GYM_POLICY_PORT="${GYM_PORT_POLICY}" \
   srun --overlap --nodes=1 --ntasks=1 \

@@ -37,6 +37,18 @@ gym_term_driver() {
 cd "$GYM_BENCH_DIR" || exit 1
 mkdir -p logs artifacts model-calls .gym_ports
 
+# However the job ends, its exit status goes to .gym_exit-<job id>: `status` reads it once the job is
+# gone (and where Slurm keeps no accounting). A signal ends the job with 128 + its number.
+# shellcheck disable=SC2317  # run by the EXIT trap
+gym_on_exit() {
+  local status=$?
+  printf '%s\n' "$status" >"$GYM_BENCH_DIR/.gym_exit-$GYM_JOB_ID"
+}
+trap gym_on_exit EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
 # Ports are settled at run time on the node that uses them, so two jobs sharing a node never reach
 # each other's services: the configured port first, then the next free ones (skipping the ports this
 # job's other services want first). The port taken goes to $GYM_PORT_DIR/<name>-<job id>.
@@ -264,7 +276,7 @@ gym_started policy $!
 gym_wait_ready policy "${GYM_STEP_PIDS[0]}" localhost GYM_PORT_POLICY "${GYM_PORT_DIR}"/policy-"${GYM_JOB_ID}" \
   /health 12 '' '' || exit 1
 
-# --- driver: gym eval run, with the bench dir mounted at the same path
+# --- driver: gym eval run, with the bench dir at the same path
 # shellcheck disable=SC2016  # the step's script is expanded by the step's own bash, not by this one
 WANDB_API_KEY="${__gym_secret_WANDB_API_KEY}" \
 WANDB_RUN_GROUP="${SLURM_JOB_ID}" \

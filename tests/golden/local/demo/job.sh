@@ -1,31 +1,41 @@
 #!/bin/bash
-#SBATCH --job-name=gym-gsm8k
-#SBATCH --time=01:00:00
-#SBATCH --chdir=/runs/gym-job-20260101T000000Z-abcdef/gsm8k
-#SBATCH --output=logs/slurm-%j.log
+# A local job: run by gymbuild's local executor as its own process group on this machine; the
+# group's id is the job id. No containers: every service and the driver run as host processes.
 
 
-# gymbuild job for benchmark gsm8k of gym-job-20260101T000000Z-abcdef. Generated: re-render, do not edit.
+# gymbuild job for benchmark demo of gym-job-20260101T000000Z-abcdef. Generated: re-render, do not edit.
 set -uo pipefail
 
-GYM_BENCH_DIR=/runs/gym-job-20260101T000000Z-abcdef/gsm8k
+GYM_BENCH_DIR=/runs/gym-job-20260101T000000Z-abcdef/demo
 GYM_PORT_DIR=$GYM_BENCH_DIR/.gym_ports
 export GYM_BENCH_DIR GYM_PORT_DIR
-export GYM_JOB_ID=$SLURM_JOB_ID
-# gym_term_driver PID: TERM to the driver step's tasks (PID is its srun). A TERM sent to srun makes it
-# kill the tasks with SIGKILL at once, so the driver could never stop cleanly; scancel --signal
-# delivers TERM to the tasks themselves, as Slurm's own time limit does. The monitor loop calls it.
-# shellcheck disable=SC2317  # called by gym_monitor
-gym_term_driver() {
-  local step
-  step=$(squeue -h -s -j "$SLURM_JOB_ID" -o '%i %j' 2>/dev/null | awk '$2 == "gym-driver" {print $1; exit}')
-  if [[ -n $step ]] && scancel --signal=TERM "$step" 2>/dev/null; then
-    return 0
-  fi
-  kill -TERM "$1" 2>/dev/null
-}
+export GYM_JOB_ID=$$
 cd "$GYM_BENCH_DIR" || exit 1
 mkdir -p logs artifacts model-calls .gym_ports
+
+# However the job ends, its exit status goes to .gym_exit-<job id>: `status` reads it once the job is
+# gone (and where Slurm keeps no accounting). A signal ends the job with 128 + its number.
+# shellcheck disable=SC2317  # run by the EXIT trap
+gym_on_exit() {
+  local status=$?
+  # This shell leads the job's process group, so one TERM reaches every step and whatever a step
+  # started; the steps still running 10 s later get KILL. Nothing of the job outlives it.
+  trap '' HUP INT TERM
+  if kill -TERM -- "-$GYM_JOB_ID" 2>/dev/null; then
+    local n
+    for ((n = 0; n < 20; n++)); do
+      [[ -n $(jobs -pr) ]] || break
+      sleep 0.5
+    done
+    # shellcheck disable=SC2046  # one word per process id
+    kill -KILL $(jobs -pr) 2>/dev/null
+  fi
+  printf '%s\n' "$status" >"$GYM_BENCH_DIR/.gym_exit-$GYM_JOB_ID"
+}
+trap gym_on_exit EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # Ports are settled at run time on the node that uses them, so two jobs sharing a node never reach
 # each other's services: the configured port first, then the next free ones (skipping the ports this
@@ -35,7 +45,7 @@ mkdir -p logs artifacts model-calls .gym_ports
 # node's network sees, held by a small process until the shell that picked the port (the step, once
 # it execs its server) exits. Two jobs probing at once cannot both win the claim.
 # Steps get these functions through GYM_STEP_LIB (below); shellcheck cannot see those calls.
-__gym_reserved=(8000)
+__gym_reserved=(8760)
 # shellcheck disable=SC2317  # called inside the steps, through GYM_STEP_LIB
 __gym_port_free() {
   if command -v python3 >/dev/null 2>&1; then
@@ -229,38 +239,43 @@ gym_stop_collector() {
 }
 
 
-# --- service step policy (vllm): 1 node(s) from node 0
+# --- walltime: after 600 s the job is stopped, and `status` says TIMEOUT
+(
+  sleep 600
+  : >"$GYM_BENCH_DIR/.gym_timeout-$GYM_JOB_ID"
+  echo "gym: the job reached its walltime (600 s); stopping it" >&2
+  kill -TERM "$GYM_JOB_ID"
+) </dev/null &
+
+# --- service step echo (command): 1 node(s) from node 0
 # shellcheck disable=SC2016  # the step's script is expanded by the step's own bash, not by this one
-  srun --overlap --nodes=1 --ntasks=1 \
-    --no-container-mount-home --container-image=vllm/vllm-openai:v0.10.1 \
-    --container-mounts=/runs/gym-job-20260101T000000Z-abcdef/gsm8k/.gym_ports:/runs/gym-job-20260101T000000Z-abcdef/gsm8k/.gym_ports \
-    --kill-on-bad-exit=1 --wait=1 \
-    bash -c 'set -uo pipefail
+  bash -c 'set -uo pipefail
 eval "$GYM_STEP_LIB"
 __gym_task=${SLURM_PROCID:-0}
 __gym_role=()
 __gym_args=()
-GYM_PORT=$(__gym_pick_port 8000) || exit 1
-__gym_publish policy "$GYM_PORT" || exit 1
-exec vllm serve Qwen/Qwen3-0.6B --host 0.0.0.0 --port "${GYM_PORT}" --tensor-parallel-size 1 --pipeline-parallel-size 1 "${__gym_role[@]}" "${__gym_args[@]}"
+GYM_PORT=$(__gym_pick_port 8760) || exit 1
+__gym_publish echo "$GYM_PORT" || exit 1
+export GYM_PORT
+# shellcheck disable=SC2016  # user text, kept literal here; it is evaluated below, on purpose
+__gym_command='"'"'python3 -m gymbuild.demo.echo_server --port "$GYM_PORT"'"'"'
+exec bash -c "$__gym_command"
 ' \
-    >logs/policy-"${GYM_JOB_ID}".log 2>&1 </dev/null &
-gym_started policy $!
+    >logs/echo-"${GYM_JOB_ID}".log 2>&1 </dev/null &
+gym_started echo $!
 
 # --- readiness: the port each step settled, then its health check
-gym_wait_ready policy "${GYM_STEP_PIDS[0]}" localhost GYM_PORT_POLICY "${GYM_PORT_DIR}"/policy-"${GYM_JOB_ID}" \
+gym_wait_ready echo "${GYM_STEP_PIDS[0]}" localhost GYM_PORT_ECHO "${GYM_PORT_DIR}"/echo-"${GYM_JOB_ID}" \
   /health 12 '' '' || exit 1
 
-# --- driver: gym eval run, with the bench dir mounted at the same path
+# --- driver: its command, with the bench dir at the same path
 # shellcheck disable=SC2016  # the step's script is expanded by the step's own bash, not by this one
-GYM_POLICY_PORT="${GYM_PORT_POLICY}" \
-  srun --overlap --nodes=1 --ntasks=1 \
-    --job-name=gym-driver \
-    --no-container-mount-home --container-image=python:3.12 \
-    --container-mounts=/runs/gym-job-20260101T000000Z-abcdef/gsm8k:/runs/gym-job-20260101T000000Z-abcdef/gsm8k \
-    bash -c 'set -euo pipefail
-# shellcheck disable=SC2016  # overrides are literal text for gym; only ${GYM_POLICY_PORT} expands
-exec gym eval run +output_jsonl_fpath=/runs/gym-job-20260101T000000Z-abcdef/gsm8k/artifacts/rollouts.jsonl --model-type openai_model +observability_enabled=True '"'"'+config_paths=[benchmarks/gsm8k/config.yaml]'"'"' +limit=20 +policy_base_url=http://localhost:"${GYM_POLICY_PORT}"/v1 +policy_model_name=Qwen/Qwen3-0.6B +policy_api_key=dummy +model_call_capture_dir=/runs/gym-job-20260101T000000Z-abcdef/gsm8k/model-calls +require_complete=True
+ECHO_PORT="${GYM_PORT_ECHO}" \
+NEMO_GYM_BENCH_DIR=/runs/gym-job-20260101T000000Z-abcdef/demo \
+  bash -c 'set -euo pipefail
+# shellcheck disable=SC2016  # user text, kept literal here; it is evaluated below, on purpose
+__gym_command='"'"'python3 -m gymbuild.demo.echo_client --url "http://localhost:$ECHO_PORT" --out "$NEMO_GYM_BENCH_DIR/artifacts/result.json"'"'"'
+exec bash -c "$__gym_command"
 ' \
     >logs/driver-"${GYM_JOB_ID}".log 2>&1 </dev/null &
 __gym_driver_pid=$!
