@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import time
@@ -146,8 +147,9 @@ def wait_for_jobs(cluster: Any, ids: Sequence[str], timeout: float = 180) -> dic
 
 
 def sacct_jobs(job_name: str, workdir_prefix: Path | str) -> list[str]:
-    """Every job Slurm's accounting knows by `job_name` whose working directory is under
-    `workdir_prefix`: the jobs really queued for one run, whatever gymbuild's record says."""
+    """Every job Slurm's accounting knows by `job_name` whose working directory is `workdir_prefix`
+    or under it: the jobs really queued for one run, whatever gymbuild's record says. A job queued a
+    moment ago may take a second to show (see `wait_for_sacct_jobs`)."""
     out = subprocess.run(
         ["sacct", "-X", "-n", "-P", "-a", "-S", "now-1days", "--name", job_name, "-o", "JobID,WorkDir"],
         capture_output=True,
@@ -155,8 +157,21 @@ def sacct_jobs(job_name: str, workdir_prefix: Path | str) -> list[str]:
         timeout=30,
         check=True,
     ).stdout
-    prefix = str(workdir_prefix).rstrip("/") + "/"
-    return [jid for jid, _, wd in (line.partition("|") for line in out.splitlines()) if wd.startswith(prefix)]
+    top = str(workdir_prefix).rstrip("/")
+    found = (line.split("|", 1) for line in out.splitlines() if "|" in line)
+    return [jid for jid, wd in found if wd == top or wd.startswith(top + "/")]
+
+
+def wait_for_sacct_jobs(
+    job_name: str, workdir_prefix: Path | str, count: int, timeout: float = 20
+) -> list[str]:
+    """`sacct_jobs`, polled until it lists at least `count` jobs (accounting lags sbatch a little)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = sacct_jobs(job_name, workdir_prefix)
+        if len(found) >= count or time.monotonic() > deadline:
+            return found
+        time.sleep(0.5)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -170,3 +185,73 @@ def pyxis_steps(bench_dir: Path, job_id: str) -> dict[str, list[dict[str, Any]]]
     for path in sorted((bench_dir / ".fake-pyxis").glob(f"{job_id}.*.json")):
         found[path.name.split(".")[1]] = read_jsonl(path)
     return found
+
+
+def local_index_file(home: Path, gym_job_id: str) -> Path:
+    """Where `user_env(home)`'s gymbuild keeps a submission in this machine's local index."""
+    return home / "xdg-cache" / "nemo-gym" / "jobs" / f"{gym_job_id}.json"
+
+
+class SbatchWrapper(NamedTuple):
+    """A directory to put first on PATH: its `sbatch` logs each call, then runs the real one."""
+
+    bin_dir: Path
+    calls_file: Path
+
+    def calls(self) -> int:
+        """How many times sbatch was called through the wrapper so far."""
+        return len(self.calls_file.read_text().splitlines()) if self.calls_file.exists() else 0
+
+    def path(self) -> str:
+        """A PATH value with the wrapper first (for `user_env(home, PATH=wrapper.path())`)."""
+        return f"{self.bin_dir}:{os.environ['PATH']}"
+
+
+def sbatch_wrapper(directory: Path, *, sleep: float = 0, slurm_conf: Path | None = None) -> SbatchWrapper:
+    """An `sbatch` wrapper for submissions on this machine (no hostname): counts calls, can make each
+    call take `sleep` seconds first, and can point sbatch at another slurm.conf (a dead controller)."""
+    real = shutil.which("sbatch")
+    assert real, "sbatch is not installed"
+    bin_dir = directory / "sbatch-wrapper"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    calls = directory / "sbatch-calls.log"
+    conf = f"export SLURM_CONF={shlex.quote(str(slurm_conf))}\n" if slurm_conf else ""
+    script = bin_dir / "sbatch"
+    script.write_text(
+        "#!/bin/bash\n"
+        f'printf "%s\\n" "$*" >>{shlex.quote(str(calls))}\n'
+        f"sleep {sleep}\n"
+        f'{conf}exec {shlex.quote(real)} "$@"\n'
+    )
+    script.chmod(0o755)
+    return SbatchWrapper(bin_dir, calls)
+
+
+def set_submit_limit(account: str, limit: int | None) -> None:
+    """Allow root at most `limit` submitted jobs under `account` (None: no limit), and wait until
+    slurmctld enforces it: slurmdbd pushes a change a moment after sacctmgr makes it, and sbatch is
+    judged by slurmctld's copy. Creates the account and root's association first (idempotent).
+    Use an account of the test's own: a limit on `gym` would refuse other tests' jobs."""
+
+    def sacctmgr(*args: str) -> None:
+        subprocess.run(["sacctmgr", "-i", *args], capture_output=True, text=True, timeout=30, check=False)
+
+    value = -1 if limit is None else limit
+    sacctmgr("add", "account", account, "cluster=gymtest")
+    sacctmgr("add", "user", "root", f"account={account}", "cluster=gymtest")
+    sacctmgr("modify", "user", "root", "where", f"account={account}", "set", f"maxsubmitjobs={value}")
+    # As scontrol shows root's association: "MaxSubmitJobs=2(0)" (limit, jobs now), or unset.
+    want = "MaxSubmitJobs= " if limit is None else f"MaxSubmitJobs={limit}("
+    deadline = time.monotonic() + 30
+    shown = ""
+    while time.monotonic() < deadline:
+        shown = subprocess.run(
+            ["scontrol", "show", "assoc_mgr", "users=root", f"accounts={account}", "flags=assoc"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        if want in shown.split("UserName=root", 1)[-1]:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"slurmctld did not take MaxSubmitJobs={limit} for {account} within 30 s:\n{shown}")
