@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from e2e_helpers import Run, gymbuild, gymbuild_argv, slurm_config, user_env, write_config
+from e2e_helpers import Run, gymbuild, gymbuild_argv, set_submit_limit, slurm_config, user_env, write_config
 
 if TYPE_CHECKING:
     from conftest import Cluster
@@ -121,30 +121,6 @@ def calls(counter: Path) -> list[str]:
     return counter.read_text().split() if counter.exists() else []
 
 
-def sacctmgr(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["sacctmgr", "-i", *args], capture_output=True, text=True, timeout=30, check=False)
-
-
-def set_submit_limit(account: str, limit: int) -> None:
-    """Put MaxSubmitJobs on root's association under `account` and wait until slurmctld enforces it
-    (slurmdbd pushes the change a moment later; sbatch consults slurmctld's copy)."""
-    sacctmgr("modify", "user", "root", "where", f"account={account}", "set", f"maxsubmitjobs={limit}")
-    want = f"MaxSubmitJobs={limit if limit >= 0 else ''}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        shown = subprocess.run(
-            ["scontrol", "show", "assoc_mgr", "users=root", f"accounts={account}", "flags=assoc"],
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout
-        user_part = shown.split("UserName=root", 1)[-1]
-        if f"{want}(" in user_part or (limit < 0 and "MaxSubmitJobs= " in user_part):
-            return
-        time.sleep(0.5)
-    pytest.fail(f"slurmctld did not take MaxSubmitJobs={limit} for {account} within 30 s")
-
-
 def live_jobs_under(run_dir: Path) -> list[str]:
     """This user's queued or running jobs working under run_dir: whatever gymbuild's record says,
     these are the jobs of one submission (a resumable job's successor included)."""
@@ -195,9 +171,7 @@ def gym(tmp_path_factory: pytest.TempPathFactory) -> Gym:
 
 @pytest.fixture(scope="module")
 def mixed(cluster: Cluster, gym: Gym, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Submitted]:
-    sacctmgr("add", "account", LIMITED_ACCOUNT, "cluster=gymtest")
-    sacctmgr("add", "user", "root", f"account={LIMITED_ACCOUNT}", "cluster=gymtest")
-    set_submit_limit(LIMITED_ACCOUNT, -1)
+    set_submit_limit(LIMITED_ACCOUNT, None)
     workdir = tmp_path_factory.mktemp("mixed")
     output_path = cluster.run_dir("day-two")
     config = config_file(
@@ -222,7 +196,7 @@ def mixed(cluster: Cluster, gym: Gym, tmp_path_factory: pytest.TempPathFactory) 
         try:
             result = gym.run("submit", f"config={config}", cwd=workdir)
         finally:
-            set_submit_limit(LIMITED_ACCOUNT, -1)
+            set_submit_limit(LIMITED_ACCOUNT, None)
         # The refused benchmark has no job id, so the submit fails (exit 1) and says which.
         assert result.rc == 1, result.stdout + result.stderr
         record = json.loads(gym.ok("status", "json=1", f"config={config}", cwd=workdir))
