@@ -260,3 +260,38 @@ def test_the_record_loads_validates_and_is_listed(user: Any) -> None:
     assert loaded.gym_job_id in runs.stdout and "local" in runs.stdout
     by_id = u.run("status", f"run={loaded.gym_job_id}")
     assert by_id.returncode == 0 and by_id.stdout.count("COMPLETED") == 2, by_id.stdout + by_id.stderr
+
+
+@pytest.mark.cluster
+def test_a_slurm_job_records_its_exit_status_in_the_same_file(user: Any, cluster: Any) -> None:
+    """The exit file is written by the shared part of every job: Slurm's status falls back on it when
+    the cluster keeps no accounting, as the local executor's status always does."""
+    output = cluster.run_dir("exit-file")
+    config = {
+        "services": {"policy": {"type": "vllm", "container": "vllm/vllm-openai:v0.10.1", "model": "m"}},
+        "compute": {
+            "cluster": {
+                "type": "slurm",
+                "account": "gym",
+                "hostname": "gym-login",
+                "walltime": "00:10:00",
+                "node_pools": {"gpu": {"partition": "gpu", "nodes": 1}},
+            }
+        },
+        "driver": {
+            "policy_model": "policy",
+            "benchmarks": {
+                "bad": {"run": {"config_paths": ["benchmarks/gpqa/config.yaml"], "fake_exit_code": 3}}
+            },
+        },
+        "job": {"output_path": str(output)},
+        "otel": {"enabled": False},
+    }
+    u = user(config)
+    u.submit()
+    (run_dir,) = output.glob("gym-job-*")
+    record = json.loads((run_dir / "gym-job.json").read_text())
+    job_id = record["benchmarks"][0]["job_id"]
+    result = cluster.wait_for_job(job_id, timeout=180)
+    assert (result.state, result.exit_code) == ("FAILED", 3)
+    assert (run_dir / "bad" / f".gym_exit-{job_id}").read_text() == "3\n"
