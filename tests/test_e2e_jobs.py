@@ -99,7 +99,7 @@ def _scenarios(cluster: Any, mount_src: Path) -> dict[str, dict[str, Any]]:
             services={"policy": policy_service(env={"FAKE_VLLM_DIE_AFTER": "lit:10"})},
         ),
         # A one-minute walltime (Slurm enforces it up to half a minute late): the first call at
-        # about 5 s, then a 100 s pause before the second, so the first job times out with one
+        # about 5 s, then a 200 s pause before the second, so the first job times out with one
         # complete line; its successor resumes from it and makes only the last call (the pause comes
         # between calls, never after the last one).
         "resumable": slurm_config(
@@ -107,7 +107,7 @@ def _scenarios(cluster: Any, mount_src: Path) -> dict[str, dict[str, Any]]:
             {
                 "aime25": {
                     "resumable": True,
-                    "run": {"fake_num_calls": 2, "fake_call_interval_seconds": 100},
+                    "run": {"fake_num_calls": 2, "fake_call_interval_seconds": 200},
                 }
             },
             walltime="1",
