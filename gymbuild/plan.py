@@ -742,7 +742,7 @@ def _driver(
             ("gym",),
             ("eval",),
             ("run",),
-            (f"+output_jsonl_fpath={bench_dir}/artifacts/rollouts.jsonl",),
+            (f"+output_jsonl_fpath={hydra_value(bench_dir + '/artifacts/rollouts.jsonl')}",),
         ]
         if policy is not None and drv.policy_model_type:
             words += [("--model-type",), (drv.policy_model_type,)]
