@@ -1,0 +1,168 @@
+"""Day two under the local executor: status, resubmit, cancel, logs and runs, with no Slurm involved.
+
+The same verbs as tests/test_day_two.py (which runs them on the test cluster), on a submission whose
+jobs are process groups on this machine: `ok` completes, `fail` exits 3, `slow` outlives its
+walltime, `cancelme` is cancelled. Real `gymbuild` subprocesses (tests/e2e_helpers.py), real
+processes, real files; the local index lives in the test's own directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e_helpers import gymbuild, user_env, write_config
+
+WALLTIME = "00:00:20"  # long enough for ok and fail, short enough to wait for slow's TIMEOUT
+
+
+@dataclass
+class Local:
+    home: Path
+    config: Path
+
+    def run(self, *args: str, cwd: Path | None = None, **env: str) -> Any:
+        return gymbuild(*args, cwd=cwd or self.home, env=user_env(self.home, **env), timeout=120)
+
+    def ok(self, *args: str, cwd: Path | None = None, **env: str) -> str:
+        done = self.run(*args, cwd=cwd, **env)
+        assert done.rc == 0, f"gymbuild {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+        return done.stdout
+
+    def status(self, *args: str, cwd: Path | None = None, **env: str) -> dict[str, dict[str, Any]]:
+        payload = json.loads(
+            self.ok("status", "json=1", *(args or (f"config={self.config}",)), cwd=cwd, **env)
+        )
+        return {row["benchmark"]: row for row in payload["benchmarks"]}
+
+    def wait(self, want: Any, timeout: float = 90) -> dict[str, dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        while True:
+            rows = self.status()
+            if want(rows):
+                return rows
+            if time.monotonic() > deadline:
+                pytest.fail(f"status did not reach the wanted states in {timeout}s: {rows}")
+            time.sleep(1)
+
+    @property
+    def record(self) -> dict[str, Any]:
+        (run_dir,) = (self.home / "runs").glob("gym-job-*")
+        return json.loads((run_dir / "gym-job.json").read_text())
+
+
+def all_ended(rows: dict[str, dict[str, Any]]) -> bool:
+    return all(r["state"] != "RUNNING" for r in rows.values())
+
+
+def group_alive(job_id: str) -> bool:
+    """Whether any process of the job's process group (its id) is left."""
+    try:
+        os.killpg(int(job_id), 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture
+def local(tmp_path: Path) -> Iterator[Local]:
+    config = {
+        "services": {},
+        "compute": {"here": {"type": "local", "walltime": WALLTIME}},
+        "driver": {
+            "benchmarks": {
+                "ok": {"command": "echo all fine"},
+                "fail": {"command": "echo failing now; exit 3"},
+                "slow": {"command": "sleep 300"},
+                "cancelme": {"command": "sleep 300"},
+            }
+        },
+        "job": {"output_path": "runs"},
+        "otel": {"enabled": False},
+    }
+    user = Local(tmp_path, write_config(tmp_path, config, "local.yaml"))
+    ids: set[str] = set()
+    try:
+        user.ok("submit", f"config={user.config}")
+        yield user
+    finally:  # a failed test leaves no process behind: every id this submission ever had
+        if (tmp_path / "runs").exists():
+            for job in user.record["benchmarks"]:
+                ids.update(filter(None, [job["job_id"], *job["previous_job_ids"]]))
+        for job_id in ids:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(int(job_id), signal.SIGKILL)
+
+
+def test_local_status_resubmit_cancel_logs_and_runs(local: Local, tmp_path: Path) -> None:
+    cfg = f"config={local.config}"
+    local.wait(lambda rows: rows["cancelme"]["state"] == "RUNNING")
+    local.ok("cancel", cfg, "only=cancelme")
+    first = {b: r["job_id"] for b, r in local.wait(all_ended).items()}
+
+    # Status: every fate, and no Slurm program is asked (PATH has squeue/sacct that would fail).
+    no_slurm = tmp_path / "no-slurm"
+    no_slurm.mkdir()
+    for name in ("squeue", "sacct", "sbatch", "scancel"):
+        (no_slurm / name).write_text("#!/bin/sh\necho 'not on this machine' >&2\nexit 127\n")
+        (no_slurm / name).chmod(0o755)
+    rows = local.status(PATH=f"{no_slurm}:{os.environ['PATH']}")
+    assert {b: r["state"] for b, r in rows.items()} == {
+        "ok": "COMPLETED",
+        "fail": "FAILED",
+        "slow": "TIMEOUT",
+        "cancelme": "CANCELLED",
+    }
+    assert (rows["ok"]["exit_code"], rows["fail"]["exit_code"]) == ("0:0", "3:0")
+
+    # From another directory, by id, through the local index.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    gym_job_id = local.record["gym_job_id"]
+    assert local.status(f"run={gym_job_id}", cwd=elsewhere) == rows
+    assert "failing now" in local.ok("logs", cfg, "only=fail")
+
+    # Resubmit: exactly the failed and the timed-out, into the same run directory.
+    out = local.ok("resubmit", cfg)
+    assert "submitted fail -> local job" in out and "submitted slow -> local job" in out
+    assert "submitted ok" not in out and "submitted cancelme" not in out
+    record = {j["benchmark"]: j for j in local.record["benchmarks"]}
+    for bench in ("fail", "slow"):
+        assert record[bench]["previous_job_ids"] == [first[bench]]
+        assert record[bench]["job_id"] not in (None, first[bench])
+    for bench in ("ok", "cancelme"):
+        assert (record[bench]["job_id"], record[bench]["previous_job_ids"]) == (first[bench], [])
+    (run_dir,) = (local.home / "runs").glob("gym-job-*")
+    index = local.home / "xdg-cache" / "nemo-gym" / "jobs" / f"{gym_job_id}.json"
+    assert index.read_bytes() == (run_dir / "gym-job.json").read_bytes()
+    fail_logs = run_dir / "fail" / "logs"
+    local.wait(lambda rows: rows["fail"]["state"] == "FAILED")
+    for job_id in (first["fail"], record["fail"]["job_id"]):
+        assert "failing now" in (fail_logs / f"driver-{job_id}.log").read_text()
+
+    # CANCELLED only when named; then cancel ends every live job of the submission.
+    assert "submitted cancelme -> local job" in local.ok("resubmit", cfg, "only=cancelme")
+    live = [j["job_id"] for j in local.record["benchmarks"] if j["benchmark"] in ("slow", "cancelme")]
+    assert local.status()["slow"]["state"] == "RUNNING"
+    cancelled = local.ok("cancel", cfg)
+    assert all(job_id in cancelled for job_id in live)
+    rows = local.wait(all_ended)
+    assert (rows["slow"]["state"], rows["cancelme"]["state"]) == ("CANCELLED", "CANCELLED")
+    deadline = time.monotonic() + 30
+    while any(group_alive(j) for j in live) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not any(group_alive(j) for j in live)
+
+    runs = json.loads(local.ok("runs", "json=1", cwd=elsewhere))
+    assert [(r["gym_job_id"], r["executor"], r["queued"], r["failed"]) for r in runs] == [
+        (gym_job_id, "local", 4, 0)
+    ]
+    assert f"local:here  4 queued, 0 failed  {run_dir}" in local.ok("runs", cwd=elsewhere)
