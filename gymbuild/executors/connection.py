@@ -9,8 +9,10 @@ byte counts, so no output a command prints can be mistaken for another command's
 from __future__ import annotations
 
 import base64
+import filecmp
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -244,16 +246,37 @@ class Connection:
         """Copy a staged tree into `dest`, keeping modes, never deleting what is already there.
 
         No `--delete`: the run directory holds what jobs wrote (logs, artifacts, `.gym_*`), and a
-        re-submission must leave all of it in place.
+        re-submission must leave all of it in place. Over SSH this is rsync through the master; on
+        this machine plain file copies, so the local executor needs nothing beyond Python.
         """
+        if self.is_local:
+            try:
+                _copy_tree_here(source, Path(dest))
+            except OSError as err:
+                return Result(1, "", str(err))
+            return Result(0, "", "")
+        assert self._control and self.hostname
+        rsh = join(["ssh", *SSH_OPTIONS, "-S", self._control, "-o", "ControlMaster=no"])
         # --checksum: a script re-rendered within the same second keeps its size and mtime, and
         # rsync's quick check would skip it.
-        argv = ["rsync", "-rlpt", "--checksum", "--protect-args"]
-        if self.is_local:
-            argv += [f"{source}/", f"{dest}/"]
-        else:
-            assert self._control and self.hostname
-            rsh = join(["ssh", *SSH_OPTIONS, "-S", self._control, "-o", "ControlMaster=no"])
-            argv += ["-e", rsh, f"{source}/", f"{self.hostname}:{dest}/"]
+        argv = ["rsync", "-rlpt", "--checksum", "--protect-args", "-e", rsh]
+        argv += [f"{source}/", f"{self.hostname}:{dest}/"]
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
         return Result(done.returncode, done.stdout, done.stderr)
+
+
+def _copy_tree_here(source: Path, dest: Path) -> None:
+    """rsync -rlpt --checksum, locally: changed files replaced atomically, modes kept, nothing deleted."""
+    for root, _dirs, files in os.walk(source):
+        here = Path(root)
+        target = dest / here.relative_to(source)
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copymode(here, target)
+        for name in files:
+            src, dst = here / name, target / name
+            if dst.is_file() and filecmp.cmp(src, dst, shallow=False):
+                shutil.copymode(src, dst)
+                continue
+            tmp = dst.with_name(f".{name}.gymbuild-tmp")
+            shutil.copy2(src, tmp)
+            os.replace(tmp, dst)
