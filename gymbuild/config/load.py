@@ -118,9 +118,11 @@ def _hydra_compose(path: Path, overrides: Sequence[str]) -> Any:
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    from gymbuild.config.fastyaml import libyaml_for_omegaconf
+
     GlobalHydra.instance().clear()
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), libyaml_for_omegaconf():
             warnings.simplefilter("ignore")
             with initialize_config_dir(config_dir=str(path.parent.resolve()), version_base=None):
                 return hydra_compose(config_name=path.stem, overrides=list(overrides))
