@@ -98,6 +98,8 @@ def _hydra_problem(err: Exception, overrides: Sequence[str]) -> Problem:
     for noise in ("full_key:", "Config search path:", "See https://hydra.cc"):
         text = text.split(noise)[0]
     text = " ".join(text.split())
+    if not text:  # a bare assert inside Hydra (e.g. for `+=`): name what the user typed
+        text = f"Hydra could not apply the overrides {', '.join(repr(o) for o in overrides)}"
     named = [o for o in overrides if o in text or f"'{_override_key(o)}'" in text]
     key = _override_key(named[0]) if named else ""
     if "not in struct" in text or "Could not override" in text:
@@ -106,7 +108,10 @@ def _hydra_problem(err: Exception, overrides: Sequence[str]) -> Problem:
         fix = f"`{key}` already exists: set it with {key}=... or replace it with ++{key}=..."
     elif "Could not find" in text:
         fix = "pick one of the available options listed, or add the group file beside the config"
-    elif "mismatched input" in text or "no viable alternative" in text or "Error parsing override" in text:
+    elif any(
+        sign in text
+        for sign in ("mismatched input", "no viable alternative", "Error parsing override", "could not apply")
+    ):
         fix = "overrides use Hydra's grammar: key=value, +key=value (add), ++key=value (add or replace)"
     else:
         fix = "correct the config or the override named above"
@@ -170,7 +175,8 @@ def compose(path: Path, overrides: Sequence[str]) -> Any:
 
     try:
         return _hydra_compose(path, overrides)
-    except (HydraException, OmegaConfBaseException, yaml.YAMLError, ValueError) as err:
+    # AssertionError: Hydra asserts instead of raising for some malformed overrides (`+=`, an empty key).
+    except (HydraException, OmegaConfBaseException, yaml.YAMLError, ValueError, AssertionError) as err:
         problem = _hydra_problem(err, overrides)
         if problem.path and "is not in the config" in problem.fix:
             problem = _suggest_key(problem, path)
