@@ -470,10 +470,23 @@ def test_cancel_narrowed_by_only_then_the_rest_by_run_id(
 def test_runs_lists_this_machines_submissions_newest_first(
     mixed: Submitted, remote: Remote, gym: Gym, tmp_path: Path
 ) -> None:
+    # A third submission, by the local executor, into the same local index.
+    local = {
+        "services": {},
+        "compute": {"here": {"type": "local", "walltime": "00:01:00"}},
+        "driver": {"benchmarks": {"hello": {"command": "echo hello"}}},
+        "job": {"output_path": str(tmp_path / "runs")},
+        "otel": {"enabled": False},
+    }
+    gym.ok("submit", f"config={write_config(tmp_path, local, 'local.yaml')}", cwd=tmp_path)
+    (local_run,) = (tmp_path / "runs").glob("gym-job-*")
+
     runs = json.loads(gym.ok("runs", "json=1", cwd=tmp_path))
     assert [r["submitted_at"] for r in runs] == sorted((r["submitted_at"] for r in runs), reverse=True)
+    assert runs[0]["gym_job_id"] == local_run.name  # the newest
     by_id = {r["gym_job_id"]: r for r in runs}
-    assert set(by_id) == {mixed.gym_job_id, remote.gym_job_id}
+    assert set(by_id) == {mixed.gym_job_id, remote.gym_job_id, local_run.name}
+    assert {r["executor"] for r in runs} == {"slurm", "local"}
     assert (by_id[mixed.gym_job_id]["queued"], by_id[mixed.gym_job_id]["failed"]) == (4, 1)
     assert (by_id[remote.gym_job_id]["queued"], by_id[remote.gym_job_id]["failed"]) == (2, 0)
     assert by_id[remote.gym_job_id]["hostname"] == "gym-login"
@@ -483,14 +496,16 @@ def test_runs_lists_this_machines_submissions_newest_first(
     assert [line.split()[0] for line in text] == [r["gym_job_id"] for r in runs]
     remote_line = next(line for line in text if line.startswith(remote.gym_job_id))
     assert "slurm:cluster@gym-login" in remote_line and "2 queued, 0 failed" in remote_line
+    assert text[0].endswith(f"local:here  1 queued, 0 failed  {local_run}")
 
 
 def test_status_of_a_resumable_benchmark_is_the_newest_job_of_its_chain(
-    cluster: Cluster, gym: Gym, tmp_path: Path
+    cluster: Cluster, tmp_path: Path
 ) -> None:
     """The first job fails (driver exit 3); its successor, queued by the job itself with
     afternotok, runs and fails too; the next one stops at max_retries 1 without joining the chain.
     Status names the successor; after resubmit, the new job (the record never sees successors)."""
+    gym = Gym(tmp_path)  # an index of its own: `runs` above lists exactly the module's submissions
     config = config_file(
         tmp_path / "chain.yaml",
         output_path=cluster.run_dir("day-two-chain"),
