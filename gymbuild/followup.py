@@ -92,14 +92,21 @@ def statuses(conn: Any, record: SubmissionRecord) -> list[BenchStatus]:
 
 
 def format_statuses(record: SubmissionRecord, rows: Sequence[BenchStatus]) -> str:
+    """The submission, one row per benchmark, then why each unqueued benchmark has no job.
+
+    The reasons go below the table, not in it: an sbatch error is a long line, and in the STATE
+    column it would push every other row's EXIT, ELAPSED and NODES off the screen.
+    """
     head = f"{record.gym_job_id}  {record.executor} on {record.cluster}  {record.run_dir}"
     table = [("BENCHMARK", "JOB", "STATE", "EXIT", "ELAPSED", "NODES")]
     for row in rows:
-        state = row.state if not row.error else f"{row.state} ({row.error})"
-        cells = (row.job_id, state, row.exit_code, row.elapsed, row.nodes)
+        cells = (row.job_id, row.state, row.exit_code, row.elapsed, row.nodes)
         table.append((row.benchmark, *(c or "-" for c in cells)))
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]) - 1)]
     lines = ["  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]) for r in table]
+    reasons = [f"{row.benchmark}: {row.error}" for row in rows if row.error]
+    if reasons:
+        lines += ["", "not queued (`doit submit` queues these again):", *(f"  {r}" for r in reasons)]
     return head + "\n" + "\n".join(line.rstrip() for line in lines) + "\n"
 
 

@@ -263,10 +263,13 @@ def test_status_shows_every_state_with_one_squeue_and_one_sacct(
     lines = table.splitlines()
     assert lines[0].startswith(mixed.gym_job_id) and str(mixed.run_dir) in lines[0]
     assert lines[1].split() == ["BENCHMARK", "JOB", "STATE", "EXIT", "ELAPSED", "NODES"]
-    by_bench = {line.split()[0]: line.split() for line in lines[2:]}
+    by_bench = {line.split()[0]: line.split() for line in lines[2:7]}
     assert by_bench["fail"][1:4] == [mixed.first_ids["fail"], "FAILED", "3:0"]
     assert by_bench["slow"][2] == "TIMEOUT"
-    assert by_bench["refused"][1:4] == ["-", "NOT", "QUEUED"]
+    assert by_bench["refused"][1:] == ["-", "NOT", "QUEUED", "-", "-", "-"]
+    # sbatch's reason is under the table, where its length cannot widen the STATE column.
+    assert lines[7:9] == ["", "not queued (`doit submit` queues these again):"]
+    assert lines[9].startswith("  refused: sbatch: error:") and len(lines) == 10
 
 
 def test_status_without_accounting_reads_the_jobs_exit_files(
