@@ -482,12 +482,16 @@ class Session:
             return followup.record_from_run_dir(self.connection(), run_dir)
         if self.error is not None:
             raise self.error
-        if self.workspace.submission() is None or not self.workspace.outcomes():
+        current = self.workspace.submission()
+        if current is None or not self.workspace.outcomes():
             raise UserError(
                 f"error: {self.inv.config} has no submission in {self.inv.workspace} yet\n"
                 "    fix: run `doit submit` first, or name one with run=<gym_job_id> (see `doit runs`)"
             )
-        self.connection()
+        # What was submitted, where it went, even if the config has been edited since (a new
+        # output_path or host): status, logs and cancel must still reach the jobs that are queued.
+        self._submission = current
+        self.connection(current.hostname, use_config=False)
         return self.build_record()
 
     def _statuses(self) -> tuple[Any, list[Any]]:
@@ -550,6 +554,7 @@ class Session:
 
         if self.error is not None:
             raise self.error
+        self.submission()  # a config that now submits elsewhere asks for new=1 before anything is re-queued
         record, rows = self._statuses()
         if record.gym_job_id != self.submission().gym_job_id:
             raise UserError(

@@ -148,10 +148,14 @@ def test_local_status_resubmit_cancel_logs_and_runs(local: Local, tmp_path: Path
     for job_id in (first["fail"], record["fail"]["job_id"]):
         assert "failing now" in (fail_logs / f"driver-{job_id}.log").read_text()
 
-    # CANCELLED only when named; then cancel ends every live job of the submission.
+    # CANCELLED only when named; then cancel ends every live job of the submission, even after the
+    # config was edited to submit elsewhere next time (only submit and resubmit ask for new=1).
     assert "submitted cancelme -> local job" in local.ok("resubmit", cfg, "only=cancelme")
     live = [j["job_id"] for j in local.record["benchmarks"] if j["benchmark"] in ("slow", "cancelme")]
+    local.config.write_text(local.config.read_text().replace("output_path: runs", "output_path: runs-next"))
     assert local.status()["slow"]["state"] == "RUNNING"
+    moved = local.run("resubmit", cfg)
+    assert moved.rc == 1 and "new=1" in moved.stderr + moved.stdout
     cancelled = local.ok("cancel", cfg)
     assert all(job_id in cancelled for job_id in live)
     rows = local.wait(all_ended)
