@@ -23,7 +23,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         (Path(a.split("=", 1)[1]) for a in args if a.startswith("workspace=")), Path(DEFAULT_WORKSPACE)
     )
     namespace = dict(vars(tasks))
-    namespace["DOIT_CONFIG"] = tasks.doit_config(workspace)
+    namespace["DOIT_CONFIG"] = tasks.doit_config(workspace, args)
     return DoitMain(ModuleTaskLoader(namespace), extra_config={"GLOBAL": {}}).run(args)
 
 

@@ -14,7 +14,8 @@ workspace.py), never from doit's own database alone: doit saves that only when a
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,19 +27,29 @@ from gymbuild.invocation import Invocation
 from gymbuild.reporter import GymReporter
 from gymbuild.session import Session, hold_workspace
 
+# Verbs that only read the workspace (outcome files are written atomically) and write nothing in it.
+READ_ONLY_VERBS = frozenset({"status", "logs", "cancel", "runs"})
 
-def doit_config(workspace: Path | None = None) -> dict[str, Any]:
+
+def doit_config(workspace: Path | None = None, argv: Sequence[str] | None = None) -> dict[str, Any]:
     """DOIT_CONFIG for this run: doit's database in the workspace, json backend, `continue` on.
 
     `continue` because one benchmark's failure must never stop the others; the json backend because
     doit's default (dbm) falls back to dbm.dumb here and corrupts under concurrent runs.
+
+    A run of read-only verbs (`argv`: the command line after the program name) holds no lock and
+    keeps doit's database in memory: `status` must answer while a long submit holds the workspace,
+    and `status run=<id>` or `runs` must leave no `.gymbuild/` in whatever directory it is run from.
     """
     ws = workspace or Invocation.from_vars(doit_cmd._CMDLINE_VARS or {}).workspace
-    hold_workspace(ws)
+    verbs = [a for a in (sys.argv[1:] if argv is None else argv) if "=" not in a and not a.startswith("-")]
+    read_only = bool(verbs) and set(verbs) <= READ_ONLY_VERBS
+    if not read_only:
+        hold_workspace(ws)
     return {
         "default_tasks": ["render"],  # bare `gymbuild` is the dry run, never a submit
-        "dep_file": str(ws / "doit-db.json"),
-        "backend": "json",
+        "dep_file": ":memory:" if read_only else str(ws / "doit-db.json"),
+        "backend": "sqlite3" if read_only else "json",
         "continue": True,
         "verbosity": 2,
         "reporter": GymReporter,

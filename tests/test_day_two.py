@@ -34,7 +34,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from e2e_helpers import Run, gymbuild, gymbuild_argv, set_submit_limit, slurm_config, user_env, write_config
+from e2e_helpers import (
+    Run,
+    gymbuild,
+    gymbuild_argv,
+    sbatch_wrapper,
+    set_submit_limit,
+    slurm_config,
+    user_env,
+    write_config,
+)
 
 if TYPE_CHECKING:
     from conftest import Cluster
@@ -407,6 +416,7 @@ def test_status_by_run_id_from_another_directory_via_the_local_index(
     }
     table = gym.ok("status", f"run={remote.gym_job_id}", cwd=tmp_path)
     assert table.startswith(f"{remote.gym_job_id}  slurm on cluster")
+    assert list(tmp_path.iterdir()) == []  # no workspace, no doit database left behind here
 
 
 def test_status_by_run_id_falls_back_to_the_manifest_in_the_run_dir(
@@ -540,3 +550,43 @@ def test_status_of_a_resumable_benchmark_is_the_newest_job_of_its_chain(
         assert gym.status(cfg, cwd=tmp_path)["chain"]["job_id"] == record["job_id"]
     finally:
         scancel_under(run_dir)
+
+
+def test_status_answers_while_a_submit_holds_the_workspace(cluster: Cluster, tmp_path: Path) -> None:
+    """A long submit holds the workspace; `status` in another terminal must not wait for it (it
+    waited 10 s for the lock, then failed with 'in use'). sbatch is slowed by a PATH wrapper (15 s a
+    call) for a submission from this machine, so the submit is still running when status asks."""
+    gym = Gym(tmp_path / "home")
+    wrapper = sbatch_wrapper(tmp_path, sleep=15)
+    output_path = cluster.run_dir("day-two-busy")
+    config = config_file(
+        tmp_path / "busy.yaml",
+        output_path=output_path,
+        benchmarks={"one": {}, "two": {}},
+        hostname=None,
+        account=cluster.account,
+    )
+    submit = subprocess.Popen(
+        gymbuild_argv("submit", f"config={config}"),
+        cwd=tmp_path,
+        env=gym.env(path_prefix=wrapper.bin_dir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while wrapper.calls() < 2 and time.monotonic() < deadline:  # the first sbatch has answered
+            time.sleep(0.2)
+        assert wrapper.calls() == 2 and submit.poll() is None
+        rows = gym.status(f"config={config}", cwd=tmp_path)
+        assert submit.poll() is None  # answered while the submit still held the workspace
+        (queued,) = rows.values()  # the one queued so far
+        assert queued["job_id"] and queued["state"] != "NOT QUEUED"
+        out, err = submit.communicate(timeout=120)
+        assert submit.returncode == 0, out + err
+    finally:
+        if submit.poll() is None:
+            submit.kill()
+        submit.wait()
+        scancel_under(output_path)
