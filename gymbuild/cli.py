@@ -16,6 +16,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from doit.doit_cmd import DoitMain
 
     from gymbuild import tasks
+    from gymbuild.errors import UserError
     from gymbuild.invocation import DEFAULT_WORKSPACE
 
     args = list(sys.argv[1:] if argv is None else argv)
@@ -23,7 +24,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         (Path(a.split("=", 1)[1]) for a in args if a.startswith("workspace=")), Path(DEFAULT_WORKSPACE)
     )
     namespace = dict(vars(tasks))
-    namespace["DOIT_CONFIG"] = tasks.doit_config(workspace, args)
+    try:
+        namespace["DOIT_CONFIG"] = tasks.doit_config(workspace, args)
+    except UserError as err:  # the workspace is held by another run: its message, not a traceback
+        print(err, file=sys.stderr)
+        return 1
     return DoitMain(ModuleTaskLoader(namespace), extra_config={"GLOBAL": {}}).run(args)
 
 

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_helpers import gymbuild, user_env, write_config
+from e2e_helpers import EXAMPLES, REPO, gymbuild, gymbuild_argv, user_env, write_config
 
 WALLTIME = "00:00:20"  # long enough for ok and fail, short enough to wait for slow's TIMEOUT
 
@@ -170,3 +171,22 @@ def test_local_status_resubmit_cancel_logs_and_runs(local: Local, tmp_path: Path
         (gym_job_id, "local", 4, 0)
     ]
     assert f"local:here  4 queued, 0 failed  {run_dir}" in local.ok("runs", cwd=elsewhere)
+
+
+def test_a_workspace_held_by_another_run_is_one_message_without_traceback(tmp_path: Path) -> None:
+    """A second submit (or render, or resubmit) while one holds the workspace: after the lock's wait,
+    the holder and the fix, exit 1, from both entry points (gymbuild and doit with dodo.py)."""
+    from gymbuild.workspace import locked
+
+    workspace = tmp_path / ".gymbuild"
+    config = str(EXAMPLES / "minimal.yaml")
+    with locked(workspace, "gymbuild submit (the test holds it)"):
+        for argv, cwd in (
+            (gymbuild_argv("render", f"config={config}"), tmp_path),
+            (["doit", "render", f"config={config}", f"workspace={workspace}"], REPO),
+        ):
+            done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=60, check=False)
+            assert done.returncode == 1, done
+            assert "is in use by pid" in done.stderr and "the test holds it" in done.stderr
+            assert "fix: wait for that run to finish" in done.stderr
+            assert "Traceback" not in done.stderr + done.stdout
