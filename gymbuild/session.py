@@ -8,6 +8,7 @@ nothing and the next one carries on from what really happened.
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
 import functools
 import getpass
@@ -25,6 +26,7 @@ from gymbuild.invocation import Invocation
 from gymbuild.workspace import Outcome, Submission, Workspace, atomic_write, digest, locked
 
 _HELD: contextlib.ExitStack | None = None
+QUEUE_PIPELINE = 16  # sbatch calls in flight at once in the run's shell (a few KB of pipe either way)
 
 
 def hold_workspace(root: Path) -> None:
@@ -58,6 +60,7 @@ class Session:
         self._stage_digests: dict[str, str] = {}
         self._rendered: dict[str, Any] = {}  # bench -> RenderedJob of a plan without secrets
         self._queue_total: int | None = None
+        self._queue_done: set[str] = set()  # benchmarks this run has queued (or tried to)
         try:
             self.resolved = load_config(inv.config, inv.overrides)
             self._check_only()
@@ -306,22 +309,64 @@ class Session:
         return outcome is not None and outcome.job_id is not None
 
     def queue(self, bench: str) -> None:
-        """sbatch one benchmark and write its outcome at once, before anything else can go wrong."""
-        from gymbuild.followup import executor_module
-        from gymbuild.jobs import utc_now, utc_timestamp
+        """doit's queue:<bench>. The first call of a run queues every benchmark the run will queue, in
+        one pipelined pass (queue_many); the calls after it find theirs already done."""
+        if bench in self._queue_done:
+            return
+        try:
+            self.queue_many([b for b in self._to_queue() if b not in self._queue_done] or [bench])
+        except UserError:
+            if bench not in self._queue_done:
+                raise  # else the task of the benchmark it stopped at reports it when doit gets there
 
-        sub = self.submission()
-        script = f"{sub.run_dir}/{bench}/job.sh"
+    def queue_many(self, benches: list[str]) -> None:
+        """sbatch each benchmark and write its outcome the moment its answer is read.
+
+        Up to QUEUE_PIPELINE sbatch calls are in flight in the run's shell at once (each still its own
+        command, with its own status and output), so writing outcomes and stamps here overlaps sbatch
+        there: one at a time, a thousand benchmarks waited for ~10 ms of local work per sbatch. Each
+        in-flight stamp is written before its sbatch is sent, so a run killed with calls in flight
+        leaves the next one what it needs to look them up (`_adopt_lost_job`).
+        """
+        from gymbuild.followup import executor_module
+
         executor = executor_module(self.executor_name)
+        command = getattr(executor, "queue_command", None)
         if self._queue_total is None:  # once per run: reading every outcome per sbatch was O(N^2)
             self._queue_total = len(self._to_queue())
-        earlier = self.workspace.outcome(bench)
-        result = self._adopt_lost_job(executor, bench, earlier)
-        if result is None:
+        run_dir = self.submission().run_dir
+        in_flight: collections.deque[tuple[str, Outcome | None, bytes]] = collections.deque()
+
+        def receive_one() -> None:
+            bench, earlier, marker = in_flight.popleft()
+            self._queued(bench, earlier, executor.queued(self.connection().receive(marker)))
+
+        for bench in benches:
+            script = f"{run_dir}/{bench}/job.sh"
+            earlier = self.workspace.outcome(bench)
+            if command is None or self.workspace.stamp(f"inflight-{bench}") is not None:
+                while in_flight:  # an earlier run's call may have queued it: ask Slurm, in order
+                    receive_one()
+                result = self._adopt_lost_job(executor, bench, earlier)
+                if result is None:
+                    self.workspace.set_stamp(f"inflight-{bench}", script)
+                    result = executor.queue(self.connection(), script, self.job_environment())
+                self._queued(bench, earlier, result)
+                continue
             # Stamped before sbatch: a run killed while sbatch runs leaves this behind, and the next
             # run asks Slurm for the job it may have queued instead of queueing a second one.
             self.workspace.set_stamp(f"inflight-{bench}", script)
-            result = executor.queue(self.connection(), script, self.job_environment())
+            marker = self.connection().send(command(script, self.job_environment()))
+            in_flight.append((bench, earlier, marker))
+            if len(in_flight) >= QUEUE_PIPELINE:
+                receive_one()
+        while in_flight:
+            receive_one()
+
+    def _queued(self, bench: str, earlier: Outcome | None, result: Any) -> None:
+        """Write what queueing `bench` gave, at once, before anything else can go wrong."""
+        from gymbuild.jobs import utc_now, utc_timestamp
+
         self.workspace.save_outcome(
             Outcome(
                 benchmark=bench,
@@ -333,6 +378,7 @@ class Session:
             )
         )
         (self.workspace.stamps_dir / f"inflight-{bench}").unlink(missing_ok=True)
+        self._queue_done.add(bench)
         self.queued_now.append(bench)
         if sys.stderr.isatty() or len(self.queued_now) % 50 == 0:
             _err(f"queued {len(self.queued_now)}/{self._queue_total}")
@@ -573,8 +619,7 @@ class Session:
                 self.stage(bench)
         if not self.synced():
             self.sync()
-        for bench in picked:
-            self.queue(bench)
+        self.queue_many(picked)
         self.record()
         failure = self.report_submit(picked)
         if failure is not None:

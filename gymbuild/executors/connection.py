@@ -195,6 +195,12 @@ class Connection:
         bash builtins frame it, and `cat` runs only for a stream that is not empty: the earlier framing
         (two `wc -c` and a `cat` per command) cost about 10 ms a command, a third of a submit's sbatch.
         """
+        return self.receive(self.send(script))
+
+    def send(self, script: str) -> bytes:
+        """Start `script` without waiting for it; `receive` its result later, in the order sent. Several
+        commands in flight let this machine's work overlap the remote shell's (a submit's sbatch calls).
+        """
         token = f"__gym_done_{secrets.token_hex(8)}"
         tmp = '"$__gym_tmp"'
         self._send(
@@ -203,7 +209,10 @@ class Connection:
             f"printf '\\n%s e\\n' {token}; [ -s {tmp}/e ] && cat {tmp}/e\n"
             f"printf '\\n%s %s\\n' {token} \"$__gym_rc\"\n"
         )
-        marker = token.encode() + b" "
+        return token.encode() + b" "
+
+    def receive(self, marker: bytes) -> Result:
+        """The result of the command `send` returned `marker` for; commands are received in send order."""
         self._read_until(marker + b"o\n")  # anything before the first marker is not this command's
         stdout, _ = self._read_until(marker + b"e\n")
         stderr, last = self._read_until(marker, prefix=True)

@@ -38,7 +38,16 @@ def exports(environment: Mapping[str, str]) -> str:
 
 def queue(conn: Connection, script: str, environment: Mapping[str, str]) -> Queued:
     """One `sbatch --parsable` of a benchmark's job.sh, in the run's shell session."""
-    result = conn.run(f"{exports(environment)}sbatch --parsable {quote(script)}")
+    return queued(conn.run(queue_command(script, environment)))
+
+
+def queue_command(script: str, environment: Mapping[str, str]) -> str:
+    """The command that queues one job.sh; Session pipelines these (Connection.send/receive)."""
+    return f"{exports(environment)}sbatch --parsable {quote(script)}"
+
+
+def queued(result: Result) -> Queued:
+    """sbatch's result as a job id, or the reason it gave none."""
     job_id = parse_job_id(result.stdout) if result.ok else None
     if job_id is None:
         reason = result.stderr.strip() or result.stdout.strip() or f"sbatch exited {result.status}"
