@@ -544,6 +544,14 @@ class Session:
         from gymbuild import followup
 
         record = self.find_record()
+        # Checked against the record, not the config: with run= there may be no config to check.
+        names = [job.benchmark for job in record.benchmarks]
+        unknown = [b for b in self.inv.only if b not in names]
+        if unknown:
+            raise UserError(
+                f"error: only= names benchmark(s) {record.gym_job_id} does not have: {', '.join(unknown)}\n"
+                f"    fix: pick from {', '.join(names)}"
+            )
         rows = followup.statuses(self.connection(), record)
         if self.inv.only:
             rows = [r for r in rows if r.benchmark in self.inv.only]
@@ -581,7 +589,7 @@ class Session:
         from gymbuild import followup
 
         record, rows = self._statuses()
-        if len(self.inv.only) != 1:
+        if len(rows) != 1:  # only=<bench>, or a submission of one benchmark
             names = ", ".join(r.benchmark for r in rows)
             raise UserError(f"error: name one benchmark with only=<bench> (one of: {names})")
         row = rows[0]

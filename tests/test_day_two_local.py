@@ -190,3 +190,29 @@ def test_a_workspace_held_by_another_run_is_one_message_without_traceback(tmp_pa
             assert "is in use by pid" in done.stderr and "the test holds it" in done.stderr
             assert "fix: wait for that run to finish" in done.stderr
             assert "Traceback" not in done.stderr + done.stdout
+
+
+def test_logs_of_a_one_benchmark_submission_need_no_only_and_unknown_names_are_refused(
+    tmp_path: Path,
+) -> None:
+    config = {
+        "services": {},
+        "compute": {"here": {"type": "local", "walltime": WALLTIME}},
+        "driver": {"benchmarks": {"solo": {"command": "echo hello from solo"}}},
+        "job": {"output_path": "runs"},
+        "otel": {"enabled": False},
+    }
+    user = Local(tmp_path, write_config(tmp_path, config, "solo.yaml"))
+    user.ok("submit", f"config={user.config}")
+    user.wait(all_ended)
+    assert "hello from solo" in user.ok("logs", f"config={user.config}")
+
+    # By id, from elsewhere, there is no config to check only= against: the record is.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run = f"run={user.record['gym_job_id']}"
+    for verb in ("logs", "status", "cancel"):
+        done = user.run(verb, run, "only=nope", cwd=elsewhere)
+        assert done.rc == 1, (verb, done)
+        assert "only= names benchmark(s)" in done.stderr and "fix: pick from solo" in done.stderr
+        assert "Traceback" not in done.stderr + done.stdout
