@@ -85,14 +85,14 @@ def statuses(conn: Any, record: SubmissionRecord) -> list[BenchStatus]:
                 state.exit_code if state else None,
                 state.elapsed if state else None,
                 state.nodes if state else None,
-                None,
+                state.note if state else None,  # why it is UNKNOWN, when it is
             )
         )
     return rows
 
 
 def format_statuses(record: SubmissionRecord, rows: Sequence[BenchStatus]) -> str:
-    """The submission, one row per benchmark, then why each unqueued benchmark has no job.
+    """The submission, one row per benchmark, then why a benchmark has no job or no known state.
 
     The reasons go below the table, not in it: an sbatch error is a long line, and in the STATE
     column it would push every other row's EXIT, ELAPSED and NODES off the screen.
@@ -104,9 +104,12 @@ def format_statuses(record: SubmissionRecord, rows: Sequence[BenchStatus]) -> st
         table.append((row.benchmark, *(c or "-" for c in cells)))
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]) - 1)]
     lines = ["  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]) for r in table]
-    reasons = [f"{row.benchmark}: {row.error}" for row in rows if row.error]
-    if reasons:
-        lines += ["", "not queued (`doit submit` queues these again):", *(f"  {r}" for r in reasons)]
+    for title, notes in (
+        ("not queued (`doit submit` queues these again)", [r for r in rows if r.error and not r.job_id]),
+        ("state unknown", [r for r in rows if r.error and r.job_id]),
+    ):
+        if notes:
+            lines += ["", f"{title}:", *(f"  {r.benchmark}: {r.error}" for r in notes)]
     return head + "\n" + "\n".join(line.rstrip() for line in lines) + "\n"
 
 

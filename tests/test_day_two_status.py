@@ -83,3 +83,27 @@ def test_cancel_also_ends_the_successor_a_resumable_job_queued(cluster: Cluster)
         assert left.stdout.split() == [bystander]
     finally:
         subprocess.run(["scancel", running, successor, bystander], check=False)
+
+
+def test_a_job_nothing_can_describe_is_unknown_with_what_squeue_and_sacct_said(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Controller and slurmdbd out of reach (for this status alone: SLURM_CONF names closed ports),
+    and the job left no exit file: UNKNOWN, with Slurm's own words on why, not a bare UNKNOWN."""
+    bench_dir = cluster.run_dir("unreachable")
+    job = sbatch(cluster, bench_dir, "true")
+    cluster.wait_for_job(job)
+    closed = {"SlurmctldPort": "6999", "AccountingStoragePort": "6998", "MessageTimeout": "2"}
+    conf = [
+        line
+        for line in Path("/etc/slurm/slurm.conf").read_text().splitlines()
+        if line.split("=", 1)[0] not in closed
+    ]
+    dead = tmp_path / "unreachable-slurm.conf"
+    dead.write_text("\n".join([*conf, *(f"{k}={v}" for k, v in closed.items()), ""]))
+    monkeypatch.setenv("SLURM_CONF", str(dead))  # the local shell session inherits it
+    with Connection(None) as conn:
+        state = slurm.states(conn, {str(bench_dir): job})[str(bench_dir)]
+    assert (state.job_id, state.state) == (job, "UNKNOWN")
+    assert state.note and "squeue: " in state.note and "Unable to contact slurm controller" in state.note
+    assert "sacct: " in state.note and "Connection refused" in state.note

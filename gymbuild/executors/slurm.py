@@ -89,6 +89,7 @@ class JobState:
     exit_code: str | None = None
     elapsed: str | None = None
     nodes: str | None = None
+    note: str | None = None  # why the state is UNKNOWN: what squeue and sacct said
 
 
 # The newest job of the chain the recorded job started: the last line of `.gym_job_chain` at or after
@@ -111,7 +112,11 @@ def _status_script(jobs: Mapping[str, str]) -> str:
             f'[ -f {d}/.gym_exit-"$id" ] && printf "exit\\t%s\\t%s\\n" "$id" "$(cat {d}/.gym_exit-"$id")"'
         )
     lines.append("ids=${ids#,}")
-    lines.append("squeue -h -o $'squeue\\t%i\\t%T\\t%M\\t%N' -j \"$ids\" 2>/dev/null")
+    # squeue's complaints (a controller it cannot reach) go through the pipe, its rows to fd 3.
+    lines.append(
+        "{ squeue -h -o $'squeue\\t%i\\t%T\\t%M\\t%N' -j \"$ids\" 2>&1 1>&3"
+        " | sed $'s/^/squeue-error\\t/'; } 3>&1"
+    )
     lines.append(
         "sacct -X -n -P --delimiter=$'\\t' -o JobID,State,ExitCode,Elapsed,NodeList -j \"$ids\" 2>&1"
         " | sed $'s/^/sacct\\t/'"
@@ -130,6 +135,7 @@ def states(conn: Connection, jobs: Mapping[str, str]) -> dict[str, JobState]:
     exits: dict[str, str] = {}
     live: dict[str, JobState] = {}
     accounted: dict[str, JobState] = {}
+    said: dict[str, list[str]] = {"squeue": [], "sacct": []}
     for line in result.stdout.splitlines():
         kind, *fields = line.split("\t")
         if kind == "chain" and len(fields) == 2:
@@ -142,6 +148,11 @@ def states(conn: Connection, jobs: Mapping[str, str]) -> dict[str, JobState]:
         elif kind == "sacct" and len(fields) == 5 and fields[0].isdigit():
             job_id, state, exit_code, elapsed, nodes = fields
             accounted[job_id] = JobState(job_id, state.split()[0], exit_code, elapsed, nodes or None)
+        elif kind in ("squeue-error", "sacct") and len(fields) == 1 and fields[0].strip():
+            said[kind.split("-")[0]].append(fields[0].strip())
+    # Only a job nothing could describe gets the complaints: squeue also complains about a job it has
+    # merely forgotten, which sacct then describes.
+    note = "; ".join(f"{tool}: {' '.join(msgs)}" for tool, msgs in said.items() if msgs) or None
     found = {}
     for bench_dir, job_id in newest.items():
         if job_id in live and live[job_id].state in LIVE:
@@ -154,7 +165,7 @@ def states(conn: Connection, jobs: Mapping[str, str]) -> dict[str, JobState]:
             code = exits[job_id]
             found[bench_dir] = JobState(job_id, "COMPLETED" if code == "0" else "FAILED", f"{code}:0")
         else:
-            found[bench_dir] = JobState(job_id, "UNKNOWN")
+            found[bench_dir] = JobState(job_id, "UNKNOWN", note=note)
     return found
 
 
