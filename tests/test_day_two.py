@@ -517,7 +517,8 @@ def test_status_of_a_resumable_benchmark_is_the_newest_job_of_its_chain(
 ) -> None:
     """The first job fails (driver exit 3); its successor, queued by the job itself with
     afternotok, runs and fails too; the next one stops at max_retries 1 without joining the chain.
-    Status names the successor; after resubmit, the new job (the record never sees successors)."""
+    Status names the successor; after resubmit, the new job (the record never sees successors),
+    then the new chain's own successor."""
     gym = Gym(tmp_path)  # an index of its own: `runs` above lists exactly the module's submissions
     config = config_file(
         tmp_path / "chain.yaml",
@@ -533,11 +534,15 @@ def test_status_of_a_resumable_benchmark_is_the_newest_job_of_its_chain(
     first = gym.status(cfg, cwd=tmp_path)["chain"]["job_id"]
     run_dir = Path(json.loads(gym.ok("status", "json=1", cfg, cwd=tmp_path))["run_dir"])
     chain_file = run_dir / "chain" / ".gym_job_chain"
-    try:
+
+    def chain_of(length: int) -> list[str]:
         deadline = time.monotonic() + 240
-        while len(chain_file.read_text().split()) < 2 and time.monotonic() < deadline:
+        while len(chain_file.read_text().split()) < length and time.monotonic() < deadline:
             time.sleep(2)
-        chain = chain_file.read_text().split()
+        return chain_file.read_text().split()
+
+    try:
+        chain = chain_of(2)
         assert chain[0] == first and len(chain) == 2, chain
         cluster.wait_for_job(chain[1], timeout=240)
         row = gym.status(cfg, cwd=tmp_path)["chain"]
@@ -548,6 +553,14 @@ def test_status_of_a_resumable_benchmark_is_the_newest_job_of_its_chain(
         record = json.loads((run_dir / "gym-job.json").read_text())["benchmarks"][0]
         assert record["previous_job_ids"] == [first]  # the record knows the ids it queued
         assert gym.status(cfg, cwd=tmp_path)["chain"]["job_id"] == record["job_id"]
+
+        # The resubmitted chain gets its own retry: its head fails, and a successor resumes it
+        # (with the old chain's count it would have stopped at max_retries at once).
+        chain = chain_of(4)
+        assert chain[2] == record["job_id"] and len(chain) == 4, chain
+        cluster.wait_for_job(chain[3], timeout=240)
+        row = gym.status(cfg, cwd=tmp_path)["chain"]
+        assert (row["job_id"], row["state"]) == (chain[3], "FAILED")
     finally:
         scancel_under(run_dir)
 

@@ -295,6 +295,10 @@ else
         fi
         ;;
     esac
+  else
+    # The head of a chain (a submit, or a resubmit after a chain gave up) counts retries and
+    # walltime afresh: the old chain's counts would leave a resubmitted benchmark no retries.
+    rm -f .gym_infra_retries .gym_accumulated_walltime
   fi
   echo "$GYM_JOB_ID" >>.gym_job_chain
   # The successor runs only if this job ends badly (afternotok); it gets this job's id.
