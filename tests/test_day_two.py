@@ -567,10 +567,10 @@ def test_status_of_a_resumable_benchmark_is_the_newest_job_of_its_chain(
 
 def test_status_answers_while_a_submit_holds_the_workspace(cluster: Cluster, tmp_path: Path) -> None:
     """A long submit holds the workspace; `status` in another terminal must not wait for it (it
-    waited 10 s for the lock, then failed with 'in use'). sbatch is slowed by a PATH wrapper (15 s a
+    waited 10 s for the lock, then failed with 'in use'). sbatch is slowed by a PATH wrapper (20 s a
     call) for a submission from this machine, so the submit is still running when status asks."""
     gym = Gym(tmp_path / "home")
-    wrapper = sbatch_wrapper(tmp_path, sleep=15)
+    wrapper = sbatch_wrapper(tmp_path, sleep=20)
     output_path = cluster.run_dir("day-two-busy")
     config = config_file(
         tmp_path / "busy.yaml",
@@ -588,7 +588,7 @@ def test_status_answers_while_a_submit_holds_the_workspace(cluster: Cluster, tmp
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # a busy controller (others' 1000-job runs) answers slowly
         while wrapper.calls() < 2 and time.monotonic() < deadline:  # the first sbatch has answered
             time.sleep(0.2)
         assert wrapper.calls() == 2 and submit.poll() is None
