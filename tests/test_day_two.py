@@ -462,6 +462,16 @@ def test_logs_follow_streams_the_driver_log_until_stopped(remote: Remote, gym: G
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
+    # The login node is this machine: no `tail -F` of the run dir is left running there.
+    deadline = time.monotonic() + 15
+    while tails_of(remote.run_dir) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert tails_of(remote.run_dir) == []
+
+
+def tails_of(run_dir: Path) -> list[str]:
+    ps = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True).stdout
+    return [line for line in ps.splitlines() if "tail " in line and str(run_dir) in line]
 
 
 def test_cancel_narrowed_by_only_then_the_rest_by_run_id(
