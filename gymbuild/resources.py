@@ -24,3 +24,17 @@ def schema_dir() -> Path:
 def load_schema(name: str) -> dict:
     """A JSON Schema by file name, parsed once per process."""
     return json.loads((schema_dir() / name).read_text(encoding="utf-8"))
+
+
+@cache
+def templates_digest() -> str:
+    """A digest of the job templates: a changed template makes every staged script stale.
+
+    Here rather than in gymbuild.render so that asking for it (every no-op submit digests every
+    benchmark) does not import Jinja2.
+    """
+    import hashlib
+
+    folder = _PACKAGE / "render" / "templates"
+    blob = b"".join(p.name.encode() + p.read_bytes() for p in sorted(folder.glob("*.j2")))
+    return hashlib.sha256(blob).hexdigest()[:16]

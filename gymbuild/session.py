@@ -173,7 +173,7 @@ class Session:
         digest costs about a millisecond (a thousand benchmarks asked four times was seconds)."""
         found = self._stage_digests.get(bench)
         if found is None:
-            from gymbuild.render import templates_digest
+            from gymbuild.resources import templates_digest
 
             found = digest(self.plans[bench].digest(), self._secrets_digest, templates_digest())
             self._stage_digests[bench] = found

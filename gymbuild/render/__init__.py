@@ -15,7 +15,6 @@ step.sh.j2 and driver.sh.j2: what runs inside a step) from what is Slurm's (slur
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -28,9 +27,18 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from gymbuild.config.model import EnvValue
 from gymbuild.errors import UserError
 from gymbuild.plan import BenchPlan, Ref
+from gymbuild.resources import templates_digest
 from gymbuild.shell import quote
 
-__all__ = ["RenderedFile", "RenderedJob", "dry_run_text", "mask_secrets", "render_job", "sh"]
+__all__ = [
+    "RenderedFile",
+    "RenderedJob",
+    "dry_run_text",
+    "mask_secrets",
+    "render_job",
+    "sh",
+    "templates_digest",
+]
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[0-9]+\])?$")
 _SBATCH_PLAIN = re.compile(r"^[A-Za-z0-9_./:%@+=,-]*$")
@@ -125,17 +133,6 @@ def _environment() -> Environment:
 
 
 _ENV = _environment()
-
-
-@functools.cache
-def templates_digest() -> str:
-    """A digest of the templates: a changed template makes every staged script stale."""
-    import hashlib
-    from pathlib import Path
-
-    folder = Path(__file__).parent / "templates"
-    blob = b"".join(p.name.encode() + p.read_bytes() for p in sorted(folder.glob("*.j2")))
-    return hashlib.sha256(blob).hexdigest()[:16]
 
 
 def mask_secrets(names: Iterable[str]) -> dict[str, str]:
