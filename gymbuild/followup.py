@@ -185,8 +185,19 @@ def show_logs(conn: Any, job_dir: str, job_id: str, *, follow: bool) -> None:
 
     pattern = f"{quote(job_dir)}/logs/*-{quote(job_id)}.log"
     if follow:
-        argv = conn.command_argv(f"tail -n 50 -F {pattern}")
-        subprocess.run(argv, check=False)
+        # The driver's log is named even before it exists: the driver starts after the services are
+        # healthy, and a glob expanded when tail starts would leave it out for good. POSIX sh only:
+        # over SSH this runs in the login shell, whatever it is.
+        driver = quote(f"{job_dir}/logs/driver-{job_id}.log")
+        argv = conn.command_argv(
+            f'set -- {pattern}; [ -e "$1" ] || shift; '
+            f'case " $* " in *" "{driver}" "*) ;; *) set -- "$@" {driver} ;; esac; '
+            'exec tail -n 50 -F "$@"'
+        )
+        try:
+            subprocess.run(argv, check=False)  # killed on the way out when interrupted
+        except KeyboardInterrupt:  # Ctrl-C is how a user stops following: not an error
+            sys.stdout.flush()
         return
     result = conn.run(f"tail -n 200 {pattern}")
     if not result.ok and not result.stdout:

@@ -437,7 +437,7 @@ def test_status_by_run_id_falls_back_to_the_manifest_in_the_run_dir(
         aside.rename(index)
 
 
-def test_logs_follow_streams_the_driver_log_until_stopped(remote: Remote, gym: Gym, tmp_path: Path) -> None:
+def test_logs_follow_streams_the_driver_log_until_ctrl_c(remote: Remote, gym: Gym, tmp_path: Path) -> None:
     proc = subprocess.Popen(
         gymbuild_argv("logs", f"run={remote.gym_job_id}", "only=a", "follow=1"),
         cwd=tmp_path,
@@ -459,8 +459,16 @@ def test_logs_follow_streams_the_driver_log_until_stopped(remote: Remote, gym: G
                 assert proc.poll() is None, f"logs follow=1 ended by itself: {seen}"
         assert any("[fake-gym@" in line for line in seen), seen
         assert proc.poll() is None  # still following
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the foreground group
+        assert proc.wait(timeout=30) == 0
+        time.sleep(0.5)  # the reader thread drains what was printed on the way out
+        rest = []
+        while not lines.empty():
+            rest.append(lines.get())
+        assert not any("Traceback" in line or "KeyboardInterrupt" in line for line in rest), rest
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     # The login node is this machine: no `tail -F` of the run dir is left running there.
     deadline = time.monotonic() + 15

@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -216,3 +217,56 @@ def test_logs_of_a_one_benchmark_submission_need_no_only_and_unknown_names_are_r
         assert done.rc == 1, (verb, done)
         assert "only= names benchmark(s)" in done.stderr and "fix: pick from solo" in done.stderr
         assert "Traceback" not in done.stderr + done.stdout
+
+
+def test_logs_follow_from_the_start_picks_up_the_driver_log_and_ends_on_ctrl_c(tmp_path: Path) -> None:
+    """Following a job that has just started: the driver's log does not exist yet (the driver waits
+    for the service, here 5 s late), and must still be followed once it appears; Ctrl-C then ends
+    the command with exit 0 and no traceback."""
+    config = {
+        "services": {
+            "echo": {
+                "type": "command",
+                "container": "python:3.12",
+                "command": 'python3 -m gymbuild.demo.echo_server --port "$GYM_PORT"',
+                "port": 18790,
+                "pre_command": "sleep 5",
+                "health_check": {"path": "/health", "timeout_seconds": 60},
+            }
+        },
+        "compute": {"here": {"type": "local", "walltime": "00:02:00"}},
+        "driver": {"benchmarks": {"late": {"command": "echo the driver says hello; sleep 60"}}},
+        "job": {"output_path": "runs"},
+        "otel": {"enabled": False},
+    }
+    user = Local(tmp_path, write_config(tmp_path, config, "late.yaml"))
+    user.ok("submit", f"config={user.config}")
+    follow = subprocess.Popen(
+        gymbuild_argv("logs", f"config={user.config}", "follow=1"),
+        cwd=tmp_path,
+        env=user_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    # If the line never comes, this ends the reading loop (and fails the test) after 90 s.
+    watchdog = threading.Timer(90, lambda: os.killpg(follow.pid, signal.SIGKILL))
+    watchdog.start()
+    try:
+        assert follow.stdout is not None and follow.stderr is not None
+        seen = []
+        for line in follow.stdout:
+            seen.append(line)
+            if "the driver says hello" in line:
+                break
+        assert "the driver says hello" in "".join(seen)
+        os.killpg(follow.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the foreground group
+        assert follow.wait(timeout=30) == 0
+        assert "Traceback" not in follow.stderr.read()
+    finally:
+        watchdog.cancel()
+        if follow.poll() is None:
+            os.killpg(follow.pid, signal.SIGKILL)
+        follow.wait()
+        user.ok("cancel", f"config={user.config}")
