@@ -183,7 +183,7 @@ def cancel(conn: Connection, jobs: Mapping[str, str]) -> Result:
     id no record holds, and would otherwise stay PENDING, then start once its predecessor is gone."""
     dirs = "|".join(quote(d) for d in jobs)
     return conn.run(
-        f"successors=$(squeue -h --me -o '%i %Z' 2>/dev/null | while read -r id dir; do "
+        f"successors=$(squeue -h -u \"$(id -un)\" -o '%i %Z' 2>/dev/null | while read -r id dir; do "
         f'case $dir in {dirs}) echo "$id" ;; esac; done)\n'
         f"scancel {join(jobs.values())} $successors"
     )
