@@ -169,7 +169,7 @@ def check(run: Run, what: str, expect_status: int = 0) -> Run:
 class Bench:
     """One suite run: a scratch directory here, one run-directory tree on the cluster."""
 
-    def __init__(self, runs: int, kind: str) -> None:
+    def __init__(self, runs: int, kind: str, source: Path | None = None) -> None:
         self.stamp = time.strftime("%Y%m%dT%H%M%S")
         self.root = Path(tempfile.mkdtemp(prefix=f"gymbuild-bench-{self.stamp}-"))
         self.remote = f"{REMOTE_BASE}/bench-{self.stamp}-{os.getpid()}"
@@ -177,6 +177,8 @@ class Bench:
         self.kind = kind
         self.counters = Counters(self.root)
         self.env = self.counters.env(self.root / "cache")
+        if source is not None:  # a checkout (e.g. a git worktree) imported before the installed package
+            self.env["PYTHONPATH"] = str(source.resolve())
         self.exe = gymbuild_exe()
         self.serial = 0
         self.results: list[dict] = []
@@ -408,12 +410,16 @@ def main() -> None:
     parser.add_argument("--max-load", type=float, default=1.5, help="first wait for a lower 1-min load")
     parser.add_argument("--patience", type=float, default=300)
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory and run dirs")
+    parser.add_argument(
+        "--source", type=Path, help="measure the gymbuild in this checkout (a git worktree of a commit)"
+    )
     args = parser.parse_args()
     measures = set(args.only.split(","))
     wait_for_low_load(args.max_load, args.patience)
     info = {"load_before": " ".join(f"{x:.2f}" for x in os.getloadavg())}
-    bench = Bench(args.runs, args.kind)
-    print(f"scratch {bench.root}, run dirs {bench.remote}, gymbuild {bench.exe}", flush=True)
+    bench = Bench(args.runs, args.kind, args.source)
+    source = f" from {args.source}" if args.source else ""
+    print(f"scratch {bench.root}, run dirs {bench.remote}, gymbuild {bench.exe}{source}", flush=True)
     try:
         for n in args.n:
             config = bench.config(n)
