@@ -164,17 +164,27 @@ def task_resolve() -> dict[str, Any]:
     return _verb(task_resolve.__doc__ or "", lambda: session().print_resolved())
 
 
+def _step(
+    action: Callable[[], None], check: Callable[[], bool], task_dep: list[str], *, after_failure: bool = False
+) -> dict[str, Any]:
+    """A step of the submit pipeline: whether it is up to date is read from the workspace, and its
+    user errors are held for the verb (step_action)."""
+    return {
+        "actions": [step_action(action, after_failure=after_failure)],
+        "task_dep": task_dep,
+        "uptodate": [user_check(check)],
+        "teardown": [session().close],
+    }
+
+
 def task_stage() -> Any:
     """Render each benchmark's job script into the staged tree (only what changed)."""
     s = session()
     if s.error is not None:
         return
     for bench in s.selected():
-        yield {
-            "name": bench,
-            "actions": [step_action(functools.partial(s.stage, bench))],
-            "uptodate": [user_check(functools.partial(s.staged, bench))],
-        }
+        step = _step(functools.partial(s.stage, bench), functools.partial(s.staged, bench), [])
+        yield {"name": bench, **step}
 
 
 def task_render() -> dict[str, Any]:
@@ -187,12 +197,7 @@ def task_sync() -> dict[str, Any]:
     s = session()
     if s.error is not None:
         return {"actions": [_fail_with(s.error)]}
-    return {
-        "actions": [step_action(s.sync)],
-        "task_dep": [f"stage:{b}" for b in s.selected()],
-        "uptodate": [user_check(s.synced)],
-        "teardown": [s.close],
-    }
+    return _step(s.sync, s.synced, [f"stage:{b}" for b in s.selected()])
 
 
 def task_queue() -> Any:
@@ -201,13 +206,8 @@ def task_queue() -> Any:
     if s.error is not None:
         return
     for bench in s.selected():
-        yield {
-            "name": bench,
-            "actions": [step_action(functools.partial(s.queue, bench))],
-            "task_dep": ["sync"],
-            "uptodate": [user_check(functools.partial(s.queued, bench))],
-            "teardown": [s.close],
-        }
+        step = _step(functools.partial(s.queue, bench), functools.partial(s.queued, bench), ["sync"])
+        yield {"name": bench, **step}
 
 
 def task_record() -> dict[str, Any]:
@@ -215,12 +215,7 @@ def task_record() -> dict[str, Any]:
     s = session()
     if s.error is not None:
         return {"actions": [_fail_with(s.error)]}
-    return {
-        "actions": [step_action(s.record, after_failure=True)],
-        "task_dep": [f"queue:{b}" for b in s.selected()],
-        "uptodate": [user_check(s.recorded)],
-        "teardown": [s.close],
-    }
+    return _step(s.record, s.recorded, [f"queue:{b}" for b in s.selected()], after_failure=True)
 
 
 def task_submit() -> dict[str, Any]:
