@@ -403,7 +403,10 @@ class Session:
 
     # --- record --------------------------------------------------------------------------------
 
-    def build_record(self) -> Any:
+    def build_record(self, *, commit: bool = True) -> Any:
+        """The submission record from the workspace. `commit=False` leaves gym_commit None for a record
+        that is only read here (status, the plain submit report): finding the commit runs git three
+        times in a checkout, a tenth of a no-op submit."""
         from gymbuild import __version__
         from gymbuild.followup import executor_module
         from gymbuild.jobs import BenchmarkJob, SubmissionRecord, gym_commit
@@ -415,7 +418,7 @@ class Session:
         return SubmissionRecord(
             gym_job_id=sub.gym_job_id,
             gym_version=__version__,
-            gym_commit=gym_commit(),
+            gym_commit=gym_commit() if commit else None,
             submitted_at=sub.submitted_at,
             run_dir=sub.run_dir,
             cluster=sub.cluster,
@@ -477,7 +480,7 @@ class Session:
         from doit.exceptions import TaskFailed
 
         self.warn(executor=True)
-        record = self.build_record()
+        record = self.build_record(commit=self.inv.json)  # json=1 prints it as the manifest
         # resubmit reports on what it re-queued; a benchmark it was not asked about fails nothing.
         selected = set(self.selected() if benches is None else benches)
         jobs = [j for j in record.benchmarks if j.benchmark in selected]
@@ -538,7 +541,7 @@ class Session:
         # output_path or host): status, logs and cancel must still reach the jobs that are queued.
         self._submission = current
         self.connection(current.hostname, use_config=False)
-        return self.build_record()
+        return self.build_record(commit=False)
 
     def _statuses(self) -> tuple[Any, list[Any]]:
         from gymbuild import followup
