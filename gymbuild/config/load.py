@@ -61,6 +61,11 @@ def check_source(path: Path) -> None:
         ) from None
     except (yaml.YAMLError, UnicodeDecodeError, OSError) as err:
         raise _file_problem(path, f"cannot read the config: {err}", "fix the file") from None
+    except (ValueError, TypeError, AttributeError, OverflowError) as err:
+        # PyYAML's constructors fail this way on a malformed explicitly tagged value (`!!timestamp x`)
+        raise _file_problem(
+            path, f"a tagged YAML value cannot be read ({type(err).__name__}: {err})", "remove the !!tag"
+        ) from None
     if not isinstance(data, dict):
         raise _file_problem(
             path, f"the top level is a {type(data).__name__}, not a mapping", "start with `services:`"
@@ -175,8 +180,17 @@ def compose(path: Path, overrides: Sequence[str]) -> Any:
 
     try:
         return _hydra_compose(path, overrides)
-    # AssertionError: Hydra asserts instead of raising for some malformed overrides (`+=`, an empty key).
-    except (HydraException, OmegaConfBaseException, yaml.YAMLError, ValueError, AssertionError) as err:
+    # AssertionError: Hydra asserts instead of raising for some malformed overrides (`+=`, an empty key);
+    # TypeError/AttributeError: PyYAML's constructors on a malformed tagged value in a group file.
+    except (
+        HydraException,
+        OmegaConfBaseException,
+        yaml.YAMLError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        AssertionError,
+    ) as err:
         problem = _hydra_problem(err, overrides)
         if problem.path and "is not in the config" in problem.fix:
             problem = _suggest_key(problem, path)
