@@ -14,6 +14,7 @@ import functools
 import getpass
 import hashlib
 import json
+import secrets
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from functools import cached_property
@@ -326,7 +327,7 @@ class Session:
         command, with its own status and output), so writing outcomes and stamps here overlaps sbatch
         there: one at a time, a thousand benchmarks waited for ~10 ms of local work per sbatch. Each
         in-flight stamp is written before its sbatch is sent, so a run killed with calls in flight
-        leaves the next one what it needs to look them up (`_adopt_lost_job`).
+        leaves the next one what it needs to recover them (`slurm.recover`).
         """
         from gymbuild.followup import executor_module
 
@@ -344,19 +345,24 @@ class Session:
         for bench in benches:
             script = f"{run_dir}/{bench}/job.sh"
             earlier = self.workspace.outcome(bench)
-            if command is None or self.workspace.stamp(f"inflight-{bench}") is not None:
-                while in_flight:  # an earlier run's call may have queued it: ask Slurm, in order
+            lost = self.workspace.stamp(f"inflight-{bench}")
+            if lost is not None and command is not None:
+                while in_flight:  # answers come back in order: read those sent before asking
                     receive_one()
-                result = self._adopt_lost_job(executor, bench, earlier)
-                if result is None:
-                    self.workspace.set_stamp(f"inflight-{bench}", script)
-                    result = executor.queue(self.connection(), script, self.job_environment())
-                self._queued(bench, earlier, result)
+                adopted = self._recover(executor, bench, script, lost, earlier)
+                if adopted is not None:
+                    self._queued(bench, earlier, adopted)
+                    continue
+            # Stamped before the command is sent: a run killed after this leaves the attempt's id
+            # for the next run to `recover`, instead of queueing a second job.
+            attempt = secrets.token_hex(6)
+            self.workspace.set_stamp(f"inflight-{bench}", attempt)
+            if command is None:  # the local executor: one call at a time
+                self._queued(
+                    bench, earlier, executor.queue(self.connection(), script, self.job_environment())
+                )
                 continue
-            # Stamped before sbatch: a run killed while sbatch runs leaves this behind, and the next
-            # run asks Slurm for the job it may have queued instead of queueing a second one.
-            self.workspace.set_stamp(f"inflight-{bench}", script)
-            marker = self.connection().send(command(script, self.job_environment()))
+            marker = self.connection().send(command(script, self.job_environment(), attempt))
             in_flight.append((bench, earlier, marker))
             if len(in_flight) >= QUEUE_PIPELINE:
                 receive_one()
@@ -383,15 +389,22 @@ class Session:
         if sys.stderr.isatty() or len(self.queued_now) % 50 == 0:
             _err(f"queued {len(self.queued_now)}/{self._queue_total}")
 
-    def _adopt_lost_job(self, executor: Any, bench: str, earlier: Outcome | None) -> Any:
-        """The job an earlier, killed run's sbatch queued for `bench` without its answer coming back
-        (a Queued, or None: queue it). Asked only after such a kill, so a normal submit pays nothing."""
-        find = getattr(executor, "find_queued", None)
-        if find is None or self.workspace.stamp(f"inflight-{bench}") is None:
-            return None
+    def _recover(self, executor: Any, bench: str, script: str, attempt: str, earlier: Outcome | None) -> Any:
+        """The job a killed run's attempt queued, if any (a Queued, or None: queue it afresh).
+
+        First the attempt's own answer, left on the cluster under the benchmark's flock (and the
+        attempt revoked if it never ran, so the killed run's shell cannot run it later); then Slurm
+        itself, by job name and work dir, for an sbatch whose answer was lost before it was written.
+        Asked only after such a kill, so a normal submit pays nothing.
+        """
+        adopted = executor.recover(self.connection(), script, attempt)
+        if adopted is not None:
+            return adopted
         known = frozenset(earlier.previous_job_ids) if earlier else frozenset()
         plan = self.plans[bench]
-        job_id = find(self.connection(), plan.bench_dir, dict(plan.directives)["job-name"], known)
+        job_id = executor.find_queued(
+            self.connection(), plan.bench_dir, dict(plan.directives)["job-name"], known
+        )
         return executor.Queued(job_id, None) if job_id else None
 
     def job_environment(self) -> dict[str, str]:

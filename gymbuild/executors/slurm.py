@@ -36,14 +36,34 @@ def exports(environment: Mapping[str, str]) -> str:
     return "".join(f"export {name}={quote(value)}\n" for name, value in environment.items())
 
 
-def queue(conn: Connection, script: str, environment: Mapping[str, str]) -> Queued:
+def queue(conn: Connection, script: str, environment: Mapping[str, str], attempt: str = "") -> Queued:
     """One `sbatch --parsable` of a benchmark's job.sh, in the run's shell session."""
-    return queued(conn.run(queue_command(script, environment)))
+    return queued(conn.run(queue_command(script, environment, attempt)))
 
 
-def queue_command(script: str, environment: Mapping[str, str]) -> str:
-    """The command that queues one job.sh; Session pipelines these (Connection.send/receive)."""
-    return f"{exports(environment)}sbatch --parsable {quote(script)}"
+def _claim(script: str) -> tuple[str, str]:
+    """The benchmark dir and the flock that serialises queueing it against a later run's check."""
+    bench_dir = quote(script.rsplit("/", 1)[0])
+    return bench_dir, f"exec 9>>{bench_dir}/.gym_queue.lock && flock 9"
+
+
+def queue_command(script: str, environment: Mapping[str, str], attempt: str) -> str:
+    """The command that queues one job.sh as attempt `attempt`; Session pipelines these.
+
+    A run killed while its commands are still in the shell's input leaves that shell running them. So
+    each attempt runs under the benchmark's flock, refuses to run once a later run has revoked it, and
+    leaves sbatch's answer in `.gym_queue-<attempt>.out` on the cluster, where the later run finds it
+    (`recover`): a job is queued exactly once whichever of the two gets the lock first.
+    """
+    bench_dir, lock = _claim(script)
+    out = f"{bench_dir}/.gym_queue-{quote(attempt)}"
+    return (
+        f"{lock} || exit 1\n"
+        f'if [ -e {out}.revoked ]; then echo "queue attempt {attempt} was revoked by a later run" >&2; '
+        "exit 75; fi\n"
+        f"{exports(environment)}sbatch --parsable {quote(script)} > {out}.tmp; __gym_rc=$?\n"
+        f'mv -f {out}.tmp {out}.out; cat {out}.out; exit "$__gym_rc"'
+    )
 
 
 def queued(result: Result) -> Queued:
@@ -53,6 +73,18 @@ def queued(result: Result) -> Queued:
         reason = result.stderr.strip() or result.stdout.strip() or f"sbatch exited {result.status}"
         return Queued(None, " ".join(reason.split()))
     return Queued(job_id, None)
+
+
+def recover(conn: Connection, script: str, attempt: str) -> Queued | None:
+    """What became of an attempt a killed run sent: its job if it queued one, else None after revoking
+    it (under the same flock), so it can never run later and the caller may queue afresh."""
+    bench_dir, lock = _claim(script)
+    out = f"{bench_dir}/.gym_queue-{quote(attempt)}"
+    result = conn.run(
+        f"{lock} || exit 1\nif [ -s {out}.out ]; then cat {out}.out; else : > {out}.revoked; fi"
+    )
+    job_id = parse_job_id(result.stdout) if result.ok else None
+    return Queued(job_id, None) if job_id else None
 
 
 def find_queued(conn: Connection, job_dir: str, job_name: str, known: frozenset[str]) -> str | None:
