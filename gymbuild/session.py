@@ -19,14 +19,17 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gymbuild.config import Resolved, load_config
 from gymbuild.errors import UserError
 from gymbuild.invocation import Invocation
 from gymbuild.workspace import Outcome, Submission, Workspace, atomic_write, digest, locked
 
+if TYPE_CHECKING:
+    from gymbuild.config import Resolved
+
 _HELD: contextlib.ExitStack | None = None
+ORDER_STAMP = "benchmark-order"
 QUEUE_PIPELINE = 16  # sbatch calls in flight at once in the run's shell (a few KB of pipe either way)
 
 
@@ -45,16 +48,15 @@ def _err(text: str) -> None:
 
 
 class Session:
-    """Everything one doit invocation shares; built lazily so `doit list` touches nothing remote."""
+    """Everything one doit invocation shares; built lazily so `doit list` touches nothing remote, and
+    `status`, `logs` and `cancel`, which read the workspace, never load the config at all."""
 
     def __init__(self, inv: Invocation) -> None:
         self.inv = inv
         self.workspace = Workspace(inv.workspace, inv.config)
-        self.error: UserError | None = None
         # User errors of the steps between the config and the verb (stage, sync, queue, record): kept
         # for the verb to report, so doit sees no failed dependency (it would exit 2, not the user's 1).
         self.held: list[UserError] = []
-        self.resolved: Resolved | None = None
         self.queued_now: list[str] = []
         self._submission: Submission | None = None
         self._connection: Any = None
@@ -62,11 +64,29 @@ class Session:
         self._rendered: dict[str, Any] = {}  # bench -> RenderedJob of a plan without secrets
         self._queue_total: int | None = None
         self._queue_done: set[str] = set()  # benchmarks this run has queued (or tried to)
+
+    # --- the config, loaded on first need ---------------------------------------------------------
+
+    @cached_property
+    def _loaded(self) -> tuple[Resolved | None, UserError | None]:
+        """The config, or why it did not load. Composing and validating a thousand benchmarks costs
+        seconds, so only the verbs that use the config pay for it."""
+        from gymbuild.config import load_config
+
         try:
-            self.resolved = load_config(inv.config, inv.overrides)
-            self._check_only()
+            resolved = load_config(self.inv.config, self.inv.overrides)
+            self._check_only(resolved.config)
         except UserError as err:
-            self.error = err
+            return None, err
+        return resolved, None
+
+    @property
+    def resolved(self) -> Resolved | None:
+        return self._loaded[0]
+
+    @property
+    def error(self) -> UserError | None:
+        return self._loaded[1]
 
     # --- what the run covers -----------------------------------------------------------------------
 
@@ -75,10 +95,10 @@ class Session:
         assert self.resolved is not None
         return self.resolved.config
 
-    def _check_only(self) -> None:
-        unknown = [b for b in self.inv.only if b not in self.config.driver.benchmarks]
+    def _check_only(self, config: Any) -> None:
+        unknown = [b for b in self.inv.only if b not in config.driver.benchmarks]
         if unknown:
-            known = ", ".join(self.config.driver.benchmarks)
+            known = ", ".join(config.driver.benchmarks)
             raise UserError(
                 f"error: {self.inv.config}: only= names benchmark(s) the config does not have: "
                 f"{', '.join(unknown)}\n    fix: pick from {known}"
@@ -333,6 +353,7 @@ class Session:
 
         executor = executor_module(self.executor_name)
         command = getattr(executor, "queue_command", None)
+        self._keep_benchmark_order()
         if self._queue_total is None:  # once per run: reading every outcome per sbatch was O(N^2)
             self._queue_total = len(self._to_queue())
         run_dir = self.submission().run_dir
@@ -416,6 +437,17 @@ class Session:
 
     # --- record --------------------------------------------------------------------------------
 
+    def _benchmark_order(self) -> list[str]:
+        """The config's benchmark order as of the last queueing, kept in the workspace so that status
+        can list a record in config order without loading the config."""
+        return json.loads(self.workspace.stamp(ORDER_STAMP) or "[]")
+
+    def _keep_benchmark_order(self) -> None:
+        names = list(self.config.driver.benchmarks)
+        order = [*names, *(b for b in self._benchmark_order() if b not in names)]
+        if order != self._benchmark_order():
+            self.workspace.set_stamp(ORDER_STAMP, json.dumps(order))
+
     def build_record(self, *, commit: bool = True) -> Any:
         """The submission record from the workspace. `commit=False` leaves gym_commit None for a record
         that is only read here (status, the plain submit report): finding the commit runs git three
@@ -426,7 +458,7 @@ class Session:
 
         sub = self.submission()
         outcomes = self.workspace.outcomes()
-        order = [b for b in self.config.driver.benchmarks if b in outcomes]
+        order = [b for b in self._benchmark_order() if b in outcomes]
         order += [b for b in outcomes if b not in order]
         return SubmissionRecord(
             gym_job_id=sub.gym_job_id,
@@ -542,8 +574,8 @@ class Session:
                 )
             run_dir = str(Path(self.output_path) / self.inv.run)
             return followup.record_from_run_dir(self.connection(), run_dir)
-        if self.error is not None:
-            raise self.error
+        # The workspace says what was submitted; the config is not loaded (a thousand benchmarks
+        # cost seconds to compose and validate, and status needs none of it).
         current = self.workspace.submission()
         if current is None or not self.workspace.outcomes():
             raise UserError(

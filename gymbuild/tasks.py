@@ -29,6 +29,10 @@ from gymbuild.session import Session, hold_workspace
 
 # Verbs that only read the workspace (outcome files are written atomically) and write nothing in it.
 READ_ONLY_VERBS = frozenset({"status", "logs", "cancel", "runs"})
+# Set by doit_config for a run of read-only verbs only. doit calls every task_* generator before it
+# runs anything, and the pipeline's generators ask the config for its benchmarks: in such a run they
+# yield nothing, so `status` of a thousand jobs does not compose and validate a thousand benchmarks.
+_READ_ONLY_RUN = False
 
 
 def doit_config(workspace: Path | None = None, argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -41,9 +45,10 @@ def doit_config(workspace: Path | None = None, argv: Sequence[str] | None = None
     keeps doit's database in memory: `status` must answer while a long submit holds the workspace,
     and `status run=<id>` or `runs` must leave no `.gymbuild/` in whatever directory it is run from.
     """
+    global _READ_ONLY_RUN
     ws = workspace or Invocation.from_vars(doit_cmd._CMDLINE_VARS or {}).workspace
     verbs = [a for a in (sys.argv[1:] if argv is None else argv) if "=" not in a and not a.startswith("-")]
-    read_only = bool(verbs) and set(verbs) <= READ_ONLY_VERBS
+    read_only = _READ_ONLY_RUN = bool(verbs) and set(verbs) <= READ_ONLY_VERBS
     if not read_only:
         hold_workspace(ws)
     return {
@@ -148,7 +153,7 @@ def _verb(
 ) -> dict[str, Any]:
     """A top-level command; when the config did not load it fails with the config's errors instead."""
     s = session()
-    if s.error is not None and needs_config:
+    if needs_config and not _READ_ONLY_RUN and s.error is not None:
         return {"doc": doc, "actions": [_fail_with(s.error)], "uptodate": [False]}
     return {
         "doc": doc,
@@ -179,6 +184,8 @@ def _step(
 
 def task_stage() -> Any:
     """Render each benchmark's job script into the staged tree (only what changed)."""
+    if _READ_ONLY_RUN:
+        return
     s = session()
     if s.error is not None:
         return
@@ -194,6 +201,8 @@ def task_render() -> dict[str, Any]:
 
 def task_sync() -> dict[str, Any]:
     """Check mounts and copy the staged tree to the run directory (only when something will be queued)."""
+    if _READ_ONLY_RUN:
+        return {"actions": []}
     s = session()
     if s.error is not None:
         return {"actions": [_fail_with(s.error)]}
@@ -202,6 +211,8 @@ def task_sync() -> dict[str, Any]:
 
 def task_queue() -> Any:
     """Queue each benchmark that has no job id yet (one sbatch each, in the run's shell session)."""
+    if _READ_ONLY_RUN:
+        return
     s = session()
     if s.error is not None:
         return
@@ -212,6 +223,8 @@ def task_queue() -> Any:
 
 def task_record() -> dict[str, Any]:
     """Write the record: the local index first (best-effort), then gym-job.json in the run directory."""
+    if _READ_ONLY_RUN:
+        return {"actions": []}
     s = session()
     if s.error is not None:
         return {"actions": [_fail_with(s.error)]}
