@@ -64,6 +64,7 @@ class Session:
         self._rendered: dict[str, Any] = {}  # bench -> RenderedJob of a plan without secrets
         self._queue_total: int | None = None
         self._queue_done: set[str] = set()  # benchmarks this run has queued (or tried to)
+        self._queue_locked = False  # the run's shell holds the run dir's queue lock (slurm)
 
     # --- the config, loaded on first need ---------------------------------------------------------
 
@@ -270,6 +271,7 @@ class Session:
 
     def close(self) -> None:
         conn, self._connection = self._connection, None
+        self._queue_locked = False  # the lock goes with the shell that held it
         if conn is not None:
             conn.close()
 
@@ -357,6 +359,9 @@ class Session:
         if self._queue_total is None:  # once per run: reading every outcome per sbatch was O(N^2)
             self._queue_total = len(self._to_queue())
         run_dir = self.submission().run_dir
+        if command is not None and not self._queue_locked:  # once per session: it holds the lock
+            executor.hold_queue_lock(self.connection(), run_dir)
+            self._queue_locked = True
         in_flight: collections.deque[tuple[str, Outcome | None, bytes]] = collections.deque()
 
         def receive_one() -> None:
@@ -413,8 +418,8 @@ class Session:
     def _recover(self, executor: Any, bench: str, script: str, attempt: str, earlier: Outcome | None) -> Any:
         """The job a killed run's attempt queued, if any (a Queued, or None: queue it afresh).
 
-        First the attempt's own answer, left on the cluster under the benchmark's flock (and the
-        attempt revoked if it never ran, so the killed run's shell cannot run it later); then Slurm
+        First the attempt's own answer, left on the cluster (and the attempt revoked if it never ran,
+        so the killed run's shell cannot run it later: this run holds the queue lock); then Slurm
         itself, by job name and work dir, for an sbatch whose answer was lost before it was written.
         Asked only after such a kill, so a normal submit pays nothing.
         """

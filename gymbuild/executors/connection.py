@@ -197,14 +197,20 @@ class Connection:
         """
         return self.receive(self.send(script))
 
-    def send(self, script: str) -> bytes:
+    def run_in_session(self, script: str) -> Result:
+        """`run`, but in the session's shell itself rather than a subshell, so what `script` sets up
+        (an `exec 9>>file` holding a lock) lasts for the rest of the session."""
+        return self.receive(self.send(script, in_session=True))
+
+    def send(self, script: str, *, in_session: bool = False) -> bytes:
         """Start `script` without waiting for it; `receive` its result later, in the order sent. Several
         commands in flight let this machine's work overlap the remote shell's (a submit's sbatch calls).
         """
         token = f"__gym_done_{secrets.token_hex(8)}"
         tmp = '"$__gym_tmp"'
+        group = f"{{ {script}\n}}" if in_session else f"( {script}\n)"
         self._send(
-            f"( {script}\n) </dev/null >{tmp}/o 2>{tmp}/e; __gym_rc=$?\n"
+            f"{group} </dev/null >{tmp}/o 2>{tmp}/e; __gym_rc=$?\n"
             f"printf '%s o\\n' {token}; [ -s {tmp}/o ] && cat {tmp}/o\n"
             f"printf '\\n%s e\\n' {token}; [ -s {tmp}/e ] && cat {tmp}/e\n"
             f"printf '\\n%s %s\\n' {token} \"$__gym_rc\"\n"

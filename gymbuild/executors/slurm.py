@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gymbuild.errors import UserError
 from gymbuild.executors.connection import Connection, Result
 from gymbuild.shell import join, quote
 
@@ -41,28 +42,47 @@ def queue(conn: Connection, script: str, environment: Mapping[str, str], attempt
     return queued(conn.run(queue_command(script, environment, attempt)))
 
 
-def _claim(script: str) -> tuple[str, str]:
-    """The benchmark dir and the flock that serialises queueing it against a later run's check."""
-    bench_dir = quote(script.rsplit("/", 1)[0])
-    return bench_dir, f"exec 9>>{bench_dir}/.gym_queue.lock && flock 9"
+QUEUE_LOCK_WAIT = 60  # seconds a run waits for a killed run's shell to finish what it was sent
+
+
+def hold_queue_lock(conn: Connection, run_dir: str) -> None:
+    """Take the run directory's queue lock in the session's own shell, for the rest of the session.
+
+    A run killed while its sbatch commands are still in the shell's input leaves that shell running
+    them, and it holds this lock until it has. So once a run holds it, no attempt of a killed run can
+    still be running: `recover` can read what each one left, and revoke what never ran, with no race.
+    One lock per session instead of a flock per sbatch: `flock` is a process of its own, and with the
+    `mv` and `cat` an attempt used to run, that was ~5 ms of the login node's time per benchmark.
+    """
+    lock = quote(f"{run_dir}/.gym_queue.lock")
+    result = conn.run_in_session(f"exec 9>>{lock} && flock -w {QUEUE_LOCK_WAIT} 9")
+    if not result.ok:
+        raise UserError(
+            f"error: {conn.target}:{run_dir} is still being queued by another gymbuild run's shell "
+            f"(waited {QUEUE_LOCK_WAIT} s for {run_dir}/.gym_queue.lock): {result.stderr.strip()}\n"
+            "    fix: wait for that run to end, then submit again"
+        )
+
+
+def _attempt_file(script: str, attempt: str) -> str:
+    """Where an attempt leaves sbatch's answer, beside the job script, for a later run to `recover`."""
+    return quote(f"{script.rsplit('/', 1)[0]}/.gym_queue-{attempt}")
 
 
 def queue_command(script: str, environment: Mapping[str, str], attempt: str) -> str:
-    """The command that queues one job.sh as attempt `attempt`; Session pipelines these.
+    """The command that queues one job.sh as attempt `attempt`; Session pipelines these, in a session
+    that holds the queue lock (`hold_queue_lock`).
 
-    A run killed while its commands are still in the shell's input leaves that shell running them. So
-    each attempt runs under the benchmark's flock, refuses to run once a later run has revoked it, and
-    leaves sbatch's answer in `.gym_queue-<attempt>.out` on the cluster, where the later run finds it
-    (`recover`): a job is queued exactly once whichever of the two gets the lock first.
+    An attempt refuses to run once a later run has revoked it, and leaves sbatch's answer in
+    `.gym_queue-<attempt>.out`, where that later run finds it (`recover`): a job is queued exactly
+    once whichever of the two gets the lock first. Only bash builtins besides sbatch itself.
     """
-    bench_dir, lock = _claim(script)
-    out = f"{bench_dir}/.gym_queue-{quote(attempt)}"
+    out = _attempt_file(script, attempt)
     return (
-        f"{lock} || exit 1\n"
         f'if [ -e {out}.revoked ]; then echo "queue attempt {attempt} was revoked by a later run" >&2; '
         "exit 75; fi\n"
-        f"{exports(environment)}sbatch --parsable {quote(script)} > {out}.tmp; __gym_rc=$?\n"
-        f'mv -f {out}.tmp {out}.out; cat {out}.out; exit "$__gym_rc"'
+        f"{exports(environment)}__gym_out=$(sbatch --parsable {quote(script)}); __gym_rc=$?\n"
+        f'printf \'%s\\n\' "$__gym_out" > {out}.out; printf \'%s\\n\' "$__gym_out"; exit "$__gym_rc"'
     )
 
 
@@ -77,12 +97,10 @@ def queued(result: Result) -> Queued:
 
 def recover(conn: Connection, script: str, attempt: str) -> Queued | None:
     """What became of an attempt a killed run sent: its job if it queued one, else None after revoking
-    it (under the same flock), so it can never run later and the caller may queue afresh."""
-    bench_dir, lock = _claim(script)
-    out = f"{bench_dir}/.gym_queue-{quote(attempt)}"
-    result = conn.run(
-        f"{lock} || exit 1\nif [ -s {out}.out ]; then cat {out}.out; else : > {out}.revoked; fi"
-    )
+    it, so it can never run later and the caller may queue afresh. Asked while holding the queue
+    lock, so the killed run's shell has run, or will never run, that attempt."""
+    out = _attempt_file(script, attempt)
+    result = conn.run(f"if [ -s {out}.out ]; then cat {out}.out; else : > {out}.revoked; fi")
     job_id = parse_job_id(result.stdout) if result.ok else None
     return Queued(job_id, None) if job_id else None
 
