@@ -75,6 +75,21 @@ def _c_loader(pure: type) -> type:
     return _C_LOADER
 
 
+def omegaconf_load(text: str) -> Any:
+    """`text` parsed as OmegaConf.load parses a file (its resolvers, constructors and duplicate-key
+    refusal), without building a DictConfig: the fast path reads a plain config with this alone.
+
+    libyaml when present, else OmegaConf's own loader. Errors propagate unchanged; the caller reports
+    them through the pure-Python parsers, whose messages are the ones users see.
+    """
+    from omegaconf import _utils
+
+    pure = _PURE or _utils.get_yaml_loader
+    if hasattr(yaml, "CSafeLoader"):
+        return yaml.load(text, Loader=_c_loader(pure()))
+    return yaml.load(text, Loader=pure())
+
+
 @contextlib.contextmanager
 def libyaml_for_omegaconf() -> Iterator[None]:
     """OmegaConf.load parses with libyaml inside this block (a no-op without libyaml, or nested)."""
