@@ -12,6 +12,7 @@ import difflib
 import re
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +39,8 @@ def _parse_yaml(text: str) -> Any:
     return yaml.safe_load(text)
 
 
-def check_source(path: Path) -> None:
-    """Refuse a missing file, a directory or malformed YAML before Hydra sees it.
-
-    Hydra's own messages for these lose the line and column; PyYAML keeps them.
-    """
+def _check_path(path: Path) -> None:
+    """Refuse a missing file, a directory or a name Hydra would not find."""
     if not path.exists():
         raise _file_problem(
             path, "no such config file", "pass config=<path to your submit.yaml> (default: ./submit.yaml)"
@@ -51,6 +49,13 @@ def check_source(path: Path) -> None:
         raise _file_problem(path, "is a directory, not a config file", "pass config=<dir>/submit.yaml")
     if path.suffix != ".yaml":
         raise _file_problem(path, "config files must end in .yaml (Hydra finds no other)", "rename it")
+
+
+def _check_yaml(path: Path) -> None:
+    """Refuse malformed YAML, or a top level that is not a mapping, with PyYAML's safe loader.
+
+    Hydra's own messages for these lose the line and column; PyYAML keeps them.
+    """
     try:
         data = _parse_yaml(path.read_text(encoding="utf-8"))
     except yaml.MarkedYAMLError as err:
@@ -70,6 +75,91 @@ def check_source(path: Path) -> None:
         raise _file_problem(
             path, f"the top level is a {type(data).__name__}, not a mapping", "start with `services:`"
         )
+
+
+# SafeLoader reads an unquoted `2001-12-14` as a date (and fails on `2001-13-45`); OmegaConf's loader
+# keeps it a string. Where a string of the tree matches, the safe loader has the last word.
+_TIMESTAMP = next(
+    regexp
+    for resolvers in yaml.SafeLoader.yaml_implicit_resolvers.values()
+    for tag, regexp in resolvers
+    if tag == "tag:yaml.org,2002:timestamp"
+)
+_SCALARS = (int, float, bool, type(None))
+
+
+@dataclass
+class Source:
+    """A config file read once with OmegaConf's YAML rules, and what the walk over it found.
+
+    `tree` is None when OmegaConf's loader could not read the file although PyYAML's safe loader
+    could (a duplicate key, say): only Hydra then says what is wrong, in its own words.
+    """
+
+    text: str
+    tree: dict[str, Any] | None = None
+    plain: bool = False  # str keys, and only str/int/float/bool/None/list/dict below them
+    interpolated: list[str] = field(default_factory=list)  # strings containing `${`
+    missing: bool = False  # some value is `???`
+
+
+def _scan(source: Source) -> bool:
+    """Fill in what the tree holds; True when some key or value may be a date to the safe loader."""
+    source.plain = True
+    maybe_date = False
+    stack: list[Any] = [source.tree]
+    seen: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if type(node) in (dict, list):
+            # A YAML alias shares one object between places (or nests it in itself); OmegaConf copies
+            # it apart. Rather than copy, such a file goes to Hydra.
+            if id(node) in seen:
+                source.plain = False
+                continue
+            seen.add(id(node))
+        if type(node) is dict:
+            for key, value in node.items():
+                if type(key) is not str:
+                    source.plain = False
+                elif key[:1].isdigit() and _TIMESTAMP.match(key):
+                    maybe_date = True
+                stack.append(value)
+        elif type(node) is list:
+            stack.extend(node)
+        elif type(node) is str:
+            if "${" in node:
+                source.interpolated.append(node)
+            elif node == "???":
+                source.missing = True
+            if node[:1].isdigit() and _TIMESTAMP.match(node):
+                maybe_date = True
+        elif type(node) not in _SCALARS:
+            source.plain = False
+    return maybe_date or not source.plain
+
+
+def check_source(path: Path) -> Source:
+    """Refuse a missing file, a directory or malformed YAML before Hydra sees it; read it once.
+
+    The file is parsed with OmegaConf's rules (what Hydra would load). Whenever that read fails, or
+    finds anything the safe loader might read differently (a date-like string, a tagged value), the
+    safe loader reads the file again, so the messages are the ones it always gave.
+    """
+    from gymbuild.config.fastyaml import omegaconf_load
+
+    _check_path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        source = Source(text, omegaconf_load(text))
+    except Exception:  # any failure: the safe loader explains it, or Hydra does
+        _check_yaml(path)
+        return Source("")
+    if type(source.tree) is not dict or _scan(source):
+        _check_yaml(path)
+    if type(source.tree) is not dict:  # the safe loader refused it above, unless it saw a mapping
+        return Source("")
+    return source
 
 
 def check_overrides(overrides: Sequence[str], source: str) -> None:
@@ -215,14 +305,93 @@ def interpolate(cfg: Any, source: str) -> dict[str, Any]:
             fix = "check the ${...} reference: it must name an existing key, e.g. ${_img.vllm}"
         raise ConfigError(source, [Problem(key, f"bad interpolation: {message}", fix)]) from None
     assert isinstance(tree, dict)
+    return _drop_scratch(tree)
+
+
+def _drop_scratch(tree: dict[Any, Any]) -> dict[str, Any]:
+    """The tree without its `_`-prefixed top-level keys: scratch space that exists to be referenced."""
     return {k: v for k, v in tree.items() if not (isinstance(k, str) and k.startswith("_"))}
 
 
-def load_tree(path: Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
-    """The composed, interpolated, scratch-free tree of a config file: the input to validation."""
-    check_source(path)
+# Hydra's own ConfigStore holds a root config of this name: a file so named is matched against it.
+_HYDRA_STORE_NAMES = ("_dummy_empty_config_",)
+# A `# @package` (or any `# @key value`) header line: Hydra moves or rejects the config by it.
+_HEADER = re.compile(r"^\s*#\s*@", re.MULTILINE)
+# OmegaConf's resolvers whose results depend only on the config and the environment's plain strings.
+# `oc.decode`/`oc.create` can turn a string from outside (an environment variable) into a new
+# interpolation, which could name a resolver only Hydra registers (`hydra:`, `now:`), so they go to Hydra.
+_PLAIN_RESOLVERS = frozenset({"oc.env", "oc.select", "oc.dict.keys", "oc.dict.values"})
+
+
+def _plain_interpolations(strings: Sequence[str]) -> bool:
+    """Whether every `${...}` in `strings` parses and calls no resolver outside _PLAIN_RESOLVERS."""
+    from omegaconf import grammar_parser
+    from omegaconf.errors import GrammarParseError
+    from omegaconf.grammar.gen.OmegaConfGrammarParser import OmegaConfGrammarParser
+
+    for text in strings:
+        try:
+            stack: list[Any] = [grammar_parser.parse(text)]
+        except GrammarParseError:
+            return False
+        while stack:
+            node = stack.pop()
+            resolver = isinstance(node, OmegaConfGrammarParser.InterpolationResolverContext)
+            if resolver and node.resolverName().getText() not in _PLAIN_RESOLVERS:
+                return False
+            stack.extend(getattr(node, "children", None) or ())
+    return True
+
+
+def _without_hydra(path: Path, source: Source) -> Any:
+    """The tree Hydra's compose would give for a file it has nothing to do with, or None.
+
+    For a primary config without a defaults list, Hydra merges the file into an empty config after
+    its own `hydra` node, sets the struct flag and deletes `hydra` again: the file's tree, unchanged,
+    in struct mode. So: a plain tree with no `${`/`???` is the answer as it stands; one with them
+    becomes the same OmegaConf config Hydra would hand back, resolved by the same call. Anything
+    Hydra could act on (a defaults list, a `hydra` node, a header, a resolver Hydra registers) is
+    left to Hydra.
+    """
+    tree = source.tree
+    if (
+        tree is None
+        or not source.plain
+        or "defaults" in tree
+        or "hydra" in tree
+        or path.stem in _HYDRA_STORE_NAMES
+        or _HEADER.search(source.text)
+    ):
+        return None
+    if not source.interpolated and not source.missing:
+        return tree
+    if not _plain_interpolations(source.interpolated):
+        return None
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        cfg = OmegaConf.create(tree)
+    except OmegaConfBaseException:  # Hydra would fail the same way: let it word the message
+        return None
+    OmegaConf.set_struct(cfg, True)
+    return cfg
+
+
+def load_tree(path: Path, overrides: Sequence[str] = (), *, hydra: bool = False) -> dict[str, Any]:
+    """The composed, interpolated, scratch-free tree of a config file: the input to validation.
+
+    A file with nothing for Hydra to do (no overrides, no defaults list, ...) is read without Hydra,
+    which took most of the time of every command; `hydra=True` forces composition (the tests compare).
+    """
+    source = check_source(path)
     check_overrides(overrides, str(path))
-    return interpolate(compose(path, overrides), str(path))
+    plain = None if hydra or overrides else _without_hydra(path, source)
+    if plain is None:
+        return interpolate(compose(path, overrides), str(path))
+    if isinstance(plain, dict):
+        return _drop_scratch(plain)
+    return interpolate(plain, str(path))
 
 
 def escape_interpolations(value: Any) -> Any:
