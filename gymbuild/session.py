@@ -16,7 +16,9 @@ import hashlib
 import json
 import secrets
 import sys
+import threading
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
 
 _HELD: contextlib.ExitStack | None = None
 ORDER_STAMP = "benchmark-order"
+IO_THREADS = 4  # outcome and stamp writes (each fsynced) at once while sbatch calls are in flight
 QUEUE_PIPELINE = 16  # sbatch calls in flight at once in the run's shell (a few KB of pipe either way)
 
 
@@ -65,6 +68,8 @@ class Session:
         self._queue_total: int | None = None
         self._queue_done: set[str] = set()  # benchmarks this run has queued (or tried to)
         self._queue_locked = False  # the run's shell holds the run dir's queue lock (slurm)
+        self._progress_lock = threading.Lock()  # outcomes are written on IO threads
+        self._opening: tuple[Any, threading.Thread, list[BaseException]] | None = None
 
     # --- the config, loaded on first need ---------------------------------------------------------
 
@@ -256,11 +261,52 @@ class Session:
 
     # --- the connection ------------------------------------------------------------------------
 
+    def connect_early(self) -> None:
+        """Start opening the run's connection in the background when this run will queue something.
+
+        The SSH handshake and the remote shell's start take about half a second of waiting, which
+        the stage tasks' rendering can fill; a run with nothing to queue opens nothing. A failure is
+        raised where the connection is first used, as if it had been opened there.
+        """
+        if self._connection is not None or self._opening is not None:
+            return
+        try:
+            if not self._to_queue():
+                return
+        except UserError:  # e.g. the config now submits elsewhere: the step that needs it says so
+            return
+        from gymbuild.executors.connection import Connection
+
+        conn = Connection(self.config.compute.hostname)
+        failed: list[BaseException] = []
+
+        def open_it() -> None:
+            try:
+                conn.open()
+            except BaseException as err:  # handed to the main thread in connection()
+                failed.append(err)
+
+        thread = threading.Thread(target=open_it, name="gymbuild-connect", daemon=True)
+        thread.start()
+        self._opening = (conn, thread, failed)
+
+    def _opened_early(self) -> None:
+        opening, self._opening = self._opening, None
+        if opening is None:
+            return
+        conn, thread, failed = opening
+        thread.join()
+        if failed:
+            conn.close()
+            raise failed[0]
+        self._connection = conn
+
     def connection(self, hostname: str | None = None, *, use_config: bool = True) -> Any:
         """The run's one connection, opened on first use and closed by the tasks' teardown.
 
         It goes to the config's compute host, or to `hostname` for a record found by `run=`.
         """
+        self._opened_early()
         if self._connection is None:
             from gymbuild.executors.connection import Connection
 
@@ -270,6 +316,8 @@ class Session:
         return self._connection
 
     def close(self) -> None:
+        with contextlib.suppress(UserError):
+            self._opened_early()  # opened for nothing (a render failed): closed all the same
         conn, self._connection = self._connection, None
         self._queue_locked = False  # the lock goes with the shell that held it
         if conn is not None:
@@ -348,8 +396,10 @@ class Session:
         Up to QUEUE_PIPELINE sbatch calls are in flight in the run's shell at once (each still its own
         command, with its own status and output), so writing outcomes and stamps here overlaps sbatch
         there: one at a time, a thousand benchmarks waited for ~10 ms of local work per sbatch. Each
-        in-flight stamp is written before its sbatch is sent, so a run killed with calls in flight
-        leaves the next one what it needs to recover them (`slurm.recover`).
+        in-flight stamp is durable before its sbatch is sent, so a run killed with calls in flight
+        leaves the next one what it needs to recover them (`slurm.recover`); the stamps of the next
+        few benchmarks and the outcomes are written (and fsynced) on IO threads, because two fsyncs a
+        benchmark in this thread were most of a submit's local time.
         """
         from gymbuild.followup import executor_module
 
@@ -362,41 +412,62 @@ class Session:
         if command is not None and not self._queue_locked:  # once per session: it holds the lock
             executor.hold_queue_lock(self.connection(), run_dir)
             self._queue_locked = True
+        # Read before any new stamp is written: these are the attempts of a killed run.
+        lost = {b: a for b in benches if (a := self.workspace.stamp(f"inflight-{b}")) is not None}
+        fresh = collections.deque(b for b in benches if b not in lost)
+        stamped: collections.deque[tuple[str, str, Future[None]]] = collections.deque()
         in_flight: collections.deque[tuple[str, Outcome | None, bytes]] = collections.deque()
+        with ThreadPoolExecutor(IO_THREADS, thread_name_prefix="gymbuild-io") as io:
+            writes: list[Future[None]] = []
 
-        def receive_one() -> None:
-            bench, earlier, marker = in_flight.popleft()
-            self._queued(bench, earlier, executor.queued(self.connection().receive(marker)))
+            def stamp(bench: str) -> tuple[str, Future[None]]:
+                attempt = secrets.token_hex(6)
+                return attempt, io.submit(self.workspace.set_stamp, f"inflight-{bench}", attempt)
 
-        for bench in benches:
-            script = f"{run_dir}/{bench}/job.sh"
-            earlier = self.workspace.outcome(bench)
-            lost = self.workspace.stamp(f"inflight-{bench}")
-            if lost is not None and command is not None:
-                while in_flight:  # answers come back in order: read those sent before asking
+            def done(bench: str, earlier: Outcome | None, result: Any) -> None:
+                writes.append(io.submit(self._queued, bench, earlier, result))
+
+            def receive_one() -> None:
+                bench, earlier, marker = in_flight.popleft()
+                done(bench, earlier, executor.queued(self.connection().receive(marker)))
+
+            try:
+                for bench in benches:
+                    script = f"{run_dir}/{bench}/job.sh"
+                    earlier = self.workspace.outcome(bench)
+                    if bench in lost:
+                        if command is not None:
+                            while in_flight:  # answers come back in order: read those sent before
+                                receive_one()
+                            adopted = self._recover(executor, bench, script, lost[bench], earlier)
+                            if adopted is not None:
+                                done(bench, earlier, adopted)
+                                continue
+                        attempt, stamp_written = stamp(bench)
+                    else:
+                        # A few benchmarks ahead are stamped at once, no more: a run killed now
+                        # leaves each stamped benchmark one recovery round trip for the next run.
+                        while fresh and len(stamped) < QUEUE_PIPELINE:
+                            ahead = fresh.popleft()
+                            stamped.append((ahead, *stamp(ahead)))
+                        _, attempt, stamp_written = stamped.popleft()
+                    stamp_written.result()  # durable before the command is sent
+                    if command is None:  # the local executor: one call at a time
+                        result = executor.queue(self.connection(), script, self.job_environment())
+                        done(bench, earlier, result)
+                        continue
+                    marker = self.connection().send(command(script, self.job_environment(), attempt))
+                    in_flight.append((bench, earlier, marker))
+                    if len(in_flight) >= QUEUE_PIPELINE:
+                        receive_one()
+                while in_flight:
                     receive_one()
-                adopted = self._recover(executor, bench, script, lost, earlier)
-                if adopted is not None:
-                    self._queued(bench, earlier, adopted)
-                    continue
-            # Stamped before the command is sent: a run killed after this leaves the attempt's id
-            # for the next run to `recover`, instead of queueing a second job.
-            attempt = secrets.token_hex(6)
-            self.workspace.set_stamp(f"inflight-{bench}", attempt)
-            if command is None:  # the local executor: one call at a time
-                self._queued(
-                    bench, earlier, executor.queue(self.connection(), script, self.job_environment())
-                )
-                continue
-            marker = self.connection().send(command(script, self.job_environment(), attempt))
-            in_flight.append((bench, earlier, marker))
-            if len(in_flight) >= QUEUE_PIPELINE:
-                receive_one()
-        while in_flight:
-            receive_one()
+            finally:
+                for write in writes:  # every answer read is on disk before anything else is said
+                    write.result()
 
     def _queued(self, bench: str, earlier: Outcome | None, result: Any) -> None:
-        """Write what queueing `bench` gave, at once, before anything else can go wrong."""
+        """Write what queueing `bench` gave (on an IO thread), then drop its in-flight stamp."""
         from gymbuild.jobs import utc_now, utc_timestamp
 
         self.workspace.save_outcome(
@@ -410,10 +481,11 @@ class Session:
             )
         )
         (self.workspace.stamps_dir / f"inflight-{bench}").unlink(missing_ok=True)
-        self._queue_done.add(bench)
-        self.queued_now.append(bench)
-        if sys.stderr.isatty() or len(self.queued_now) % 50 == 0:
-            _err(f"queued {len(self.queued_now)}/{self._queue_total}")
+        with self._progress_lock:
+            self._queue_done.add(bench)
+            self.queued_now.append(bench)
+            if sys.stderr.isatty() or len(self.queued_now) % 50 == 0:
+                _err(f"queued {len(self.queued_now)}/{self._queue_total}")
 
     def _recover(self, executor: Any, bench: str, script: str, attempt: str, earlier: Outcome | None) -> Any:
         """The job a killed run's attempt queued, if any (a Queued, or None: queue it afresh).

@@ -33,6 +33,8 @@ READ_ONLY_VERBS = frozenset({"status", "logs", "cancel", "runs"})
 # runs anything, and the pipeline's generators ask the config for its benchmarks: in such a run they
 # yield nothing, so `status` of a thousand jobs does not compose and validate a thousand benchmarks.
 _READ_ONLY_RUN = False
+# Set by doit_config: the run submits, so the connection may be opened while the stage tasks render.
+_SUBMIT_RUN = False
 
 
 def doit_config(workspace: Path | None = None, argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -45,10 +47,11 @@ def doit_config(workspace: Path | None = None, argv: Sequence[str] | None = None
     keeps doit's database in memory: `status` must answer while a long submit holds the workspace,
     and `status run=<id>` or `runs` must leave no `.gymbuild/` in whatever directory it is run from.
     """
-    global _READ_ONLY_RUN
+    global _READ_ONLY_RUN, _SUBMIT_RUN
     ws = workspace or Invocation.from_vars(doit_cmd._CMDLINE_VARS or {}).workspace
     verbs = [a for a in (sys.argv[1:] if argv is None else argv) if "=" not in a and not a.startswith("-")]
     read_only = _READ_ONLY_RUN = bool(verbs) and set(verbs) <= READ_ONLY_VERBS
+    _SUBMIT_RUN = "submit" in verbs
     if not read_only:
         hold_workspace(ws)
     return {
@@ -206,6 +209,8 @@ def task_sync() -> dict[str, Any]:
     s = session()
     if s.error is not None:
         return {"actions": [_fail_with(s.error)]}
+    if _SUBMIT_RUN:
+        s.connect_early()  # the SSH handshake overlaps the rendering (nothing opens on a no-op)
     return _step(s.sync, s.synced, [f"stage:{b}" for b in s.selected()])
 
 
