@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from gymbuild.errors import UserError
-from gymbuild.resources import load_schema
+from gymbuild.resources import load_schema, user_cache_home
 from gymbuild.workspace import atomic_write
 
 MANIFEST_NAME = "gym-job.json"
@@ -300,12 +300,8 @@ def local_index_dir() -> Path:
     """Where this machine remembers its own submissions: `$XDG_CACHE_HOME/nemo-gym/jobs`, shared with
     NeMo Gym so one `runs` lists both.
 
-    An empty or relative XDG_CACHE_HOME is ignored, as the XDG spec asks: a relative one would scatter
-    the index over whatever directories commands happened to run in.
     """
-    cache_home = os.environ.get("XDG_CACHE_HOME", "")
-    base = Path(cache_home) if os.path.isabs(cache_home) else Path.home() / ".cache"
-    return base / "nemo-gym" / "jobs"
+    return user_cache_home() / "nemo-gym" / "jobs"
 
 
 def iter_local_index(directory: Path | None = None) -> Iterator[SubmissionRecord]:

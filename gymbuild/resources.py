@@ -7,6 +7,7 @@ project root, where editors find it for completion. Both layouts resolve through
 from __future__ import annotations
 
 import json
+import os
 from functools import cache
 from pathlib import Path
 
@@ -38,3 +39,10 @@ def templates_digest() -> str:
     folder = _PACKAGE / "render" / "templates"
     blob = b"".join(p.name.encode() + p.read_bytes() for p in sorted(folder.glob("*.j2")))
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def user_cache_home() -> Path:
+    """`$XDG_CACHE_HOME`, else `~/.cache`. An empty or relative XDG_CACHE_HOME is ignored, as the XDG
+    spec asks: a relative one would scatter caches over whatever directories commands ran in."""
+    cache_home = os.environ.get("XDG_CACHE_HOME", "")
+    return Path(cache_home) if os.path.isabs(cache_home) else Path.home() / ".cache"

@@ -46,6 +46,16 @@ def hold_workspace(root: Path) -> None:
     atexit.register(_HELD.close)
 
 
+@functools.cache
+def _render() -> Any:
+    """gymbuild.render, with its compiled templates kept in the user's cache between runs."""
+    from gymbuild import render
+    from gymbuild.resources import user_cache_home
+
+    render.keep_compiled_templates(user_cache_home() / "gymbuild" / "jinja")
+    return render
+
+
 def _err(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
@@ -211,28 +221,18 @@ class Session:
         outcome = self._current_outcome(bench)
         if outcome is not None and outcome.job_id:
             return True
-        return self.workspace.stamp(f"stage-{bench}") == self.stage_digest(bench)
+        return self.workspace.stage_stamp(bench) == self.stage_digest(bench)
 
     def stage(self, bench: str) -> None:
-        from gymbuild.render import render_job
-
         assert self.resolved is not None
         plan = self.plans[bench]
-        job = render_job(plan, self.resolved.secrets)
+        job = _render().render_job(plan, self.resolved.secrets)
         if not plan.secrets:  # the dry run's masked text is the same text: render it once
             self._rendered[bench] = job
-        bench_dir = self.workspace.stage / bench
-        for sub in ("", "logs", "artifacts"):
-            (bench_dir / sub).mkdir(parents=True, exist_ok=True)
-            (bench_dir / sub).chmod(0o755)
-        for rel, rendered in job.files.items():
-            target = bench_dir / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.parent.chmod(0o755)
-            # Not fsynced: the staged tree is derived and re-rendered when its stamp disagrees; an
-            # fsync per file was a third of a large render's time.
-            atomic_write(target, rendered.text, rendered.mode, durable=False)
-        self.workspace.set_stamp(f"stage-{bench}", self.stage_digest(bench), durable=False)
+        files = {rel: (f.text, f.mode) for rel, f in job.files.items()}
+        # logs/ must exist before the job starts: Slurm opens logs/slurm-<id>.log itself.
+        self.workspace.write_staged(bench, files, ("logs", "artifacts"))
+        self.workspace.set_stage_stamp(bench, self.stage_digest(bench))
 
     def print_resolved(self) -> None:
         from gymbuild.config.output import dump_tree
@@ -243,12 +243,11 @@ class Session:
 
     def print_dry_run(self) -> None:
         """Every selected benchmark's script rendered with secrets masked; nothing is queued or recorded."""
-        from gymbuild.render import dry_run_text, mask_secrets, render_job
-
+        render = _render()
         assert self.resolved is not None
         self.warn(executor=True)
-        mask = mask_secrets(self.resolved.secrets)
-        jobs = {b: self._rendered.get(b) or render_job(self.plans[b], mask) for b in self.selected()}
+        mask = render.mask_secrets(self.resolved.secrets)
+        jobs = {b: self._rendered.get(b) or render.render_job(self.plans[b], mask) for b in self.selected()}
         run_dir = self.submission().run_dir
         if self.inv.json:
             payload = {
@@ -257,7 +256,7 @@ class Session:
             }
             sys.stdout.write(json.dumps(payload, indent=2) + "\n")
         else:
-            sys.stdout.write(dry_run_text(run_dir, jobs))
+            sys.stdout.write(render.dry_run_text(run_dir, jobs))
 
     # --- the connection ------------------------------------------------------------------------
 
@@ -316,6 +315,7 @@ class Session:
         return self._connection
 
     def close(self) -> None:
+        self.workspace.save_stage_stamps()
         with contextlib.suppress(UserError):
             self._opened_early()  # opened for nothing (a render failed): closed all the same
         conn, self._connection = self._connection, None

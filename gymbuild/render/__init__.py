@@ -16,13 +16,15 @@ step.sh.j2 and driver.sh.j2: what runs inside a step) from what is Slurm's (slur
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
+from jinja2 import Environment, FileSystemBytecodeCache, PackageLoader, StrictUndefined
 
 from gymbuild.config.model import EnvValue
 from gymbuild.errors import UserError
@@ -34,6 +36,7 @@ __all__ = [
     "RenderedFile",
     "RenderedJob",
     "dry_run_text",
+    "keep_compiled_templates",
     "mask_secrets",
     "render_job",
     "sh",
@@ -112,6 +115,21 @@ def sbatch_value(value: str) -> str:
 def yaml_str(value: Any) -> str:
     """A YAML scalar for collector.yaml; `$` doubled because the collector expands `${...}` itself."""
     return json.dumps(str(value)).replace("$", "$$")
+
+
+def keep_compiled_templates(directory: Path) -> None:
+    """Keep compiled templates in `directory` (the edge calls this; rendering itself does no I/O).
+
+    Compiling the templates is ~0.1 s of every render and submit. Jinja checks each entry against its
+    template's source, so an edited template is compiled afresh; without a writable directory the
+    templates are compiled every time, as before.
+    """
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return
+    if os.access(directory, os.W_OK):
+        _ENV.bytecode_cache = FileSystemBytecodeCache(str(directory))
 
 
 def _environment() -> Environment:
