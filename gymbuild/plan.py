@@ -22,7 +22,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Any, Literal
 
@@ -38,11 +38,95 @@ from gymbuild.config.model import (
 )
 from gymbuild.errors import UserError
 
+# --- canonical JSON: what a plan's digest is taken of ------------------------------------------------
+
+
+def _dataclass_layout(kind: type) -> tuple[tuple[str, str | None], ...]:
+    """(`"key":` text, field name) per key of a dataclass's JSON object, in sorted key order; the
+    field name is None for `__type__`, whose value is the class name."""
+    keys: list[tuple[str, str | None]] = [(f.name, f.name) for f in fields(kind)]
+    keys.append(("__type__", None))
+    return tuple((json.dumps(key) + ":", name) for key, name in sorted(keys))
+
+
+_LAYOUTS: dict[type, tuple[tuple[str, str | None], ...]] = {}
+_encode_str = json.encoder.encode_basestring_ascii  # what json.dumps does with a str (C)
+
+
+def _dataclass_json(value: Any) -> str:
+    kind = type(value)
+    layout = _LAYOUTS.get(kind)
+    if layout is None:
+        layout = _LAYOUTS[kind] = _dataclass_layout(kind)
+    type_name = _encode_str(kind.__name__)
+    items = [
+        key + (type_name if name is None else canonical_json(getattr(value, name))) for key, name in layout
+    ]
+    return "{" + ",".join(items) + "}"
+
+
+class _Canonical:
+    """Base of the plan's dataclasses: each keeps its canonical JSON text once it is computed.
+
+    A submission's plans share their config-level parts (service steps, pools, ...) as the same
+    objects (`plan_submission`), so such a part is encoded once however many benchmarks carry it:
+    digesting every plan of a 1000-benchmark submission walked the same service steps 1000 times.
+    Frozen, so the kept text cannot go stale; `replace()` makes a new object with nothing kept.
+    """
+
+    @property
+    def canonical_json(self) -> str:
+        # Kept in the instance's __dict__ by hand: functools.cached_property takes a lock per access
+        # in Python 3.11, which cost more than it saved.
+        kept = self.__dict__.get("_canonical_json")
+        if kept is None:
+            kept = self.__dict__["_canonical_json"] = _dataclass_json(self)
+        return kept
+
+
+def canonical_json(value: Any) -> str:
+    """The text `json.dumps(form, sort_keys=True, separators=(",", ":"))` gives for the JSON form of a
+    plan value: a dataclass as an object of its fields plus `"__type__": <class name>`, tuples and
+    lists as arrays, mappings with str keys. Written directly, without building the form first: the
+    digest of every plan is asked by a no-op submit, and the generic walk was ~0.1 ms a benchmark.
+    Types stay apart (1, 1.0, true and "1" render differently, so they must digest differently)."""
+    encode = _BY_TYPE.get(type(value))
+    if encode is not None:
+        return encode(value)
+    if isinstance(value, _Canonical):
+        return value.canonical_json
+    if is_dataclass(value) and not isinstance(value, type):
+        return _dataclass_json(value)
+    if isinstance(value, Mapping):
+        keyed = {str(k): v for k, v in value.items()}
+        return "{" + ",".join(f"{_encode_str(k)}:{canonical_json(keyed[k])}" for k in sorted(keyed)) + "}"
+    if isinstance(value, tuple | list):
+        return _array_json(value)
+    if isinstance(value, str | int | float):  # a subclass (an enum member): json.dumps knows how
+        return json.dumps(value)
+    raise TypeError(f"a plan holds a {type(value).__name__}, which has no canonical JSON form")
+
+
+def _array_json(value: tuple[Any, ...] | list[Any]) -> str:
+    return "[" + ",".join(map(canonical_json, value)) + "]"
+
+
+_BY_TYPE: dict[type, Callable[[Any], str]] = {  # the exact types a plan is made of, looked up first
+    str: _encode_str,
+    tuple: _array_json,
+    int: int.__repr__,
+    bool: lambda value: "true" if value else "false",
+    type(None): lambda _: "null",
+    float: json.dumps,  # NaN and Infinity as json.dumps writes them
+    list: _array_json,
+}
+
+
 # --- words: what reaches bash ------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Ref:
+class Ref(_Canonical):
     """A shell variable the shell that evaluates the word expands (rendered `"${name}"`).
 
     Only gymbuild's own variables and `runtime:VAR` values become Refs; user text never does, so the
@@ -61,7 +145,7 @@ EnvSource = EnvValue | Ref | str | Word
 
 
 @dataclass(frozen=True)
-class EnvEntry:
+class EnvEntry(_Canonical):
     name: str
     value: EnvSource
 
@@ -70,7 +154,7 @@ class EnvEntry:
 
 
 @dataclass(frozen=True)
-class PoolRange:
+class PoolRange(_Canonical):
     """A node pool's slice of the allocation: nodes `first` .. `first + count - 1`."""
 
     name: str
@@ -80,7 +164,7 @@ class PoolRange:
 
 
 @dataclass(frozen=True)
-class Nodes:
+class Nodes(_Canonical):
     """Where a step runs. `pool` is set when the step runs on all nodes of a pool."""
 
     first: int
@@ -89,7 +173,7 @@ class Nodes:
 
 
 @dataclass(frozen=True)
-class Port:
+class Port(_Canonical):
     """A port settled at run time on the step's node: `first` is tried first, then the next free ones.
 
     The step writes the port it took to `.gym_ports/<key>-<job id>` in the bench dir; whoever needs it
@@ -102,7 +186,7 @@ class Port:
 
 
 @dataclass(frozen=True)
-class Health:
+class Health(_Canonical):
     path: str
     attempts: int
     fixed_port: int | None  # a health port other than the step's own (not settled at run time)
@@ -113,7 +197,7 @@ VllmMode = Literal["single", "dp", "ray"]
 
 
 @dataclass(frozen=True)
-class ServiceStep:
+class ServiceStep(_Canonical):
     """One background step: a service, a vllm_pd tier or router, a Ray head or worker pool."""
 
     name: str  # log and port-file name
@@ -138,7 +222,7 @@ class ServiceStep:
 
 
 @dataclass(frozen=True)
-class CollectorPlan:
+class CollectorPlan(_Canonical):
     binary: str
     container: str | None
     token_env: str
@@ -159,14 +243,14 @@ class CollectorPlan:
 
 
 @dataclass(frozen=True)
-class GymInstallPlan:
+class GymInstallPlan(_Canonical):
     repo: str
     ref: str
     extras: tuple[str, ...]
 
 
 @dataclass(frozen=True)
-class DriverStep:
+class DriverStep(_Canonical):
     container: str
     nodes: Nodes
     mounts: tuple[str, ...]
@@ -179,14 +263,14 @@ class DriverStep:
 
 
 @dataclass(frozen=True)
-class ResumePlan:
+class ResumePlan(_Canonical):
     max_retries: int
     max_walltime_seconds: int | None
     script: str  # the job script the successor runs (absolute)
 
 
 @dataclass(frozen=True)
-class BenchPlan:
+class BenchPlan(_Canonical):
     bench: str
     bench_dir: str
     run_dir: str
@@ -211,34 +295,8 @@ class BenchPlan:
         return self.total_nodes > 1
 
     def digest(self) -> str:
-        """sha256 of a canonical JSON form: equal plans, equal digests, across processes and runs."""
-        text = json.dumps(_canonical(self), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()
-
-
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-_FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}  # None: not a dataclass
-
-
-def _canonical(value: Any) -> Any:
-    """JSON-able form of a plan. Field names are looked up once per class and scalars return at once:
-    a no-op submit digests every plan, and the generic checks made that ~1 ms a benchmark."""
-    kind = type(value)
-    if kind in _SCALARS:
-        return value
-    if kind not in _FIELD_NAMES:
-        is_data = is_dataclass(value) and not isinstance(value, type)
-        _FIELD_NAMES[kind] = tuple(f.name for f in fields(value)) if is_data else None
-    names = _FIELD_NAMES[kind]
-    if names is not None:
-        out = {name: _canonical(getattr(value, name)) for name in names}
-        out["__type__"] = kind.__name__
-        return out
-    if isinstance(value, Mapping):
-        return {str(k): _canonical(v) for k, v in value.items()}
-    if isinstance(value, tuple | list):
-        return [_canonical(v) for v in value]
-    return value
+        """sha256 of the plan's canonical JSON: equal plans, equal digests, across processes and runs."""
+        return hashlib.sha256(self.canonical_json.encode()).hexdigest()
 
 
 # --- override flattening (Hydra grammar) ---------------------------------------------------------------
@@ -697,11 +755,11 @@ def _policy(config: Config) -> tuple[str, int] | None:
     return policy.model_name, policy.port
 
 
-def _otel_env(config: Config, gym_job_id: str, collector: CollectorPlan | None) -> list[EnvEntry]:
+def _otel_env(config: Config, gym_job_id: str) -> list[EnvEntry]:
     """Applied before driver.env so the user's values win; the endpoint is composed by the job."""
-    if collector is None:
-        return []
     otel = config.otel
+    if not otel.enabled:
+        return []
     env = []
     if otel.gym_telemetry:
         env += [
@@ -717,19 +775,10 @@ def _otel_env(config: Config, gym_job_id: str, collector: CollectorPlan | None) 
     return env
 
 
-def _driver(
-    config: Config,
-    bench: Benchmark,
-    *,
-    bench_dir: str,
-    gym_job_id: str,
-    policy_port: Port | None,
-    collector: CollectorPlan | None,
-) -> DriverStep:
+def _driver(config: Config, shared: _Shared, bench: Benchmark, *, bench_dir: str) -> DriverStep:
     drv = config.driver
     where = f"driver.benchmarks.{bench.name}"
-    nodes = driver_nodes(config)
-    policy = _policy(config)
+    policy, policy_port = shared.policy, shared.policy_port
     base_url: Word = ()
     base_url_batch: Word = ()
     if policy is not None and policy_port is not None:
@@ -737,19 +786,17 @@ def _driver(
         base_url = (f"http://{drv.policy_host}:", Ref("GYM_POLICY_PORT"), "/v1")
         # ... and by the batch shell, for a command benchmark's NEMO_GYM_POLICY_BASE_URL.
         base_url_batch: Word = (f"http://{drv.policy_host}:", Ref(policy_port.var), "/v1")
-    env = _otel_env(config, gym_job_id, collector)
-    env += _env(drv.env, "driver")
-    if policy_port is not None:
-        env.append(EnvEntry("GYM_POLICY_PORT", Ref(policy_port.var)))
+    env = shared.driver_env
     run: tuple[Word, ...] = ()
     if bench.command:
-        env.append(EnvEntry("NEMO_GYM_BENCH_DIR", bench_dir))
+        own = [EnvEntry("NEMO_GYM_BENCH_DIR", bench_dir)]
         if policy is not None:
-            env += [
+            own += [
                 EnvEntry("NEMO_GYM_POLICY_BASE_URL", base_url_batch),
                 EnvEntry("NEMO_GYM_POLICY_MODEL_NAME", policy[0]),
                 EnvEntry("NEMO_GYM_POLICY_API_KEY", "dummy"),
             ]
+        env = (*env, *own)
     else:
         words: list[Word] = [
             ("gym",),
@@ -773,16 +820,12 @@ def _driver(
         if bench.resumable:
             words.append(("+resume_from_cache=True",))
         run = tuple(words)
-    install = None
-    if drv.gym_install:
-        extras = ("telemetry",) if collector is not None and config.otel.gym_telemetry else ()
-        install = GymInstallPlan(drv.gym_install.repo, drv.gym_install.ref, extras)
     return DriverStep(
         container=drv.container,
-        nodes=nodes,
-        mounts=(f"{bench_dir}:{bench_dir}", *_mounts(drv.mounts, "driver")),
-        env=tuple(env),
-        install=install,
+        nodes=shared.driver_nodes,
+        mounts=(f"{bench_dir}:{bench_dir}", *shared.driver_mounts),
+        env=env,
+        install=shared.install,
         prepare=flatten_overrides(bench.prepare, f"{where}.prepare"),
         run=run,
         command=bench.command,
@@ -793,34 +836,36 @@ def _driver(
 # --- the whole plan ------------------------------------------------------------------------------------
 
 
-def _directives(config: Config, bench: str, bench_dir: str) -> tuple[tuple[str, str | None], ...]:
+def _config_directives(
+    config: Config,
+) -> tuple[tuple[tuple[str, str | None], ...], tuple[tuple[str, str | None], ...]]:
+    """The `#SBATCH` directives every benchmark shares: those between its job-name and its chdir, and
+    those after its chdir (the order sbatch sees them in is the order written)."""
     compute = config.compute
     where = f"compute.{compute.name}"
-    out = [_directive("job-name", f"gym-{bench}", "driver.benchmarks")]
+    before = []
     if compute.account:
-        out.append(_directive("account", compute.account, f"{where}.account"))
+        before.append(_directive("account", compute.account, f"{where}.account"))
     if compute.walltime:
-        out.append(_directive("time", compute.walltime, f"{where}.walltime"))
-    out.append(_directive("chdir", bench_dir, "job.output_path"))
-    out.append(("output", "logs/slurm-%j.log"))
+        before.append(_directive("time", compute.walltime, f"{where}.walltime"))
+    after = [("output", "logs/slurm-%j.log")]
     pools = list(compute.node_pools.values())
     if pools:
         first = pools[0]
-        out.append(_directive("partition", first.partition, f"{where}.node_pools.{first.name}.partition"))
-        out.append(("nodes", str(compute.total_nodes)))
-        out.append(("ntasks-per-node", str(first.ntasks_per_node)))
+        after.append(_directive("partition", first.partition, f"{where}.node_pools.{first.name}.partition"))
+        after.append(("nodes", str(compute.total_nodes)))
+        after.append(("ntasks-per-node", str(first.ntasks_per_node)))
         if first.gpus_per_node is not None:
-            out.append(("gpus-per-node", str(first.gpus_per_node)))
+            after.append(("gpus-per-node", str(first.gpus_per_node)))
     extra: dict[str, Any] = dict(compute.extra_args)
     for pool in pools:
         extra.update(pool.extra_args)
-    out += [_directive(k, v, f"{where}.extra_args.{k}") for k, v in extra.items()]
-    return tuple(out)
+    after += [_directive(k, v, f"{where}.extra_args.{k}") for k, v in extra.items()]
+    return tuple(before), tuple(after)
 
 
-def _collector(
-    config: Config, ports: _Ports, *, bench: str, bench_dir: str, gym_job_id: str
-) -> CollectorPlan | None:
+def _collector_ports(config: Config, ports: _Ports) -> tuple[Port, Port, Port] | None:
+    """The collector's grpc, http and health ports (settled first, before any service's), when it is on."""
     otel = config.otel
     if not otel.enabled:
         return None
@@ -828,7 +873,16 @@ def _collector(
         raise UserError("otel: the collector is enabled, so otel.endpoint and otel.service_name are required")
     if not _IDENT.match(otel.token_env):
         raise UserError(f"otel.token_env: {otel.token_env!r} is not a shell variable name")
-    policy = _policy(config)
+    return ports("otel-grpc", 4317), ports("otel-http", 4318), ports("otel-health", 13133)
+
+
+def _collector(
+    config: Config, shared: _Shared, *, bench: str, bench_dir: str, gym_job_id: str
+) -> CollectorPlan | None:
+    if shared.collector_ports is None:
+        return None
+    otel = config.otel
+    grpc, http, health = shared.collector_ports
     return CollectorPlan(
         binary=otel.binary,
         container=otel.container,
@@ -836,14 +890,14 @@ def _collector(
         endpoint=otel.endpoint,
         service_name=otel.service_name,
         component=otel.component,
-        grpc=ports("otel-grpc", 4317),
-        http=ports("otel-http", 4318),
-        health=ports("otel-health", 13133),
+        grpc=grpc,
+        http=http,
+        health=health,
         attempts=max(otel.health_check_timeout_seconds // 5, 1),
         scrape_interval_seconds=otel.scrape_interval_seconds,
         gpu_metrics_port=otel.gpu_metrics_port,
         node_metrics_port=otel.node_metrics_port,
-        model=policy[0] if policy else "",
+        model=shared.policy[0] if shared.policy else "",
         benchmark=bench,
         gym_job_id=gym_job_id,
         bench_dir=bench_dir,
@@ -859,32 +913,94 @@ def _secret_names(steps: Iterable[ServiceStep], driver: DriverStep) -> tuple[str
     return tuple(names)
 
 
-def plan_benchmark(config: Config, bench: str, *, run_dir: str, gym_job_id: str) -> BenchPlan:
-    """Every decision for one benchmark's job. Raises UserError for what the config cannot express."""
-    if bench not in config.driver.benchmarks:
-        raise UserError(f"unknown benchmark {bench!r}; the config has: {', '.join(config.driver.benchmarks)}")
+@dataclass(frozen=True)
+class _Shared:
+    """The parts of a plan that come from the config (and the submission) alone, not the benchmark.
+
+    `plan_submission` plans them once and every benchmark's plan holds the same objects: planning them
+    again per benchmark was a third of planning, and shared objects keep their canonical JSON
+    (`_Canonical`), so a digest of each of 1000 plans encodes the service steps once.
+    """
+
+    collector_ports: tuple[Port, Port, Port] | None  # grpc, http, health; None: no collector
+    services: tuple[ServiceStep, ...]
+    policy: tuple[str, int] | None  # (served model name, first-choice port)
+    policy_port: Port | None
+    driver_nodes: Nodes
+    driver_env: tuple[EnvEntry, ...]  # every benchmark's; a command benchmark's own entries follow
+    driver_mounts: tuple[str, ...]  # after the bench dir's own mount
+    install: GymInstallPlan | None
+    directives_before_chdir: tuple[tuple[str, str | None], ...]  # after job-name
+    directives_after_chdir: tuple[tuple[str, str | None], ...]
+    walltime_seconds: int | None
+    pools: tuple[PoolRange, ...]
+    pool_vars_needed: bool
+    head_ip_needed: bool
+    ray_head_node: int
+    reserved_ports: tuple[int, ...]
+
+
+def _shared(config: Config, gym_job_id: str) -> _Shared:
+    """Plan what every benchmark of `config` shares. Raises UserError for what the config cannot express."""
+    ports = _Ports()
+    collector_ports = _collector_ports(config, ports)
+    services = tuple(replace(s, host=node_host(config, s.nodes)) for s in _service_steps(config, ports))
+    policy_port = None
+    if config.driver.policy_model:
+        policy_port = next(s.port for s in services if s.name == config.driver.policy_model)
+    drv = config.driver
+    env = _otel_env(config, gym_job_id) + list(_env(drv.env, "driver"))
+    if policy_port is not None:
+        env.append(EnvEntry("GYM_POLICY_PORT", Ref(policy_port.var)))
+    install = None
+    if drv.gym_install:
+        extras = ("telemetry",) if config.otel.enabled and config.otel.gym_telemetry else ()
+        install = GymInstallPlan(drv.gym_install.repo, drv.gym_install.ref, extras)
+    multi = config.compute.total_nodes > 1
+    ray_heads = [s.nodes.first for s in services if s.kind == "ray_head"]
+    before, after = _config_directives(config)
+    walltime = config.compute.walltime
+    return _Shared(
+        collector_ports=collector_ports,
+        services=services,
+        policy=_policy(config),
+        policy_port=policy_port,
+        driver_nodes=driver_nodes(config),
+        driver_env=tuple(env),
+        driver_mounts=_mounts(drv.mounts, "driver"),
+        install=install,
+        directives_before_chdir=before,
+        directives_after_chdir=after,
+        walltime_seconds=walltime_seconds(walltime) if walltime else None,
+        pools=pool_ranges(config),
+        pool_vars_needed=multi and any(s.nodes.pool for s in services),
+        head_ip_needed=multi and (bool(ray_heads) or any(s.nodes.count > 1 for s in services)),
+        ray_head_node=ray_heads[0] if ray_heads else 0,
+        reserved_ports=tuple(sorted(set(ports.firsts))),
+    )
+
+
+def _check_run_dir(run_dir: str) -> None:
     if "\n" in run_dir or "," in run_dir or ":" in run_dir:
         raise UserError(
             f"job.output_path: the run directory {run_dir!r} cannot contain ',', ':' or a newline"
         )
+
+
+def plan_benchmark(config: Config, bench: str, *, run_dir: str, gym_job_id: str) -> BenchPlan:
+    """Every decision for one benchmark's job. Raises UserError for what the config cannot express."""
+    if bench not in config.driver.benchmarks:
+        raise UserError(f"unknown benchmark {bench!r}; the config has: {', '.join(config.driver.benchmarks)}")
+    _check_run_dir(run_dir)
+    return _plan(config, _shared(config, gym_job_id), bench, run_dir=run_dir, gym_job_id=gym_job_id)
+
+
+def _plan(config: Config, shared: _Shared, bench: str, *, run_dir: str, gym_job_id: str) -> BenchPlan:
+    """One benchmark's plan around the parts it shares with the submission's other benchmarks."""
     benchmark = config.driver.benchmarks[bench]
     bench_dir = f"{run_dir.rstrip('/')}/{bench}"
-    ports = _Ports()
-    collector = _collector(config, ports, bench=bench, bench_dir=bench_dir, gym_job_id=gym_job_id)
-    services = [replace(s, host=node_host(config, s.nodes)) for s in _service_steps(config, ports)]
-    policy_port = None
-    if config.driver.policy_model:
-        policy_port = next(s.port for s in services if s.name == config.driver.policy_model)
-    driver = _driver(
-        config,
-        benchmark,
-        bench_dir=bench_dir,
-        gym_job_id=gym_job_id,
-        policy_port=policy_port,
-        collector=collector,
-    )
-    multi = config.compute.total_nodes > 1
-    ray_heads = [s.nodes.first for s in services if s.kind == "ray_head"]
+    collector = _collector(config, shared, bench=bench, bench_dir=bench_dir, gym_job_id=gym_job_id)
+    driver = _driver(config, shared, benchmark, bench_dir=bench_dir)
     local = config.compute.type == "local"
     resume = None
     if benchmark.resumable and not local:  # a resume chain needs sbatch and sacct
@@ -894,25 +1010,33 @@ def plan_benchmark(config: Config, bench: str, *, run_dir: str, gym_job_id: str)
             max_walltime_seconds=walltime_seconds(limit) if limit else None,
             script=f"{bench_dir}/job.sh",
         )
+    directives: tuple[tuple[str, str | None], ...] = ()
+    if not local:
+        directives = (
+            _directive("job-name", f"gym-{bench}", "driver.benchmarks"),
+            *shared.directives_before_chdir,
+            _directive("chdir", bench_dir, "job.output_path"),
+            *shared.directives_after_chdir,
+        )
     return BenchPlan(
         bench=bench,
         bench_dir=bench_dir,
         run_dir=run_dir,
         gym_job_id=gym_job_id,
         executor=config.compute.type,
-        directives=() if local else _directives(config, bench, bench_dir),
-        walltime_seconds=walltime_seconds(config.compute.walltime) if config.compute.walltime else None,
+        directives=directives,
+        walltime_seconds=shared.walltime_seconds,
         total_nodes=config.compute.total_nodes,
-        pools=pool_ranges(config),
-        pool_vars_needed=multi and any(s.nodes.pool for s in services),
-        head_ip_needed=multi and (bool(ray_heads) or any(s.nodes.count > 1 for s in services)),
-        ray_head_node=ray_heads[0] if ray_heads else 0,
+        pools=shared.pools,
+        pool_vars_needed=shared.pool_vars_needed,
+        head_ip_needed=shared.head_ip_needed,
+        ray_head_node=shared.ray_head_node,
         collector=collector,
-        services=tuple(services),
+        services=shared.services,
         driver=driver,
         resume=resume,
-        secrets=_secret_names(services, driver),
-        reserved_ports=tuple(sorted(set(ports.firsts))),
+        secrets=_secret_names(shared.services, driver),
+        reserved_ports=shared.reserved_ports,
     )
 
 
@@ -943,8 +1067,10 @@ def executor_warnings(config: Config) -> tuple[str, ...]:
 
 
 def plan_submission(config: Config, *, run_dir: str, gym_job_id: str) -> dict[str, BenchPlan]:
-    """One plan per benchmark, in the config's order."""
+    """One plan per benchmark, in the config's order; the parts they share are planned once."""
+    _check_run_dir(run_dir)
+    shared = _shared(config, gym_job_id)
     return {
-        name: plan_benchmark(config, name, run_dir=run_dir, gym_job_id=gym_job_id)
+        name: _plan(config, shared, name, run_dir=run_dir, gym_job_id=gym_job_id)
         for name in config.driver.benchmarks
     }

@@ -7,6 +7,13 @@ Configs are built from small trees through the real validator, so every test rea
 from __future__ import annotations
 
 import copy
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import fields, is_dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +21,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gymbuild.config import load_config
 from gymbuild.config.model import Config, EnvValue, build_config
 from gymbuild.config.validate import validate
 from gymbuild.errors import UserError
@@ -250,6 +258,117 @@ def test_digest_is_stable_and_follows_the_plan() -> None:
     assert a == b and hash(a) == hash(b) and a.digest() == b.digest()
     t["driver"]["benchmarks"]["b"]["run"]["x"] = 2
     assert plan(t).digest() != a.digest()
+
+
+ROOT = Path(__file__).resolve().parent.parent
+RICH_EXAMPLES = [
+    "collector",
+    "vllm-pd",
+    "ray",
+    "resumable",
+    "command-service",
+    "command-benchmark",
+    "secrets",
+]
+FAKE_ENV = {"OTEL_TOKEN": "t", "HF_TOKEN": "h", "WANDB_API_KEY": "w"}
+
+
+def example_plans(name: str) -> dict[str, BenchPlan]:
+    resolved = load_config(ROOT / "examples" / f"{name}.yaml", environ=FAKE_ENV)
+    return plan_submission(resolved.config, run_dir=RUN_DIR, gym_job_id=JOB_ID)
+
+
+def leaves(value: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], Any]]:
+    """(path, value) of every scalar in a plan, and of every tuple (to drop its last element)."""
+    if is_dataclass(value):
+        for f in fields(value):
+            yield from leaves(getattr(value, f.name), (*path, f.name))
+    elif isinstance(value, tuple):
+        if value:
+            yield path, value
+        for i, item in enumerate(value):
+            yield from leaves(item, (*path, i))
+    else:
+        yield path, value
+
+
+def changed(value: Any, path: tuple[str | int, ...], new: Any) -> Any:
+    """`value` with the item at `path` replaced by `new`: new objects along the path, the rest kept."""
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    if isinstance(value, tuple):
+        assert isinstance(head, int)
+        return (*value[:head], changed(value[head], rest, new), *value[head + 1 :])
+    assert isinstance(head, str)
+    return replace(value, **{head: changed(getattr(value, head), rest, new)})
+
+
+def other(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return value[:-1]
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int | float):
+        return value + 1
+    if value is None:
+        return "x"
+    return f"{value}~"
+
+
+@pytest.mark.parametrize("example", RICH_EXAMPLES)
+def test_every_part_of_a_plan_reaches_its_digest(example: str) -> None:
+    """Whatever a template reads is in the plan; a change anywhere in it (a value, a dropped word, a
+    step, an env entry) must change the digest, or a re-render would be skipped and a stale script run.
+    The changed plans keep their untouched parts as the same objects, as shared plans do."""
+    for p in example_plans(example).values():
+        before = p.digest()
+        seen = 0
+        for path, value in leaves(p):
+            assert changed(p, path, other(value)).digest() != before, (
+                f"{example}: {path} is not in the digest"
+            )
+            seen += 1
+        assert seen > 50
+
+
+def test_digest_keeps_types_apart() -> None:
+    """1, 1.0, true and "1" render differently (`{{ x }}` gives 1, 1.0, True, 1), so they digest apart."""
+    p = plan(tree(gpu=1))
+    step = p.services[0]
+    assert step.health is not None
+    digests = {
+        replace(p, services=(replace(step, health=replace(step.health, attempts=value)),)).digest()
+        for value in (1, 1.0, True, "1")
+    }
+    assert len(digests) == 4
+
+
+def test_digest_is_the_same_in_another_process() -> None:
+    """The stamps that skip a re-render outlive the process: nothing in a digest may depend on the
+    interpreter (hash seeds, object ids, set order)."""
+    digests = {b: p.digest() for b, p in example_plans("collector").items()}
+    code = (
+        "import json, sys; from tests.test_plan import example_plans; "
+        "print(json.dumps({b: p.digest() for b, p in example_plans('collector').items()}))"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    assert json.loads(out.stdout) == digests
+
+
+@pytest.mark.parametrize("example", RICH_EXAMPLES)
+def test_planning_a_submission_equals_planning_each_benchmark(example: str) -> None:
+    """plan_submission plans the config-level parts once and shares them; each plan must be the one
+    plan_benchmark makes on its own, with the same digest."""
+    resolved = load_config(ROOT / "examples" / f"{example}.yaml", environ=FAKE_ENV)
+    plans = plan_submission(resolved.config, run_dir=RUN_DIR, gym_job_id=JOB_ID)
+    for bench, p in plans.items():
+        alone = plan_benchmark(resolved.config, bench, run_dir=RUN_DIR, gym_job_id=JOB_ID)
+        assert p == alone and p.digest() == alone.digest()
+    assert len({p.digest() for p in plans.values()}) == len(plans)
 
 
 def test_plan_submission_keeps_config_order() -> None:
