@@ -11,7 +11,32 @@ from collections.abc import Sequence
 from pathlib import Path
 
 
+def _connect_ahead(args: Sequence[str]) -> None:
+    """For status, logs and cancel of the config's current submission: start the SSH handshake with
+    its host (the workspace says which) before importing doit, so the two overlap."""
+    from gymbuild.errors import UserError
+    from gymbuild.executors.connection import connect_ahead
+    from gymbuild.invocation import Invocation, command_variables, command_verbs
+    from gymbuild.workspace import Workspace
+
+    verbs = command_verbs(args)
+    if not verbs or not set(verbs) <= {"status", "logs", "cancel"}:
+        return
+    inv = Invocation.from_vars(command_variables(args))
+    if inv.run:
+        return
+    try:
+        submission = Workspace(inv.workspace, inv.config).submission()
+    except UserError:  # a damaged workspace: the verb itself says so
+        return
+    if submission is not None:
+        connect_ahead(submission.hostname)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    _connect_ahead(args)
+
     from doit.cmd_base import ModuleTaskLoader
     from doit.doit_cmd import DoitMain
 
@@ -19,7 +44,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from gymbuild.errors import UserError
     from gymbuild.invocation import DEFAULT_WORKSPACE
 
-    args = list(sys.argv[1:] if argv is None else argv)
     workspace = next(
         (Path(a.split("=", 1)[1]) for a in args if a.startswith("workspace=")), Path(DEFAULT_WORKSPACE)
     )

@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 RESERVED = frozenset({"config", "json", "new", "only", "run", "workspace", "follow"})
+# Verbs that only read the workspace (outcome files are written atomically) and write nothing in it.
+READ_ONLY_VERBS = frozenset({"status", "logs", "cancel", "runs"})
+
+
+def command_verbs(argv: Sequence[str]) -> list[str]:
+    """The verbs of a command line (what is neither `name=value` nor an option)."""
+    return [a for a in argv if "=" not in a and not a.startswith("-")]
+
+
+def command_variables(argv: Sequence[str]) -> dict[str, str]:
+    """The `name=value` arguments of a command line, before doit has parsed it."""
+    return dict(a.split("=", 1) for a in argv if "=" in a and not a.startswith("-"))
+
+
 DEFAULT_CONFIG = "submit.yaml"
 DEFAULT_WORKSPACE = ".gymbuild"
 

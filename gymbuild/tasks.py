@@ -23,12 +23,10 @@ from doit import doit_cmd
 from doit.exceptions import TaskFailed
 
 from gymbuild.errors import UserError
-from gymbuild.invocation import Invocation
+from gymbuild.invocation import READ_ONLY_VERBS, Invocation, command_verbs
 from gymbuild.reporter import GymReporter
 from gymbuild.session import Session, hold_workspace
 
-# Verbs that only read the workspace (outcome files are written atomically) and write nothing in it.
-READ_ONLY_VERBS = frozenset({"status", "logs", "cancel", "runs"})
 # Set by doit_config for a run of read-only verbs only. doit calls every task_* generator before it
 # runs anything, and the pipeline's generators ask the config for its benchmarks: in such a run they
 # yield nothing, so `status` of a thousand jobs does not compose and validate a thousand benchmarks.
@@ -49,7 +47,7 @@ def doit_config(workspace: Path | None = None, argv: Sequence[str] | None = None
     """
     global _READ_ONLY_RUN, _SUBMIT_RUN
     ws = workspace or Invocation.from_vars(doit_cmd._CMDLINE_VARS or {}).workspace
-    verbs = [a for a in (sys.argv[1:] if argv is None else argv) if "=" not in a and not a.startswith("-")]
+    verbs = command_verbs(sys.argv[1:] if argv is None else argv)
     read_only = _READ_ONLY_RUN = bool(verbs) and set(verbs) <= READ_ONLY_VERBS
     _SUBMIT_RUN = "submit" in verbs
     if not read_only:

@@ -437,6 +437,39 @@ def test_status_by_run_id_falls_back_to_the_manifest_in_the_run_dir(
         aside.rename(index)
 
 
+def test_status_reads_the_workspace_even_after_the_config_is_broken(remote: Remote, gym: Gym) -> None:
+    """status needs only what the workspace holds (it never loads the config: composing and
+    validating a thousand benchmarks costs seconds), so a config edited into a broken state since the
+    submit still shows its jobs, in config order, reached over SSH at the submission's host."""
+    text = remote.config.read_text()
+    remote.config.write_text("driver: [this is: not a config\n")
+    try:
+        payload = json.loads(gym.ok("status", "json=1", f"config={remote.config}", cwd=remote.workdir))
+        resolved = gym.run("resolve", f"config={remote.config}", cwd=remote.workdir)
+    finally:
+        remote.config.write_text(text)
+    assert [r["benchmark"] for r in payload["benchmarks"]] == ["a", "b"]
+    assert {r["benchmark"]: r["job_id"] for r in payload["benchmarks"]} == remote.ids
+    assert resolved.rc == 1 and "invalid YAML" in resolved.stderr  # the verbs that need it still say so
+
+
+def test_status_at_an_unreachable_host_is_one_clear_error(remote: Remote, gym: Gym, tmp_path: Path) -> None:
+    """The SSH handshake for status starts before doit is imported (connect_ahead); its failure must
+    still be one message naming the host, with no traceback and no control socket left behind."""
+    workspace = tmp_path / "ws"
+    shutil.copytree(remote.workdir / ".gymbuild", workspace, ignore=shutil.ignore_patterns("lock"))
+    (submission_file,) = workspace.glob("*/submission.json")
+    submission = json.loads(submission_file.read_text())
+    submission["hostname"] = "gym-no-such-host.invalid"
+    submission_file.write_text(json.dumps(submission))
+    sockets = set(Path("/tmp").glob("gymbuild-*.ssh"))
+    result = gym.run("status", f"config={remote.config}", f"workspace={workspace}", cwd=tmp_path)
+    assert result.rc == 1, result.stdout + result.stderr
+    assert "cannot connect to gym-no-such-host.invalid over SSH" in result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    assert set(Path("/tmp").glob("gymbuild-*.ssh")) <= sockets
+
+
 def test_logs_follow_streams_the_driver_log_until_ctrl_c(remote: Remote, gym: Gym, tmp_path: Path) -> None:
     proc = subprocess.Popen(
         gymbuild_argv("logs", f"run={remote.gym_job_id}", "only=a", "follow=1"),

@@ -8,6 +8,7 @@ byte counts, so no output a command prints can be mistaken for another command's
 
 from __future__ import annotations
 
+import atexit
 import base64
 import filecmp
 import os
@@ -73,6 +74,49 @@ def _ssh_failure(host: str, stderr: str) -> UserError:
     return UserError(f"error: cannot connect to {host} over SSH: {detail}\n    fix: {fix}")
 
 
+def _control_path() -> str:
+    """A new ControlMaster socket; a short path, since unix socket names are limited to ~100 bytes."""
+    return os.path.join(tempfile.gettempdir(), f"gymbuild-{secrets.token_hex(6)}.ssh")
+
+
+def _start_master(hostname: str, control: str) -> subprocess.Popen[str]:
+    """`ssh -M -f -N`: returns once the master is authenticated and in the background."""
+    argv = ["ssh", *SSH_OPTIONS, "-M", "-S", control, "-o", "ControlPersist=120", "-f", "-N", hostname]
+    return subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _stop_master(hostname: str, control: str) -> None:
+    subprocess.run(["ssh", "-S", control, "-O", "exit", hostname], capture_output=True, check=False)
+    Path(control).unlink(missing_ok=True)
+
+
+_AHEAD: dict[str, tuple[str, subprocess.Popen[str]]] = {}  # hostname -> master started by connect_ahead
+
+
+def connect_ahead(hostname: str | None) -> None:
+    """Start the SSH handshake with `hostname` now; the run's Connection to it adopts the master.
+
+    `status` knows its host from the workspace before Python has imported doit and the rest, and the
+    handshake (a quarter of a second or more) can run meanwhile. A master nobody adopts is closed
+    when the process exits.
+    """
+    if hostname is None or hostname in _AHEAD or is_this_machine(hostname):
+        return
+    control = _control_path()
+    _AHEAD[hostname] = (control, _start_master(hostname, control))
+    if len(_AHEAD) == 1:
+        atexit.register(_close_unadopted)
+
+
+def _close_unadopted() -> None:
+    while _AHEAD:
+        hostname, (control, master) = _AHEAD.popitem()
+        if master.wait() == 0:
+            _stop_master(hostname, control)
+
+
 class Connection:
     """A shell on the submit target, open for the whole run. Use as a context manager."""
 
@@ -109,29 +153,15 @@ class Connection:
             argv = ["bash", "-s"]
         else:
             assert self.hostname
-            # A short path: unix socket names are limited to about 100 bytes.
-            self._control = os.path.join(tempfile.gettempdir(), f"gymbuild-{secrets.token_hex(6)}.ssh")
-            master = subprocess.run(
-                [
-                    "ssh",
-                    *SSH_OPTIONS,
-                    "-M",
-                    "-S",
-                    self._control,
-                    "-o",
-                    "ControlPersist=120",
-                    "-f",
-                    "-N",
-                    self.hostname,
-                ],
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
+            ahead = _AHEAD.pop(self.hostname, None)
+            if ahead is None:
+                control = _control_path()
+                ahead = (control, _start_master(self.hostname, control))
+            self._control, master = ahead
+            _, stderr = master.communicate()
             if master.returncode != 0:
                 self._control = None
-                raise _ssh_failure(self.hostname, master.stderr)
+                raise _ssh_failure(self.hostname, stderr)
             argv = self._ssh(self.hostname, "bash -s")
         self._shell_err = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the shell)
         self._shell = subprocess.Popen(
@@ -162,12 +192,7 @@ class Connection:
             self._shell_err.close()
             self._shell_err = None
         if self._control and self.hostname:
-            subprocess.run(
-                ["ssh", "-S", self._control, "-O", "exit", self.hostname],
-                capture_output=True,
-                check=False,
-            )
-            Path(self._control).unlink(missing_ok=True)
+            _stop_master(self.hostname, self._control)
             self._control = None
 
     def _lost(self) -> UserError:
