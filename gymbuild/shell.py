@@ -7,13 +7,19 @@ arrives byte-exact and runs nothing.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Iterable
+
+# The words shlex.quote leaves bare (its own test, made a full match): most of what a job script
+# quotes (flags, names, paths), so they return here without the call into shlex.
+_BARE = re.compile(r"[\w@%+=:,./-]+", re.ASCII).fullmatch
 
 
 def quote(value: object) -> str:
     """One shell word that bash reads back as exactly `str(value)`."""
-    return shlex.quote(str(value))
+    text = value if type(value) is str else str(value)
+    return text if _BARE(text) else shlex.quote(text)
 
 
 def join(argv: Iterable[object]) -> str:

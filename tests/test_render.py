@@ -27,12 +27,15 @@ from typing import Any
 
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gymbuild.config import load_config
 from gymbuild.config.model import Config, build_config
 from gymbuild.config.validate import validate
 from gymbuild.plan import plan_benchmark, plan_submission
 from gymbuild.render import _ENV, dry_run_text, mask_secrets, render_job, sh
+from gymbuild.shell import quote
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -119,6 +122,15 @@ def test_step_scripts_pass_shellcheck(path: Path, tmp_path: Path) -> None:
 
 
 # --- quoting -------------------------------------------------------------------------------------------
+
+
+@given(st.text() | st.text(alphabet="abZ09_@%+=:,./-'\" $\n"))
+@settings(max_examples=500, deadline=None)
+def test_quote_leaves_bare_exactly_the_words_shlex_leaves_bare(value: str) -> None:
+    """shell.quote returns safe words without calling shlex; the words and their quoting must be the
+    ones shlex.quote gives (which the bash round trip below checks), for any text."""
+    assert quote(value) == shlex.quote(value)
+    assert sh(value) == sh((value,)) == shlex.quote(value)
 
 
 @pytest.mark.parametrize("value", [NASTY, "", "-n", "a'b", "\\", "\t\n", "ünï ¢ødé", "*?[a]~"])

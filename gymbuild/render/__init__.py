@@ -75,7 +75,14 @@ def _ref(name: str) -> str:
 
 
 def sh(value: Any) -> str:
-    """The one quoting filter: any plan value as one bash word, expanding only variable references."""
+    """The one quoting filter: any plan value as one bash word, expanding only variable references.
+
+    A job quotes ~80 words; the common ones (a str, a word of one str) are taken first."""
+    kind = type(value)
+    if kind is str:
+        return quote(value)
+    if kind is tuple and len(value) == 1 and type(value[0]) is str:
+        return quote(value[0])
     if isinstance(value, Ref):
         return _ref(value.name)
     if isinstance(value, EnvValue):
@@ -85,7 +92,7 @@ def sh(value: Any) -> str:
             return _ref(value.value)
         return _ref(secret_var(value.value))
     if isinstance(value, tuple):
-        return "".join(sh(part) for part in value) or "''"
+        return "".join(map(sh, value)) or "''"
     if isinstance(value, bool) or value is None:
         raise TypeError(f"refusing to guess how {value!r} should reach bash")
     if isinstance(value, int | str):
@@ -94,7 +101,7 @@ def sh(value: Any) -> str:
 
 
 def sh_words(words: Iterable[Any]) -> str:
-    return " ".join(sh(w) for w in words)
+    return " ".join(map(sh, words))
 
 
 def port_file(key: str) -> str:
@@ -164,7 +171,9 @@ def render_job(plan: BenchPlan, secrets: Mapping[str, str]) -> RenderedJob:
     if missing:
         raise UserError(f"benchmark {plan.bench}: no value for host: variable(s) {', '.join(missing)}")
     values = {name: secrets[name] for name in plan.secrets}
-    files = {"job.sh": RenderedFile(_ENV.get_template("job.sh.j2").render(plan=plan, secrets=values), 0o600)}
+    executor = _ENV.get_template("local.j2" if plan.executor == "local" else "slurm.j2").module
+    text = _ENV.get_template("job.sh.j2").module.job(plan, values, executor)  # type: ignore[attr-defined]
+    files = {"job.sh": RenderedFile(text, 0o600)}
     if plan.collector is not None:
         text = _ENV.get_template("collector.yaml.j2").render(plan=plan, otel=plan.collector)
         files["otel/collector.yaml"] = RenderedFile(text, 0o644)
