@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,7 @@ def rendered_examples() -> list[tuple[str, str, dict[str, str]]]:
 
 RENDERED = rendered_examples()
 IDS = [f"{e}/{b}" for e, b, _ in RENDERED]
+RENDERED_BY_ID = {f"{e}/{b}": files for e, b, files in RENDERED}
 
 
 def config(t: dict[str, Any]) -> Config:
@@ -84,6 +86,33 @@ def test_golden(example: str, bench: str, files: dict[str, str]) -> None:
             golden.write_text(text, encoding="utf-8")
         assert golden.is_file(), f"no golden file {golden}; run with GYMBUILD_UPDATE_GOLDEN=1"
         assert text == golden.read_text(encoding="utf-8"), f"{golden} differs"
+
+
+def test_rendering_in_another_order_gives_the_same_files() -> None:
+    """Parts a submission's jobs share are rendered once per process (render.once); what one config
+    left behind must never reach another's job: every example again, in reverse, against the above."""
+    for path in reversed(EXAMPLES):
+        resolved = load_config(path, environ=FAKE_ENV)
+        for bench, p in reversed(
+            plan_submission(resolved.config, run_dir=RUN_DIR, gym_job_id=JOB_ID).items()
+        ):
+            files = {k: f.text for k, f in render_job(p, mask_secrets(p.secrets)).files.items()}
+            assert files == RENDERED_BY_ID[f"{example_name(path)}/{bench}"]
+
+
+def test_parts_rendered_once_keep_value_types_apart() -> None:
+    """A health check's attempts of 5 and 5.0 are equal in Python but render differently; a part
+    rendered once for one must not be reused for the other."""
+    t = _run_tree(18000)
+    p = plan_submission(config(t), run_dir="/r", gym_job_id="j")["runb"]
+    step = p.services[0]
+    assert step.health is not None
+    texts = []
+    for attempts in (5, 5.0, 5):
+        other = replace(p, services=(replace(step, health=replace(step.health, attempts=attempts)),))
+        texts.append(render_job(other, mask_secrets(other.secrets)).files["job.sh"].text)
+    assert texts[0] == texts[2] != texts[1]
+    assert " 5.0 " in texts[1] and " 5.0 " not in texts[0]
 
 
 def test_every_example_has_golden_files() -> None:
@@ -108,8 +137,8 @@ def test_step_scripts_pass_shellcheck(path: Path, tmp_path: Path) -> None:
         pytest.skip("shellcheck is not installed")
     resolved = load_config(path, environ=FAKE_ENV)
     for plan in plan_submission(resolved.config, run_dir=RUN_DIR, gym_job_id=JOB_ID).values():
-        scripts = [_ENV.get_template("step.sh.j2").module.service_script(plan, s) for s in plan.services]
-        scripts.append(_ENV.get_template("driver.sh.j2").module.driver_script(plan, plan.driver))
+        scripts = [_ENV.get_template("step.sh.j2").module.service_script(s) for s in plan.services]
+        scripts.append(_ENV.get_template("driver.sh.j2").module.driver_script(plan.driver))
         for i, text in enumerate(scripts):
             script = tmp_path / f"step{i}.sh"
             script.write_text("#!/bin/bash\n" + text)

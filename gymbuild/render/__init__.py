@@ -18,17 +18,18 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from jinja2 import Environment, FileSystemBytecodeCache, PackageLoader, StrictUndefined
+from jinja2.environment import TemplateModule
 
 from gymbuild.config.model import EnvValue
 from gymbuild.errors import UserError
-from gymbuild.plan import BenchPlan, Ref
+from gymbuild.plan import BenchPlan, Ref, canonical_json
 from gymbuild.resources import templates_digest
 from gymbuild.shell import quote
 
@@ -124,6 +125,33 @@ def yaml_str(value: Any) -> str:
     return json.dumps(str(value)).replace("$", "$$")
 
 
+def _once_key(arg: Any) -> str:
+    """An argument of `once` as its canonical JSON; an executor's macros (a template module) by name."""
+    return f"template:{arg.__name__}" if isinstance(arg, TemplateModule) else canonical_json(arg)
+
+
+_ONCE: dict[tuple[Any, ...], str] = {}
+_ONCE_LIMIT = 1024  # entries kept before the cache starts over: a long process renders many configs
+
+
+def once(macro: Callable[..., str], *args: Any) -> str:
+    """`macro(*args)`, rendered once for equal arguments (a template calls it for a part of the job).
+
+    The parts of a job that depend on config-level plan parts only (a service step's script, the
+    readiness checks) are the same for every benchmark of a submission, and rendering them again for
+    each of 1000 benchmarks was a quarter of a render. Arguments are compared by their canonical
+    JSON, which keeps types apart (1, 1.0 and True render differently) and is kept on each plan
+    part (plan.py), so a lookup costs little more than a dict access. Pure: macros do no I/O.
+    """
+    key = (macro, *map(_once_key, args))
+    text = _ONCE.get(key)
+    if text is None:
+        if len(_ONCE) >= _ONCE_LIMIT:
+            _ONCE.clear()
+        text = _ONCE[key] = macro(*args)
+    return text
+
+
 def keep_compiled_templates(directory: Path) -> None:
     """Keep compiled templates in `directory` (the edge calls this; rendering itself does no I/O).
 
@@ -153,7 +181,7 @@ def _environment() -> Environment:
         comment_end_string="##}",
     )
     env.filters.update(sh=sh, sh_words=sh_words, sbatch=sbatch_value, yaml=yaml_str)
-    env.globals.update(secret_var=secret_var, port_file=port_file, log_file=log_file)
+    env.globals.update(secret_var=secret_var, port_file=port_file, log_file=log_file, once=once)
     return env
 
 
