@@ -50,6 +50,18 @@ def test_hostile_values_pass_through_byte_exact(conn):
     assert not Path("canary").exists()
 
 
+def test_streams_come_back_whole_nul_bytes_trailing_newlines_and_all(conn, tmp_path):
+    """The framing prints each captured stream with bash builtins (no `cat`): every byte must still
+    come back, in a UTF-8 locale too, for a short answer and a long one alike."""
+    blob = tmp_path / "blob"
+    blob.write_bytes(bytes(range(256)) * 600 + b"\n\n\n")
+    assert conn.run_in_session("export LC_ALL=C.UTF-8").ok  # the session's shell reads in UTF-8
+    result = conn.run(f"cat {blob}; printf 'a\\0b\\n\\n' >&2")
+    assert result.stdout == blob.read_bytes().decode(errors="replace")
+    assert result.stderr == "a\0b\n\n"
+    assert conn.run("printf 'é'").stdout == "é"
+
+
 def test_write_file_is_exact_and_keeps_the_mode(conn, tmp_path):
     target = tmp_path / "dir with space" / "job.sh"
     target.parent.mkdir()
