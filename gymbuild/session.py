@@ -659,7 +659,7 @@ class Session:
         # The workspace says what was submitted; the config is not loaded (a thousand benchmarks
         # cost seconds to compose and validate, and status needs none of it).
         current = self.workspace.submission()
-        if current is None or not self.workspace.outcomes():
+        if current is None or not self.workspace.has_outcomes():
             raise UserError(
                 f"error: {self.inv.config} has no submission in {self.inv.workspace} yet\n"
                 "    fix: run `doit submit` first, or name one with run=<gym_job_id> (see `doit runs`)"

@@ -107,3 +107,25 @@ def test_a_job_nothing_can_describe_is_unknown_with_what_squeue_and_sacct_said(
     assert (state.job_id, state.state) == (job, "UNKNOWN")
     assert state.note and "squeue: " in state.note and "Unable to contact slurm controller" in state.note
     assert "sacct: " in state.note and "Connection refused" in state.note
+
+
+def test_status_of_many_jobs_in_hostile_dirs_reads_each_one(cluster: Cluster) -> None:
+    """The status script carries the bench dirs as bash arrays walked by one loop (a script line per
+    benchmark made bash parse 650 KB for a 1000-job status). Every dir must still arrive as it is,
+    quotes, `$(...)` and spaces included, and each keeps its own job and chain."""
+    root = cluster.run_dir("hostile")
+    names = ["plain", "it's", "$(touch canary)", "two words", "tab\there", "semi;colon"]
+    dirs = [root / name for name in names]
+    for d in dirs:
+        d.mkdir()
+    ids = [sbatch(cluster, d, "exit 0") for d in dirs]
+    chained = sbatch(cluster, dirs[1], "exit 0")  # the second dir's chain moved on to a newer job
+    (dirs[1] / ".gym_job_chain").write_text(f"{ids[1]}\n{chained}\n")
+    for job in (*ids, chained):
+        cluster.wait_for_job(job)
+    with Connection(None) as conn:
+        found = slurm.states(conn, {str(d): job for d, job in zip(dirs, ids, strict=True)})
+    expected = dict(zip(map(str, dirs), ids, strict=True)) | {str(dirs[1]): chained}
+    assert {d: s.job_id for d, s in found.items()} == expected
+    assert {s.state for s in found.values()} == {"COMPLETED"}
+    assert not any(root.rglob("canary")) and not Path("canary").exists()
