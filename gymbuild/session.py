@@ -230,8 +230,9 @@ class Session:
         if not plan.secrets:  # the dry run's masked text is the same text: render it once
             self._rendered[bench] = job
         files = {rel: (f.text, f.mode) for rel, f in job.files.items()}
-        # logs/ must exist before the job starts: Slurm opens logs/slurm-<id>.log itself.
-        self.workspace.write_staged(bench, files, ("logs", "artifacts"))
+        # logs/ must exist before the job starts: Slurm opens logs/slurm-<id>.log itself. The job makes
+        # the rest (artifacts/, model-calls/, ...) as it starts; a directory fewer per benchmark here.
+        self.workspace.write_staged(bench, files, ("logs",))
         self.workspace.set_stage_stamp(bench, self.stage_digest(bench))
 
     def print_resolved(self) -> None:
