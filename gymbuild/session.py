@@ -87,10 +87,13 @@ class Session:
     def _loaded(self) -> tuple[Resolved | None, UserError | None]:
         """The config, or why it did not load. Composing and validating a thousand benchmarks costs
         seconds, so only the verbs that use the config pay for it."""
+        from gymbuild.cache import ValidatedConfigs
         from gymbuild.config import load_config
+        from gymbuild.resources import user_cache_home
 
+        cache = ValidatedConfigs(user_cache_home() / "gymbuild" / "configs")
         try:
-            resolved = load_config(self.inv.config, self.inv.overrides)
+            resolved = load_config(self.inv.config, self.inv.overrides, cache=cache)
             self._check_only(resolved.config)
         except UserError as err:
             return None, err

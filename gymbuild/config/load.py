@@ -384,14 +384,22 @@ def load_tree(path: Path, overrides: Sequence[str] = (), *, hydra: bool = False)
     A file with nothing for Hydra to do (no overrides, no defaults list, ...) is read without Hydra,
     which took most of the time of every command; `hydra=True` forces composition (the tests compare).
     """
+    return read_tree(path, overrides, hydra=hydra)[0]
+
+
+def read_tree(
+    path: Path, overrides: Sequence[str] = (), *, hydra: bool = False
+) -> tuple[dict[str, Any], bool]:
+    """load_tree's tree, and whether it came from the file's bytes alone: no overrides, no other file,
+    no interpolation (so no environment variable) went into it, which makes it safe to cache."""
     source = check_source(path)
     check_overrides(overrides, str(path))
     plain = None if hydra or overrides else _without_hydra(path, source)
     if plain is None:
-        return interpolate(compose(path, overrides), str(path))
+        return interpolate(compose(path, overrides), str(path)), False
     if isinstance(plain, dict):
-        return _drop_scratch(plain)
-    return interpolate(plain, str(path))
+        return _drop_scratch(plain), True
+    return interpolate(plain, str(path)), False
 
 
 def escape_interpolations(value: Any) -> Any:
