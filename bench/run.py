@@ -169,7 +169,7 @@ def check(run: Run, what: str, expect_status: int = 0) -> Run:
 class Bench:
     """One suite run: a scratch directory here, one run-directory tree on the cluster."""
 
-    def __init__(self, runs: int, kind: str, source: Path | None = None) -> None:
+    def __init__(self, runs: int, kind: str, source: Path | None = None, *, cold: bool = False) -> None:
         self.stamp = time.strftime("%Y%m%dT%H%M%S")
         self.root = Path(tempfile.mkdtemp(prefix=f"gymbuild-bench-{self.stamp}-"))
         self.remote = f"{REMOTE_BASE}/bench-{self.stamp}-{os.getpid()}"
@@ -180,6 +180,7 @@ class Bench:
         if source is not None:  # a checkout (e.g. a git worktree) imported before the installed package
             self.env["PYTHONPATH"] = str(source.resolve())
         self.exe = gymbuild_exe()
+        self.cold = cold
         self.serial = 0
         self.results: list[dict] = []
 
@@ -188,8 +189,15 @@ class Bench:
         return self.root / f"ws-{label}-{self.serial}"
 
     def gymbuild(self, verb: str, config: Path, workspace: Path, *extra: str) -> Run:
+        """One gymbuild run. Normally the runs of a suite share one $XDG_CACHE_HOME, as a user's runs
+        do: from the second run on, the config's validation and the compiled templates come from
+        there. With --cold each run gets an empty one, so every run pays for both."""
         argv = [self.exe, verb, f"config={config}", f"workspace={workspace}", *extra]
-        return timed(argv, self.env, self.root, self.counters)
+        env = self.env
+        if self.cold:
+            self.serial += 1
+            env = {**self.env, "XDG_CACHE_HOME": str(self.root / f"cache-{self.serial}")}
+        return timed(argv, env, self.root, self.counters)
 
     def floor_submit(self, stage: Path, run_dir: str, benches: list[str]) -> tuple[Run, list[str]]:
         argv = [sys.executable, str(HERE / "floor.py"), "submit", HOST, str(stage), run_dir, *benches]
@@ -358,7 +366,8 @@ def machine() -> dict[str, str]:
 def markdown(results: list[dict], info: dict[str, str]) -> str:
     out = [
         f"Ran {info['date']} on `{info['uname']}`: {info['cores']} cores, {info['ram']} RAM, Python "
-        f"{info['python']}; load average {info['load_before']} before, {info['load']} after.",
+        f"{info['python']}; load average {info['load_before']} before, {info['load']} after; "
+        f"caches {info.get('caches', 'shared across the runs')}.",
         "",
         "| N | measure | median (s) | spread min–max (s) | floor median (s) | ratio | peak RSS (MB) "
         "| calls (ssh master / rsync / sbatch / squeue / sacct) | target |",
@@ -413,12 +422,16 @@ def main() -> None:
     parser.add_argument(
         "--source", type=Path, help="measure the gymbuild in this checkout (a git worktree of a commit)"
     )
+    parser.add_argument(
+        "--cold", action="store_true", help="an empty $XDG_CACHE_HOME for every gymbuild run (no caches)"
+    )
     args = parser.parse_args()
     measures = set(args.only.split(","))
     wait_for_low_load(args.max_load, args.patience)
     info = {"load_before": " ".join(f"{x:.2f}" for x in os.getloadavg())}
-    bench = Bench(args.runs, args.kind, args.source)
+    bench = Bench(args.runs, args.kind, args.source, cold=args.cold)
     source = f" from {args.source}" if args.source else ""
+    info["caches"] = "cold (an empty $XDG_CACHE_HOME per run)" if args.cold else "shared across the runs"
     print(f"scratch {bench.root}, run dirs {bench.remote}, gymbuild {bench.exe}{source}", flush=True)
     try:
         for n in args.n:
