@@ -181,6 +181,7 @@ class Bench:
             self.env["PYTHONPATH"] = str(source.resolve())
         self.exe = gymbuild_exe()
         self.cold = cold
+        self.caches = itertools.count()  # --cold: one fresh cache directory per run
         self.serial = 0
         self.results: list[dict] = []
 
@@ -195,8 +196,7 @@ class Bench:
         argv = [self.exe, verb, f"config={config}", f"workspace={workspace}", *extra]
         env = self.env
         if self.cold:
-            self.serial += 1
-            env = {**self.env, "XDG_CACHE_HOME": str(self.root / f"cache-{self.serial}")}
+            env = {**self.env, "XDG_CACHE_HOME": str(self.root / f"cache-{next(self.caches)}")}
         return timed(argv, env, self.root, self.counters)
 
     def floor_submit(self, stage: Path, run_dir: str, benches: list[str]) -> tuple[Run, list[str]]:
