@@ -530,8 +530,9 @@ class Session:
 
     def _keep_benchmark_order(self) -> None:
         names = list(self.config.driver.benchmarks)
-        order = [*names, *(b for b in self._benchmark_order() if b not in names)]
-        if order != self._benchmark_order():
+        kept = self._benchmark_order()
+        order = [*names, *(b for b in kept if b not in names)]
+        if order != kept:
             self.workspace.set_stamp(ORDER_STAMP, json.dumps(order))
 
     def build_record(self, *, commit: bool = True) -> Any:
