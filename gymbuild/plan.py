@@ -989,10 +989,7 @@ def _check_run_dir(run_dir: str) -> None:
 
 def plan_benchmark(config: Config, bench: str, *, run_dir: str, gym_job_id: str) -> BenchPlan:
     """Every decision for one benchmark's job. Raises UserError for what the config cannot express."""
-    if bench not in config.driver.benchmarks:
-        raise UserError(f"unknown benchmark {bench!r}; the config has: {', '.join(config.driver.benchmarks)}")
-    _check_run_dir(run_dir)
-    return _plan(config, _shared(config, gym_job_id), bench, run_dir=run_dir, gym_job_id=gym_job_id)
+    return planner(config, run_dir=run_dir, gym_job_id=gym_job_id)(bench)
 
 
 def _plan(config: Config, shared: _Shared, bench: str, *, run_dir: str, gym_job_id: str) -> BenchPlan:
@@ -1066,11 +1063,22 @@ def executor_warnings(config: Config) -> tuple[str, ...]:
     return tuple(out)
 
 
-def plan_submission(config: Config, *, run_dir: str, gym_job_id: str) -> dict[str, BenchPlan]:
-    """One plan per benchmark, in the config's order; the parts they share are planned once."""
+def planner(config: Config, *, run_dir: str, gym_job_id: str) -> Callable[[str], BenchPlan]:
+    """Plan the shared parts now, each benchmark when asked: a re-submit that queues ten of a thousand
+    benchmarks plans ten. Raises UserError for what the config cannot express."""
     _check_run_dir(run_dir)
     shared = _shared(config, gym_job_id)
-    return {
-        name: _plan(config, shared, name, run_dir=run_dir, gym_job_id=gym_job_id)
-        for name in config.driver.benchmarks
-    }
+
+    def plan(bench: str) -> BenchPlan:
+        if bench not in config.driver.benchmarks:
+            known = ", ".join(config.driver.benchmarks)
+            raise UserError(f"unknown benchmark {bench!r}; the config has: {known}")
+        return _plan(config, shared, bench, run_dir=run_dir, gym_job_id=gym_job_id)
+
+    return plan
+
+
+def plan_submission(config: Config, *, run_dir: str, gym_job_id: str) -> dict[str, BenchPlan]:
+    """One plan per benchmark, in the config's order; the parts they share are planned once."""
+    plan = planner(config, run_dir=run_dir, gym_job_id=gym_job_id)
+    return {name: plan(name) for name in config.driver.benchmarks}

@@ -27,17 +27,22 @@ def load_schema(name: str) -> dict:
     return json.loads((schema_dir() / name).read_text(encoding="utf-8"))
 
 
-@cache
-def templates_digest() -> str:
-    """A digest of the job templates: a changed template makes every staged script stale.
+# What turns a resolved config into a job script: the model built from the tree, the planner, the
+# renderer with its quoting, and the templates. A change to any of them may change every script.
+_SCRIPT_CODE = ("config/model.py", "plan.py", "shell.py", "render/__init__.py", "render/templates/*.j2")
 
-    Here rather than in gymbuild.render so that asking for it (every no-op submit digests every
-    benchmark) does not import Jinja2.
+
+@cache
+def script_code_digest() -> str:
+    """A digest of the code that makes job scripts from a resolved config, so a staged script is known
+    stale after gymbuild changes without planning anything (see Session.stage_digest).
+
+    Here rather than beside that code so that asking for it (a no-op submit does) imports none of it.
     """
     import hashlib
 
-    folder = _PACKAGE / "render" / "templates"
-    blob = b"".join(p.name.encode() + p.read_bytes() for p in sorted(folder.glob("*.j2")))
+    files = [f for pattern in _SCRIPT_CODE for f in sorted(_PACKAGE.glob(pattern))]
+    blob = b"".join(f"{f.relative_to(_PACKAGE)}\0".encode() + f.read_bytes() for f in files)
     return hashlib.sha256(blob).hexdigest()[:16]
 
 

@@ -74,6 +74,8 @@ class Session:
         self._submission: Submission | None = None
         self._connection: Any = None
         self._stage_digests: dict[str, str] = {}
+        self._plans: dict[str, Any] = {}
+        self._planner: Any = None
         self._rendered: dict[str, Any] = {}  # bench -> RenderedJob of a plan without secrets
         self._queue_total: int | None = None
         self._queue_done: set[str] = set()  # benchmarks this run has queued (or tried to)
@@ -192,51 +194,84 @@ class Session:
 
     # --- plan and render ---------------------------------------------------------------------------
 
-    @cached_property
-    def plans(self) -> dict[str, Any]:
-        from gymbuild.plan import plan_submission
+    def plan(self, bench: str) -> Any:
+        """`bench`'s plan, made on first need: a no-op submit plans nothing, a re-submit of ten of a
+        thousand benchmarks plans ten (whether a script is stale is told by stage_digest, unplanned)."""
+        found = self._plans.get(bench)
+        if found is None:
+            from gymbuild.plan import planner
 
-        sub = self.submission()
-        try:
-            return plan_submission(self.config, run_dir=sub.run_dir, gym_job_id=sub.gym_job_id)
-        except UserError as err:  # the plan names the config path; the user also needs the file
-            fix = "" if "fix:" in str(err) else "\n    fix: correct that value in the config"
-            raise UserError(f"error: {self.inv.config}: {err}{fix}") from None
+            try:
+                if self._planner is None:
+                    sub = self.submission()
+                    self._planner = planner(self.config, run_dir=sub.run_dir, gym_job_id=sub.gym_job_id)
+                found = self._plans[bench] = self._planner(bench)
+            except UserError as err:  # the plan names the config path; the user also needs the file
+                fix = "" if "fix:" in str(err) else "\n    fix: correct that value in the config"
+                raise UserError(f"error: {self.inv.config}: {err}{fix}") from None
+        return found
 
     @cached_property
-    def _secrets_digest(self) -> str:
+    def _stage_basis(self) -> str:
+        """What every benchmark's script is made from besides its own entry: the code that makes
+        scripts, the secrets, the submission, and the resolved config without driver.benchmarks."""
+        from gymbuild.config.model import thaw
+        from gymbuild.resources import script_code_digest
+
         assert self.resolved is not None
-        return hashlib.sha256(json.dumps(dict(self.resolved.secrets), sort_keys=True).encode()).hexdigest()
+        sub = self.submission()
+        tree = dict(self.resolved.tree)
+        tree["driver"] = {k: v for k, v in tree["driver"].items() if k != "benchmarks"}
+        secrets_digest = hashlib.sha256(json.dumps(dict(self.resolved.secrets), sort_keys=True).encode())
+        return digest(
+            script_code_digest(), secrets_digest.hexdigest(), sub.run_dir, sub.gym_job_id, thaw(tree)
+        )
 
     def stage_digest(self, bench: str) -> str:
-        """Cached for the run: doit's uptodate checks, stage, queue and the report all ask, and a plan's
-        digest costs about a millisecond (a thousand benchmarks asked four times was seconds)."""
+        """What `bench`'s script is made from: the shared basis and the benchmark's own config entry.
+
+        A plan depends on nothing else (plan.py is pure and a benchmark's plan reads no other
+        benchmark), so equal inputs make an equal script without planning or rendering anything.
+        Cached for the run: doit's uptodate checks, stage, queue and the report all ask.
+        """
         found = self._stage_digests.get(bench)
         if found is None:
-            from gymbuild.resources import templates_digest
+            from gymbuild.config.model import thaw
 
-            found = digest(self.plans[bench].digest(), self._secrets_digest, templates_digest())
-            self._stage_digests[bench] = found
+            assert self.resolved is not None
+            entry = thaw(self.resolved.tree["driver"]["benchmarks"][bench])
+            found = self._stage_digests[bench] = digest(self._stage_basis, bench, entry)
         return found
 
     def staged(self, bench: str) -> bool:
-        """Up to date when queued already (its script is never touched again) or rendered from this plan."""
-        outcome = self._current_outcome(bench)
-        if outcome is not None and outcome.job_id:
+        """Up to date when queued already (its script is never touched again) or staged from these
+        inputs (stage_digest). The digest first: it settles the submission (new=1 empties the stamps)."""
+        wanted = self.stage_digest(bench)
+        if self.workspace.stage_stamp(bench) == wanted:
             return True
-        return self.workspace.stage_stamp(bench) == self.stage_digest(bench)
+        outcome = self._current_outcome(bench)
+        return outcome is not None and bool(outcome.job_id)
 
     def stage(self, bench: str) -> None:
+        """doit's stage:<bench>. The first call of a run stages every benchmark the run will stage, in
+        one pass (stage_many); the tasks after it find theirs staged and doit skips them."""
+        self.stage_many([b for b in self.selected() if b == bench or not self.staged(b)])
+
+    def stage_many(self, benches: list[str]) -> None:
+        """Render each benchmark's job and write it into the staged tree, in order; the first error (a
+        plan the config cannot express) stops the pass, as a held error stops the steps after it."""
         assert self.resolved is not None
-        plan = self.plans[bench]
-        job = _render().render_job(plan, self.resolved.secrets)
-        if not plan.secrets:  # the dry run's masked text is the same text: render it once
-            self._rendered[bench] = job
-        files = {rel: (f.text, f.mode) for rel, f in job.files.items()}
-        # logs/ must exist before the job starts: Slurm opens logs/slurm-<id>.log itself. The job makes
-        # the rest (artifacts/, model-calls/, ...) as it starts; a directory fewer per benchmark here.
-        self.workspace.write_staged(bench, files, ("logs",))
-        self.workspace.set_stage_stamp(bench, self.stage_digest(bench))
+        render, secrets = _render(), self.resolved.secrets
+        for bench in benches:
+            plan = self.plan(bench)
+            job = render.render_job(plan, secrets)
+            if not plan.secrets:  # the dry run's masked text is the same text: render it once
+                self._rendered[bench] = job
+            files = {rel: (f.text, f.mode) for rel, f in job.files.items()}
+            # logs/ must exist before the job starts: Slurm opens logs/slurm-<id>.log itself. The job
+            # makes the rest (artifacts/, model-calls/, ...) as it starts.
+            self.workspace.write_staged(bench, files, ("logs",))
+            self.workspace.set_stage_stamp(bench, self.stage_digest(bench))
 
     def print_resolved(self) -> None:
         from gymbuild.config.output import dump_tree
@@ -251,7 +286,7 @@ class Session:
         assert self.resolved is not None
         self.warn(executor=True)
         mask = render.mask_secrets(self.resolved.secrets)
-        jobs = {b: self._rendered.get(b) or render.render_job(self.plans[b], mask) for b in self.selected()}
+        jobs = {b: self._rendered.get(b) or render.render_job(self.plan(b), mask) for b in self.selected()}
         run_dir = self.submission().run_dir
         if self.inv.json:
             payload = {
@@ -508,7 +543,7 @@ class Session:
         if adopted is not None:
             return adopted
         known = frozenset(earlier.previous_job_ids) if earlier else frozenset()
-        plan = self.plans[bench]
+        plan = self.plan(bench)
         job_id = executor.find_queued(
             self.connection(), plan.bench_dir, dict(plan.directives)["job-name"], known
         )

@@ -58,6 +58,32 @@ def test_render_is_incremental_and_keeps_its_run_dir(tmp_path):
     assert "--time=00:30:00" in job.read_text()
 
 
+def test_render_rewrites_exactly_the_scripts_whose_inputs_changed(tmp_path):
+    """A benchmark's own entry changes its script alone; a shared value or a secret changes every
+    script, and the staged script carries the new value (a stale token would fail on the cluster)."""
+    config = f"config={ROOT / 'examples/resumable.yaml'}"
+
+    def render(*args: str, env: dict[str, str] | None = None) -> dict[str, int]:
+        done = gymbuild("render", config, *args, cwd=tmp_path, env=env)
+        assert done.returncode == 0, done.stderr
+        stage = next((tmp_path / ".gymbuild").glob("resumable-*/stage"))
+        return {b: (stage / b / "job.sh").stat().st_mtime_ns for b in ("aime25", "livecodebench")}
+
+    first = render()
+    assert render() == first
+    one = render("driver.benchmarks.aime25.run.num_repeats=8")
+    assert one["aime25"] != first["aime25"] and one["livecodebench"] == first["livecodebench"]
+    shared = render("driver.benchmarks.aime25.run.num_repeats=8", "compute.cluster.walltime=01:00:00")
+    assert all(shared[b] != one[b] for b in shared)
+
+    secret = f"config={ROOT / 'examples/secrets.yaml'}"
+    gymbuild("render", secret, cwd=tmp_path, env=SECRETS)
+    job = next((tmp_path / ".gymbuild").glob("secrets-*/stage/ifeval/job.sh"))
+    assert SECRETS["HF_TOKEN"] in job.read_text()
+    gymbuild("render", secret, cwd=tmp_path, env={**SECRETS, "HF_TOKEN": "hf-rotated"})
+    assert "hf-rotated" in job.read_text() and SECRETS["HF_TOKEN"] not in job.read_text()
+
+
 def test_render_json_is_one_object(tmp_path):
     done = gymbuild("render", f"config={ROOT / 'examples/minimal.yaml'}", "json=1", cwd=tmp_path)
     payload = json.loads(done.stdout)

@@ -30,7 +30,6 @@ from jinja2.environment import TemplateModule
 from gymbuild.config.model import EnvValue
 from gymbuild.errors import UserError
 from gymbuild.plan import BenchPlan, Ref, canonical_json
-from gymbuild.resources import templates_digest
 from gymbuild.shell import quote
 
 __all__ = [
@@ -41,7 +40,6 @@ __all__ = [
     "mask_secrets",
     "render_job",
     "sh",
-    "templates_digest",
 ]
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[0-9]+\])?$")
