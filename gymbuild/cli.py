@@ -14,14 +14,15 @@ from pathlib import Path
 def _connect_ahead(args: Sequence[str]) -> None:
     """For status, logs and cancel of the config's current submission: start the SSH handshake with
     its host (the workspace says which) before importing doit, so the two overlap."""
-    from gymbuild.errors import UserError
-    from gymbuild.executors.connection import connect_ahead
     from gymbuild.invocation import Invocation, command_variables, command_verbs
-    from gymbuild.workspace import Workspace
 
     verbs = command_verbs(args)
     if not verbs or not set(verbs) <= {"status", "logs", "cancel"}:
-        return
+        return  # and nothing imported: the other verbs open their connection later, if at all
+    from gymbuild.errors import UserError
+    from gymbuild.executors.connection import connect_ahead
+    from gymbuild.workspace import Workspace
+
     inv = Invocation.from_vars(command_variables(args))
     if inv.run:
         return

@@ -9,6 +9,8 @@ from pathlib import Path
 RESERVED = frozenset({"config", "json", "new", "only", "run", "workspace", "follow"})
 # Verbs that only read the workspace (outcome files are written atomically) and write nothing in it.
 READ_ONLY_VERBS = frozenset({"status", "logs", "cancel", "runs"})
+# Verbs whose work ends at the staged tree: nothing is copied, queued or recorded.
+STAGE_ONLY_VERBS = frozenset({"render", "resolve"})
 
 
 def command_verbs(argv: Sequence[str]) -> list[str]:

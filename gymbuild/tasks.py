@@ -23,7 +23,7 @@ from doit import doit_cmd
 from doit.exceptions import TaskFailed
 
 from gymbuild.errors import UserError
-from gymbuild.invocation import READ_ONLY_VERBS, Invocation, command_verbs
+from gymbuild.invocation import READ_ONLY_VERBS, STAGE_ONLY_VERBS, Invocation, command_verbs
 from gymbuild.reporter import GymReporter
 from gymbuild.session import Session, hold_workspace
 
@@ -31,6 +31,9 @@ from gymbuild.session import Session, hold_workspace
 # runs anything, and the pipeline's generators ask the config for its benchmarks: in such a run they
 # yield nothing, so `status` of a thousand jobs does not compose and validate a thousand benchmarks.
 _READ_ONLY_RUN = False
+# Set by doit_config: the run's verbs stop at the staged tree (render, resolve), so it builds no sync,
+# queue or record task (a thousand queue tasks nobody runs cost a dry run a tenth of a second).
+_STAGE_ONLY_RUN = False
 # Set by doit_config: the run submits, so the connection may be opened while the stage tasks render.
 _SUBMIT_RUN = False
 
@@ -45,10 +48,11 @@ def doit_config(workspace: Path | None = None, argv: Sequence[str] | None = None
     keeps doit's database in memory: `status` must answer while a long submit holds the workspace,
     and `status run=<id>` or `runs` must leave no `.gymbuild/` in whatever directory it is run from.
     """
-    global _READ_ONLY_RUN, _SUBMIT_RUN
+    global _READ_ONLY_RUN, _STAGE_ONLY_RUN, _SUBMIT_RUN
     ws = workspace or Invocation.from_vars(doit_cmd._CMDLINE_VARS or {}).workspace
     verbs = command_verbs(sys.argv[1:] if argv is None else argv)
     read_only = _READ_ONLY_RUN = bool(verbs) and set(verbs) <= READ_ONLY_VERBS
+    _STAGE_ONLY_RUN = set(verbs) <= READ_ONLY_VERBS | STAGE_ONLY_VERBS  # none: the default, render
     _SUBMIT_RUN = "submit" in verbs
     if not read_only:
         hold_workspace(ws)
@@ -210,7 +214,7 @@ def task_render() -> dict[str, Any]:
 
 def task_sync() -> dict[str, Any]:
     """Check mounts and copy the staged tree to the run directory (only when something will be queued)."""
-    if _READ_ONLY_RUN:
+    if _STAGE_ONLY_RUN:
         return {"actions": []}
     s = session()
     if s.error is not None:
@@ -222,7 +226,7 @@ def task_sync() -> dict[str, Any]:
 
 def task_queue() -> Any:
     """Queue each benchmark that has no job id yet (one sbatch each, in the run's shell session)."""
-    if _READ_ONLY_RUN:
+    if _STAGE_ONLY_RUN:
         return
     s = session()
     if s.error is not None:
@@ -234,7 +238,7 @@ def task_queue() -> Any:
 
 def task_record() -> dict[str, Any]:
     """Write the record: the local index first (best-effort), then gym-job.json in the run directory."""
-    if _READ_ONLY_RUN:
+    if _STAGE_ONLY_RUN:
         return {"actions": []}
     s = session()
     if s.error is not None:
