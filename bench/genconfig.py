@@ -2,8 +2,8 @@
 
 The jobs must never flood the shared test cluster, so every job is queued with a start time a week
 away (`extra_args: {begin: now+7days}`: `#SBATCH --begin=now+7days`); it pends with reason BeginTime
-until the suite cancels it with one `scancel`. (`hold: true` would be the obvious choice, but it
-renders `#SBATCH --hold=true`, which sbatch refuses: `--hold` takes no argument.)
+until the suite cancels it with one `scancel`. (`hold: true`, the bare `#SBATCH --hold`, would do
+as well; `begin` keeps the numbers comparable with earlier runs.)
 
     python bench/genconfig.py 100 /tmp/b100.yaml --output /var/tmp/gymbuild-cluster/bench-x
 """

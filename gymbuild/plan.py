@@ -394,7 +394,7 @@ def shell_name(name: str) -> str:
 
 def _directive(key: str, value: Any, where: str) -> tuple[str, str | None]:
     """sbatch reads `#SBATCH` lines itself (double quotes group words); refuse what it cannot carry."""
-    text = None if value is None else ("true" if value is True else str(value))
+    text = None if value is None or value is True else str(value)  # None: a bare flag
     for part in (key, text or ""):
         if _DIRECTIVE_UNSAFE.search(part):
             raise UserError(
@@ -860,7 +860,9 @@ def _config_directives(
     extra: dict[str, Any] = dict(compute.extra_args)
     for pool in pools:
         extra.update(pool.extra_args)
-    after += [_directive(k, v, f"{where}.extra_args.{k}") for k, v in extra.items()]
+    # sbatch's flags take no value (`--hold=true` is refused): `true` writes the bare flag, `false`
+    # writes nothing, so a pool can switch off what the cluster's extra_args switched on.
+    after += [_directive(k, v, f"{where}.extra_args.{k}") for k, v in extra.items() if v is not False]
     return tuple(before), tuple(after)
 
 

@@ -357,6 +357,26 @@ def test_a_dead_controller_fails_every_benchmark_with_its_reason(cluster, tmp_pa
     assert wrapper.calls() == 2
 
 
+def test_boolean_extra_args_are_sbatch_flags(cluster, tmp_path):
+    """`hold: true` is sbatch's bare `--hold` (sbatch refuses `--hold=true`): the job is queued held;
+    `false` writes no directive at all."""
+    config = slurm_config(
+        cluster.run_dir("e2e-flags"), {"a": {"run": QUICK}}, extra_args={"hold": True, "requeue": False}
+    )
+    path = write_config(tmp_path, config)
+    run = gymbuild("submit", f"config={path}", cwd=tmp_path, env=user_env(tmp_path))
+    assert run.rc == 0, run
+    job_id = job_ids(manifest(config))["a"]
+    assert job_id is not None
+    try:
+        script = (run_dir(config) / "a" / "job.sh").read_text()
+        assert "#SBATCH --hold\n" in script and "requeue" not in script
+        reason = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%r"], capture_output=True, text=True)
+        assert reason.stdout.strip() == "JobHeldUser", reason
+    finally:
+        _scancel([job_id])
+
+
 # --- json output, nothing to do, a changed script, new=1 ---------------------------------------------
 
 
