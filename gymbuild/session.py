@@ -458,6 +458,7 @@ class Session:
             self._queue_locked = True
         # Read before any new stamp is written: these are the attempts of a killed run.
         lost = {b: a for b in benches if (a := self.workspace.stamp(f"inflight-{b}")) is not None}
+        earlier_outcomes = self.workspace.outcomes()  # once: only this run writes them (it holds the lock)
         fresh = collections.deque(b for b in benches if b not in lost)
         stamped: collections.deque[tuple[str, str, Future[None]]] = collections.deque()
         in_flight: collections.deque[tuple[str, Outcome | None, bytes]] = collections.deque()
@@ -478,7 +479,7 @@ class Session:
             try:
                 for bench in benches:
                     script = f"{run_dir}/{bench}/job.sh"
-                    earlier = self.workspace.outcome(bench)
+                    earlier = earlier_outcomes.get(bench)
                     if bench in lost:
                         if command is not None:
                             while in_flight:  # answers come back in order: read those sent before

@@ -37,16 +37,13 @@ def exports(environment: Mapping[str, str]) -> str:
     return "".join(f"export {name}={quote(value)}\n" for name, value in environment.items())
 
 
-def queue(conn: Connection, script: str, environment: Mapping[str, str], attempt: str = "") -> Queued:
-    """One `sbatch --parsable` of a benchmark's job.sh, in the run's shell session."""
-    return queued(conn.run(queue_command(script, environment, attempt)))
-
-
 QUEUE_LOCK_WAIT = 60  # seconds a run waits for a killed run's shell to finish what it was sent
+QUEUE_LOG = ".gym_queue.log"  # in the run dir: `<attempt> <sbatch's answer>`, a line per attempt
 
 
 def hold_queue_lock(conn: Connection, run_dir: str) -> None:
-    """Take the run directory's queue lock in the session's own shell, for the rest of the session.
+    """Take the run directory's queue lock in the session's own shell, for the rest of the session,
+    and open the queue log (fd 8) that the queue commands append sbatch's answers to.
 
     A run killed while its sbatch commands are still in the shell's input leaves that shell running
     them, and it holds this lock until it has. So once a run holds it, no attempt of a killed run can
@@ -55,7 +52,8 @@ def hold_queue_lock(conn: Connection, run_dir: str) -> None:
     `mv` and `cat` an attempt used to run, that was ~5 ms of the login node's time per benchmark.
     """
     lock = quote(f"{run_dir}/.gym_queue.lock")
-    result = conn.run_in_session(f"exec 9>>{lock} && flock -w {QUEUE_LOCK_WAIT} 9")
+    log = quote(f"{run_dir}/{QUEUE_LOG}")
+    result = conn.run_in_session(f"exec 9>>{lock} && flock -w {QUEUE_LOCK_WAIT} 9 && exec 8>>{log}")
     if not result.ok:
         raise UserError(
             f"error: {conn.target}:{run_dir} is still being queued by another gymbuild run's shell "
@@ -64,25 +62,31 @@ def hold_queue_lock(conn: Connection, run_dir: str) -> None:
         )
 
 
-def _attempt_file(script: str, attempt: str) -> str:
-    """Where an attempt leaves sbatch's answer, beside the job script, for a later run to `recover`."""
-    return quote(f"{script.rsplit('/', 1)[0]}/.gym_queue-{attempt}")
+def _revoked_file(script: str, attempt: str) -> str:
+    """The mark `recover` leaves beside the job script: this attempt must never run."""
+    return quote(f"{script.rsplit('/', 1)[0]}/.gym_queue-{attempt}.revoked")
+
+
+def _queue_log(script: str) -> str:
+    """The run dir's queue log, from a job script's path (`<run dir>/<bench>/job.sh`)."""
+    return quote(f"{script.rsplit('/', 2)[0]}/{QUEUE_LOG}")
 
 
 def queue_command(script: str, environment: Mapping[str, str], attempt: str) -> str:
     """The command that queues one job.sh as attempt `attempt`; Session pipelines these, in a session
-    that holds the queue lock (`hold_queue_lock`).
+    that holds the queue lock and the queue log (`hold_queue_lock`).
 
-    An attempt refuses to run once a later run has revoked it, and leaves sbatch's answer in
-    `.gym_queue-<attempt>.out`, where that later run finds it (`recover`): a job is queued exactly
-    once whichever of the two gets the lock first. Only bash builtins besides sbatch itself.
+    An attempt refuses to run once a later run has revoked it, and appends the first line of sbatch's
+    answer to the queue log, where that later run finds it (`recover`): a job is queued exactly once
+    whichever of the two gets the lock first. Only bash builtins besides sbatch itself, and no file
+    made per attempt: creating one per sbatch cost the login node about a millisecond each.
     """
-    out = _attempt_file(script, attempt)
     return (
-        f'if [ -e {out}.revoked ]; then echo "queue attempt {attempt} was revoked by a later run" >&2; '
-        "exit 75; fi\n"
+        f"if [ -e {_revoked_file(script, attempt)} ]; then "
+        f'echo "queue attempt {attempt} was revoked by a later run" >&2; exit 75; fi\n'
         f"{exports(environment)}__gym_out=$(sbatch --parsable {quote(script)}); __gym_rc=$?\n"
-        f'printf \'%s\\n\' "$__gym_out" > {out}.out; printf \'%s\\n\' "$__gym_out"; exit "$__gym_rc"'
+        f"printf '%s %s\\n' {attempt} \"${{__gym_out%%$'\\n'*}}\" >&8; "
+        'printf \'%s\\n\' "$__gym_out"; exit "$__gym_rc"'
     )
 
 
@@ -99,8 +103,13 @@ def recover(conn: Connection, script: str, attempt: str) -> Queued | None:
     """What became of an attempt a killed run sent: its job if it queued one, else None after revoking
     it, so it can never run later and the caller may queue afresh. Asked while holding the queue
     lock, so the killed run's shell has run, or will never run, that attempt."""
-    out = _attempt_file(script, attempt)
-    result = conn.run(f"if [ -s {out}.out ]; then cat {out}.out; else : > {out}.revoked; fi")
+    line = quote(f"^{attempt} ")
+    result = conn.run(
+        f"__gym_answer=$(grep -m 1 -e {line} {_queue_log(script)} 2>/dev/null)\n"
+        "__gym_answer=${__gym_answer#* }\n"
+        f'if [ -n "$__gym_answer" ]; then printf \'%s\\n\' "$__gym_answer"; '
+        f"else : > {_revoked_file(script, attempt)}; fi"
+    )
     job_id = parse_job_id(result.stdout) if result.ok else None
     return Queued(job_id, None) if job_id else None
 
