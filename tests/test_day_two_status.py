@@ -7,6 +7,7 @@ local shell session, squeue, sacct, the chain file.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -110,22 +111,69 @@ def test_a_job_nothing_can_describe_is_unknown_with_what_squeue_and_sacct_said(
 
 
 def test_status_of_many_jobs_in_hostile_dirs_reads_each_one(cluster: Cluster) -> None:
-    """The status script carries the bench dirs as bash arrays walked by one loop (a script line per
-    benchmark made bash parse 650 KB for a 1000-job status). Every dir must still arrive as it is,
-    quotes, `$(...)` and spaces included, and each keeps its own job and chain."""
+    """The status script finds chain and exit files with one glob over the bench dirs' parent and
+    sends back what it found, NUL-separated. Every dir must still arrive as it is: quotes, `$(...)`,
+    spaces, tabs, newlines, glob characters and a leading dot included; each keeps its own job and
+    chain."""
     root = cluster.run_dir("hostile")
-    names = ["plain", "it's", "$(touch canary)", "two words", "tab\there", "semi;colon"]
+    names = ["plain", "it's", "$(touch canary)", "two words", "tab\there", "semi;colon", "new\nline"]
+    names += [".hidden", "star*[x]"]
     dirs = [root / name for name in names]
     for d in dirs:
         d.mkdir()
     ids = [sbatch(cluster, d, "exit 0") for d in dirs]
-    chained = sbatch(cluster, dirs[1], "exit 0")  # the second dir's chain moved on to a newer job
-    (dirs[1] / ".gym_job_chain").write_text(f"{ids[1]}\n{chained}\n")
-    for job in (*ids, chained):
+    chained = {}  # these dirs' chains moved on to a newer job
+    for d, first in ((dirs[1], ids[1]), (dirs[6], ids[6])):
+        chained[str(d)] = sbatch(cluster, d, "exit 0")
+        (d / ".gym_job_chain").write_text(f"{first}\n{chained[str(d)]}\n")
+    for job in (*ids, *chained.values()):
         cluster.wait_for_job(job)
     with Connection(None) as conn:
         found = slurm.states(conn, {str(d): job for d, job in zip(dirs, ids, strict=True)})
-    expected = dict(zip(map(str, dirs), ids, strict=True)) | {str(dirs[1]): chained}
+    expected = dict(zip(map(str, dirs), ids, strict=True)) | chained
     assert {d: s.job_id for d, s in found.items()} == expected
     assert {s.state for s in found.values()} == {"COMPLETED"}
     assert not any(root.rglob("canary")) and not Path("canary").exists()
+
+
+def test_status_of_dirs_under_two_parents_reads_only_each_dirs_own_files(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bench dirs of the same name under two parents, each with a resume chain whose newest job left
+    its exit status; beside one of them dirs nobody asked about, each holding a chain file that is no
+    list of job ids and an exit file of the other dir's newest job. Each dir gets its own newest job
+    and exit status, with accounting and, from the exit files, without it."""
+    benches = [cluster.run_dir(parent) / "bench" for parent in ("parent-a", "parent-b")]
+    recorded, newest = {}, {}
+    for bench_dir, code in zip(benches, (0, 5), strict=True):
+        bench_dir.mkdir()
+        recorded[str(bench_dir)] = sbatch(cluster, bench_dir, "exit 3")
+        body = f'echo {code} >".gym_exit-$SLURM_JOB_ID"; exit {code}'  # as every gymbuild job does
+        newest[str(bench_dir)] = sbatch(cluster, bench_dir, body)
+        (bench_dir / ".gym_job_chain").write_text(f"{recorded[str(bench_dir)]}\n{newest[str(bench_dir)]}\n")
+    strangers = [benches[0].parent / name for name in ("a-stranger", "z-stranger")]  # before and after
+    for stranger in strangers:
+        stranger.mkdir()
+        (stranger / ".gym_job_chain").write_text(f"{newest[str(benches[0])]}\nnot a job; $(touch canary)\n")
+        (stranger / f".gym_exit-{newest[str(benches[0])]}").write_text("9\n")
+    for job in newest.values():
+        cluster.wait_for_job(job)
+
+    def status(accounted: bool) -> None:
+        with Connection(None) as conn:
+            found = slurm.states(conn, recorded)
+        assert {d: s.job_id for d, s in found.items()} == newest
+        # Only sacct knows how long a job ran: the ids asked about must hold each chain's newest job.
+        assert {d: (s.state, s.exit_code, bool(s.elapsed)) for d, s in found.items()} == {
+            str(benches[0]): ("COMPLETED", "0:0", accounted),
+            str(benches[1]): ("FAILED", "5:0", accounted),
+        }
+
+    status(accounted=True)
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "sacct").write_text("#!/bin/bash\necho 'Slurm accounting storage is disabled' >&2\nexit 1\n")
+    (fake / "sacct").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")  # the local shell session inherits it
+    status(accounted=False)  # the jobs' exit files tell it
+    assert not any(benches[0].parent.rglob("canary"))

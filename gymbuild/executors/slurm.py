@@ -6,7 +6,8 @@ status and output, so a refused benchmark fails alone and its neighbours' job id
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import posixpath
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gymbuild.errors import UserError
@@ -151,46 +152,77 @@ class JobState:
     note: str | None = None  # why the state is UNKNOWN: what squeue and sacct said
 
 
-# The newest job of the chain the recorded job started: the last line of `.gym_job_chain` at or after
-# the recorded id. Not simply the file's last line: after `resubmit`, the file still ends with the old
-# chain until the new job starts and appends itself, and status would show the old chain's end (and a
-# second resubmit would queue the benchmark twice).
-_CHAIN_TAIL = "$0 == j {f = 1} f {last = $0} END {if (f) print last}"
+_CHAIN = ".gym_job_chain"  # a resumable job appends its id when it starts (slurm.j2)
+_EXIT = ".gym_exit-"  # + job id: the exit status every job writes when it ends (body.sh.j2)
 
 
-def _status_script(jobs: Mapping[str, str]) -> str:
-    """One round trip: each benchmark's newest job (its resume chain's tail), then ONE squeue and ONE
-    sacct over all of them, then the exit files jobs leave behind for clusters without accounting.
+def _chain_tail(chain: str, job_id: str) -> str:
+    """The newest job of the chain `job_id` started: the chain file's last line, if `job_id` is a line
+    of it; else `job_id` itself. Not simply the file's last line: after `resubmit`, the file still ends
+    with the old chain until the new job starts and appends itself, and status would show the old
+    chain's end (and a second resubmit would queue the benchmark twice)."""
+    lines = [line.strip() for line in chain.splitlines() if line.strip()]
+    return lines[-1] if job_id in lines else job_id
 
-    The benchmarks travel as two arrays walked by one loop: a script line per benchmark made bash
-    parse 650 KB for a 1000-job status (0.3 s of the login node's time; the loop takes 0.07 s). awk
-    runs only where a chain file exists: a fork and an exec per benchmark were 7 s of such a status,
-    and most benchmarks never write one.
+
+def _place(bench_dir: str) -> tuple[str, str]:
+    """(parent, name) of a bench dir, as the status script's glob over the parent spells them."""
+    parent, name = posixpath.split(posixpath.normpath(bench_dir))
+    return parent or ".", name
+
+
+# Bash reading a file into $c with builtins only: `$(< f)` forks a subshell before bash 5.2, and a
+# finished 1000-benchmark run has a thousand exit files. A file holds no NUL, so -d '' reads it all.
+_READ = "c=; IFS= read -r -d '' c <"
+
+
+def _each_file(pattern: str, then: str = "") -> str:
+    """Bash printing `<parent index> <name>/<file> <contents>` (each field NUL-terminated) for every
+    file `<parent>/<name>/<pattern>` of the parents in the `parents` array; `then` runs after each,
+    with the contents in $c."""
+    return (
+        f'for i in "${{!parents[@]}}"; do p=${{parents[i]}}; for f in "$p"/*/{pattern}; do {_READ} "$f"; '
+        f'printf \'%s\\0%s\\0%s\\0\' "$i" "${{f#"$p/"}}" "$c"{then}; done; done'
+    )
+
+
+_TOOLS = ("squeue.o", "squeue.e", "sacct.o", "sacct.e")  # what the status script prints last, in order
+
+
+def _status_script(parents: Sequence[str], job_ids: Iterable[str]) -> str:
+    """One round trip: the chain files and exit files of every bench dir under `parents`, found by one
+    glob per parent; ONE squeue and ONE sacct, side by side, over `job_ids` and every id the chain
+    files hold (a superset of the ids wanted: the extra rows are ignored).
+
+    Nothing in it runs per benchmark: a loop over the bench dirs (sent as a bash array, each dir
+    stat'ed twice) made the script 80 KB and 0.08 s of the login node's time at 1000 benchmarks, and
+    squeue then sacct ran one after the other. The exit files are read while the two run.
+
+    Output, each field NUL-terminated (neither a path nor these files can hold a NUL; a dir's name
+    may hold any other byte): `<parent index> <name>/<file> <contents>` per file, then squeue's
+    stdout and stderr, then sacct's. Uses the Connection session's `$__gym_tmp`.
     """
-    lines = [
-        f"dirs=({join(jobs)})",
-        f"jobs=({join(jobs.values())})",
-        "ids=''",
-        'for i in "${!dirs[@]}"; do d=${dirs[i]}; j=${jobs[i]}; id=; '
-        '[ -s "$d/.gym_job_chain" ] && '
-        f'id=$(awk -v j="$j" {quote(_CHAIN_TAIL)} "$d/.gym_job_chain" 2>/dev/null); '
-        '[ -n "$id" ] || id=$j; '
-        'ids="$ids,$id"; printf "chain\\t%s\\t%s\\n" "$d" "$id"; '
-        '[ -f "$d/.gym_exit-$id" ] && printf "exit\\t%s\\t%s\\n" "$id" "$(< "$d/.gym_exit-$id")"; '
-        "done",
-    ]
-    lines.append("ids=${ids#,}")
-    # squeue's complaints (a controller it cannot reach) go through the pipe, its rows to fd 3.
-    lines.append(
-        "{ squeue -h -o $'squeue\\t%i\\t%T\\t%M\\t%N' -j \"$ids\" 2>&1 1>&3"
-        " | sed $'s/^/squeue-error\\t/'; } 3>&1"
+    tmp = '"$__gym_tmp"/status-'
+    return "\n".join(
+        [
+            "shopt -s nullglob dotglob",
+            f"parents=({join(parents)})",
+            f"ids={quote(','.join(dict.fromkeys(job_ids)))}",
+            # A chain file of ids (digits, one a line) adds them all; one holding anything else, none.
+            _each_file(_CHAIN, then='; [ -z "${c//[0-9[:space:]]/}" ] && ids+=,${c//[[:space:]]/,}'),
+            f"squeue -h -o $'%i\\t%T\\t%M\\t%N' -j \"$ids\" >{tmp}squeue.o 2>{tmp}squeue.e &",
+            "sacct -X -n -P --delimiter=$'\\t' -o JobID,State,ExitCode,Elapsed,NodeList -j \"$ids\" "
+            f">{tmp}sacct.o 2>{tmp}sacct.e &",
+            _each_file(f"{_EXIT}*"),
+            "wait",
+            f"for f in {' '.join(_TOOLS)}; do {_READ} {tmp}$f; printf '%s\\0' \"$c\"; done",
+        ]
     )
-    lines.append(
-        "sacct -X -n -P --delimiter=$'\\t' -o JobID,State,ExitCode,Elapsed,NodeList -j \"$ids\" 2>&1"
-        " | sed $'s/^/sacct\\t/'"
-    )
-    lines.append("true")
-    return "\n".join(lines)
+
+
+def _lines(text: str) -> list[str]:
+    """A tool's complaints, one per line, as a status note strings them together."""
+    return [line.strip() for line in text.splitlines() if line.strip()]
 
 
 def states(conn: Connection, jobs: Mapping[str, str]) -> dict[str, JobState]:
@@ -198,39 +230,44 @@ def states(conn: Connection, jobs: Mapping[str, str]) -> dict[str, JobState]:
     without accounting, the `.gym_exit-<id>` file the job wrote; else UNKNOWN."""
     if not jobs:
         return {}
-    result = conn.run(_status_script(jobs))
-    newest: dict[str, str] = {}
-    exits: dict[str, str] = {}
+    places = {bench_dir: _place(bench_dir) for bench_dir in jobs}
+    parents = list(dict.fromkeys(parent for parent, _ in places.values()))
+    result = conn.run(_status_script(parents, jobs.values()))
+    parts = result.stdout.split("\0")
+    if len(parts) % 3 != 2:  # not files' fields in threes, the tools' four and the last NUL's tail:
+        parts = [""] * 5  # the script was cut short, and nothing it printed can be trusted
+    *records, squeue_out, squeue_err, sacct_out, sacct_err, _ = parts
+    files: dict[tuple[str, str, str], str] = {}  # (parent, bench dir name, file name) -> contents
+    for index, path, contents in zip(records[::3], records[1::3], records[2::3], strict=True):
+        name, _, file = path.rpartition("/")
+        files[parents[int(index)], name, file] = contents
     live: dict[str, JobState] = {}
-    accounted: dict[str, JobState] = {}
-    said: dict[str, list[str]] = {"squeue": [], "sacct": []}
-    for line in result.stdout.splitlines():
-        kind, *fields = line.split("\t")
-        if kind == "chain" and len(fields) >= 2:  # the dir may hold a tab itself; the id cannot
-            newest["\t".join(fields[:-1])] = fields[-1]
-        elif kind == "exit" and len(fields) == 2:
-            exits[fields[0]] = fields[1].strip()
-        elif kind == "squeue" and len(fields) == 4:
+    for line in squeue_out.splitlines():
+        if len(fields := line.split("\t")) == 4:
             job_id, state, elapsed, nodes = fields
             live[job_id] = JobState(job_id, state, None, elapsed, nodes or None)
-        elif kind == "sacct" and len(fields) == 5 and fields[0].isdigit():
+    accounted: dict[str, JobState] = {}
+    for line in sacct_out.splitlines():
+        if len(fields := line.split("\t")) == 5 and fields[0].isdigit():
             job_id, state, exit_code, elapsed, nodes = fields
             accounted[job_id] = JobState(job_id, state.split()[0], exit_code, elapsed, nodes or None)
-        elif kind in ("squeue-error", "sacct") and len(fields) == 1 and fields[0].strip():
-            said[kind.split("-")[0]].append(fields[0].strip())
     # Only a job nothing could describe gets the complaints: squeue also complains about a job it has
     # merely forgotten, which sacct then describes.
+    said = {"squeue": _lines(squeue_err), "sacct": _lines(sacct_err), "status script": _lines(result.stderr)}
     note = "; ".join(f"{tool}: {' '.join(msgs)}" for tool, msgs in said.items() if msgs) or None
     found = {}
-    for bench_dir, job_id in newest.items():
+    for bench_dir, recorded in jobs.items():
+        place = places[bench_dir]
+        job_id = _chain_tail(files.get((*place, _CHAIN), ""), recorded)
+        code = files.get((*place, f"{_EXIT}{job_id}"))
         if job_id in live and live[job_id].state in LIVE:
             found[bench_dir] = live[job_id]
         elif job_id in accounted:
             found[bench_dir] = accounted[job_id]
         elif job_id in live:
             found[bench_dir] = live[job_id]
-        elif job_id in exits:
-            code = exits[job_id]
+        elif code is not None:
+            code = code.strip()
             found[bench_dir] = JobState(job_id, "COMPLETED" if code == "0" else "FAILED", f"{code}:0")
         else:
             found[bench_dir] = JobState(job_id, "UNKNOWN", note=note)
