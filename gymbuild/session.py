@@ -155,6 +155,11 @@ class Session:
             path = Path.cwd() / path
         return str(path)
 
+    def adopt_submission(self, submission: Submission) -> None:
+        """Work on `submission` as it was submitted (day two: its host and run dir, even if the config
+        has been edited since), without settling the config's own."""
+        self._submission = submission
+
     def submission(self) -> Submission:
         """The current submission of this config, allocated on first need (or fresh with new=1)."""
         if self._submission is not None:
@@ -682,132 +687,3 @@ class Session:
                 "    fix: correct the cause above and run `doit submit` again: it queues only these"
             )
         return None
-
-    # --- day two ---------------------------------------------------------------------------------
-
-    def find_record(self) -> Any:
-        """`run=<id>`: the local index, else the run directory; otherwise the config's submission."""
-        from gymbuild import followup
-
-        if self.inv.run:
-            record = followup.record_from_index(self.inv.run)
-            if record is not None:
-                self.connection(record.hostname, use_config=False)
-                return record
-            if self.error is not None:
-                raise UserError(
-                    f"error: {self.inv.run} is not in this machine's local index, and without a config "
-                    f"gymbuild cannot tell where its run directory is\n{self.error}"
-                )
-            run_dir = str(Path(self.output_path) / self.inv.run)
-            return followup.record_from_run_dir(self.connection(), run_dir)
-        # The workspace says what was submitted; the config is not loaded (a thousand benchmarks
-        # cost seconds to compose and validate, and status needs none of it).
-        current = self.workspace.submission()
-        if current is None or not self.workspace.has_outcomes():
-            raise UserError(
-                f"error: {self.inv.config} has no submission in {self.inv.workspace} yet\n"
-                "    fix: run `doit submit` first, or name one with run=<gym_job_id> (see `doit runs`)"
-            )
-        # What was submitted, where it went, even if the config has been edited since (a new
-        # output_path or host): status, logs and cancel must still reach the jobs that are queued.
-        self._submission = current
-        self.connection(current.hostname, use_config=False)
-        return self.build_record(commit=False)
-
-    def _statuses(self) -> tuple[Any, list[Any]]:
-        from gymbuild import followup
-
-        record = self.find_record()
-        # Checked against the record, not the config: with run= there may be no config to check.
-        names = [job.benchmark for job in record.benchmarks]
-        unknown = [b for b in self.inv.only if b not in names]
-        if unknown:
-            raise UserError(
-                f"error: only= names benchmark(s) {record.gym_job_id} does not have: {', '.join(unknown)}\n"
-                f"    fix: pick from {', '.join(names)}"
-            )
-        rows = followup.statuses(self.connection(), record)
-        if self.inv.only:
-            rows = [r for r in rows if r.benchmark in self.inv.only]
-        return record, rows
-
-    def print_status(self) -> None:
-        from gymbuild import followup
-
-        record, rows = self._statuses()
-        render = followup.statuses_json if self.inv.json else followup.format_statuses
-        sys.stdout.write(render(record, rows))
-
-    def print_runs(self) -> None:
-        from gymbuild import followup
-
-        sys.stdout.write(followup.format_runs(followup.all_runs(), self.inv.json))
-
-    def cancel(self) -> None:
-        from gymbuild import followup
-
-        record, rows = self._statuses()
-        executor = followup.executor_module(record.executor)
-        live = followup.live_job_ids(rows, self.inv.only, executor.LIVE)
-        if not live:
-            print(f"nothing to cancel: no job of {record.gym_job_id} is pending or running")
-            return
-        job_dirs = {j.benchmark: j.job_dir for j in record.benchmarks}
-        dirs = {job_dirs[r.benchmark]: r.job_id for r in rows if r.job_id in live}
-        result = executor.cancel(self.connection(), dirs)
-        if not result.ok:
-            raise UserError(f"error: cancelling {', '.join(live)} failed: {result.stderr.strip()}")
-        print(f"cancelled {len(live)} job(s) of {record.gym_job_id}: {', '.join(live)}")
-
-    def print_logs(self) -> None:
-        from gymbuild import followup
-
-        record, rows = self._statuses()
-        if len(rows) != 1:  # only=<bench>, or a submission of one benchmark
-            names = ", ".join(r.benchmark for r in rows)
-            raise UserError(f"error: name one benchmark with only=<bench> (one of: {names})")
-        row = rows[0]
-        if not row.job_id:
-            raise UserError(f"error: {row.benchmark} was never queued: {row.error}")
-        job_dir = next(j.job_dir for j in record.benchmarks if j.benchmark == row.benchmark)
-        followup.show_logs(self.connection(), job_dir, row.job_id, follow=self.inv.follow)
-
-    def resubmit(self) -> None:
-        """Re-queue what ended FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, PREEMPTED or BOOT_FAIL.
-
-        Each such benchmark's outcome gives up its job id (kept in its history), then the usual
-        stage, sync, queue and record steps run for exactly those benchmarks.
-        """
-        from gymbuild import followup
-
-        if self.error is not None:
-            raise self.error
-        self.submission()  # a config that now submits elsewhere asks for new=1 before anything is re-queued
-        record, rows = self._statuses()
-        if record.gym_job_id != self.submission().gym_job_id:
-            raise UserError(
-                f"error: resubmit works on the config's current submission ({self.submission().gym_job_id}),"
-                f" not {record.gym_job_id}\n    fix: drop run=, or submit that config again"
-            )
-        executor = followup.executor_module(record.executor)
-        picked = followup.to_resubmit(rows, self.inv.only, executor.RETRYABLE)
-        if not picked:
-            print(f"nothing to resubmit: no benchmark of {record.gym_job_id} ended in a retryable state")
-            return
-        for bench in picked:
-            self.workspace.release(bench, rows_state(rows, bench))
-        for bench in picked:
-            if not self.staged(bench):
-                self.stage(bench)
-        if not self.synced():
-            self.sync()
-        self.queue_many(picked)
-        self.record()
-        failure = self.report_submit(picked)
-        if failure is not None:
-            raise UserError(failure.message)
-
-
-def rows_state(rows: list[Any], bench: str) -> str:
-    return next(r.state for r in rows if r.benchmark == bench)

@@ -251,27 +251,34 @@ def task_submit() -> dict[str, Any]:
     return _verb(task_submit.__doc__ or "", _verb_action(lambda: session().report_submit()), ["record"])
 
 
+def _day_two() -> Any:
+    """gymbuild.day_two, imported when a day-two verb runs, not by every render and submit."""
+    from gymbuild import day_two
+
+    return day_two
+
+
 def task_status() -> dict[str, Any]:
     """Per benchmark: job id, state, exit code, elapsed, nodes (one squeue and one sacct per call)."""
-    return _verb(task_status.__doc__ or "", lambda: session().print_status(), needs_config=False)
+    return _verb(task_status.__doc__ or "", lambda: _day_two().print_status(session()), needs_config=False)
 
 
 def task_logs() -> dict[str, Any]:
     """Print (follow=1: follow) one benchmark's newest service and driver logs: only=<bench>."""
-    return _verb(task_logs.__doc__ or "", lambda: session().print_logs(), needs_config=False)
+    return _verb(task_logs.__doc__ or "", lambda: _day_two().print_logs(session()), needs_config=False)
 
 
 def task_cancel() -> dict[str, Any]:
     """Cancel the submission's pending and running jobs (only= narrows)."""
-    return _verb(task_cancel.__doc__ or "", lambda: session().cancel(), needs_config=False)
+    return _verb(task_cancel.__doc__ or "", lambda: _day_two().cancel(session()), needs_config=False)
 
 
 def task_resubmit() -> dict[str, Any]:
     """Re-queue the benchmarks whose job ended FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, PREEMPTED or
     BOOT_FAIL, into the same run directory."""
-    return _verb(task_resubmit.__doc__ or "", lambda: session().resubmit())
+    return _verb(task_resubmit.__doc__ or "", lambda: _day_two().resubmit(session()))
 
 
 def task_runs() -> dict[str, Any]:
     """List this machine's submissions from the local index, newest first (json=1 for scripts)."""
-    return _verb(task_runs.__doc__ or "", lambda: session().print_runs(), needs_config=False)
+    return _verb(task_runs.__doc__ or "", lambda: _day_two().print_runs(session()), needs_config=False)
