@@ -70,7 +70,7 @@ def statuses(conn: Any, record: SubmissionRecord) -> list[BenchStatus]:
     """Every benchmark of the record with its newest job's state, from one status round trip."""
     executor = executor_module(record.executor)
     queued = {job.job_dir: job.job_id for job in record.benchmarks if job.job_id}
-    found = executor.states(conn, queued)
+    found = executor.states(conn, queued, since=record.submitted_at)
     rows = []
     for job in record.benchmarks:
         if not job.job_id:

@@ -177,3 +177,23 @@ def test_status_of_dirs_under_two_parents_reads_only_each_dirs_own_files(
     monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")  # the local shell session inherits it
     status(accounted=False)  # the jobs' exit files tell it
     assert not any(benches[0].parent.rglob("canary"))
+
+
+def test_sacct_bounded_by_the_submission_time_still_finds_its_jobs_in_any_time_zone(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """status bounds sacct's search with `-S` a day before the record's submitted_at (UTC); sacct reads
+    `-S` in the login node's own zone, so the slack must hold even twelve hours west of UTC."""
+    from datetime import UTC, datetime
+
+    from gymbuild.jobs import utc_timestamp
+
+    submitted_at = utc_timestamp(datetime.now(UTC).replace(microsecond=0))
+    bench_dir = cluster.run_dir("sacct-since")
+    job = sbatch(cluster, bench_dir, "exit 4")
+    cluster.wait_for_job(job)
+    monkeypatch.setenv("TZ", "Etc/GMT+12")  # the session's shell, squeue and sacct inherit it
+    with Connection(None) as conn:
+        state = slurm.states(conn, {str(bench_dir): job}, since=submitted_at)[str(bench_dir)]
+    # FAILED with its exit code and how long it ran: only sacct says so of a finished job.
+    assert (state.state, state.exit_code, bool(state.elapsed)) == ("FAILED", "4:0", True), state

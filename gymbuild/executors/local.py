@@ -68,10 +68,11 @@ def _status_script(jobs: Mapping[str, str]) -> str:
     return "\n".join(lines) or "true"
 
 
-def states(conn: Connection, jobs: Mapping[str, str]) -> dict[str, JobState]:
+def states(conn: Connection, jobs: Mapping[str, str], since: str | None = None) -> dict[str, JobState]:
     """bench dir -> state, from the job's marks and exit file or its live process; one round trip.
 
     A job that is gone without an exit file was killed from outside (SIGKILL, a reboot): FAILED.
+    `since` bounds Slurm's accounting search; here there is nothing to search.
     """
     if not jobs:
         return {}

@@ -189,7 +189,7 @@ def _each_file(pattern: str, then: str = "") -> str:
 _TOOLS = ("squeue.o", "squeue.e", "sacct.o", "sacct.e")  # what the status script prints last, in order
 
 
-def _status_script(parents: Sequence[str], job_ids: Iterable[str]) -> str:
+def _status_script(parents: Sequence[str], job_ids: Iterable[str], since: str | None = None) -> str:
     """One round trip: the chain files and exit files of every bench dir under `parents`, found by one
     glob per parent; ONE squeue and ONE sacct, side by side, over `job_ids` and every id the chain
     files hold (a superset of the ids wanted: the extra rows are ignored).
@@ -212,7 +212,7 @@ def _status_script(parents: Sequence[str], job_ids: Iterable[str]) -> str:
             _each_file(_CHAIN, then='; [ -z "${c//[0-9[:space:]]/}" ] && ids+=,${c//[[:space:]]/,}'),
             f"squeue -h -o $'%i\\t%T\\t%M\\t%N' -j \"$ids\" >{tmp}squeue.o 2>{tmp}squeue.e &",
             "sacct -X -n -P --delimiter=$'\\t' -o JobID,State,ExitCode,Elapsed,NodeList -j \"$ids\" "
-            f">{tmp}sacct.o 2>{tmp}sacct.e &",
+            f"{_sacct_start(since)}>{tmp}sacct.o 2>{tmp}sacct.e &",
             _each_file(f"{_EXIT}*"),
             "wait",
             f"for f in {' '.join(_TOOLS)}; do {_READ} {tmp}$f; printf '%s\\0' \"$c\"; done",
@@ -220,19 +220,38 @@ def _status_script(parents: Sequence[str], job_ids: Iterable[str]) -> str:
     )
 
 
+def _sacct_start(since: str | None) -> str:
+    """`-S` a day before `since` (the submission's UTC time), or nothing without it.
+
+    With `-j` and no `-S`, sacct searches the accounting database from the epoch: on this cluster
+    0.26 s for 1000 ids, 0.09 s bounded, and a real cluster holds years of jobs. The day of slack
+    covers the cluster's time zone, which `-S` is read in; no job of the submission is older.
+    """
+    if not since:
+        return ""
+    from datetime import datetime, timedelta
+
+    try:
+        start = datetime.fromisoformat(since.replace("Z", "+00:00")) - timedelta(days=1)
+    except ValueError:
+        return ""
+    return f"-S {start.strftime('%Y-%m-%dT%H:%M:%S')} "
+
+
 def _lines(text: str) -> list[str]:
     """A tool's complaints, one per line, as a status note strings them together."""
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-def states(conn: Connection, jobs: Mapping[str, str]) -> dict[str, JobState]:
+def states(conn: Connection, jobs: Mapping[str, str], since: str | None = None) -> dict[str, JobState]:
     """bench dir -> state of its newest job. squeue wins for live jobs; sacct for those it forgot;
-    without accounting, the `.gym_exit-<id>` file the job wrote; else UNKNOWN."""
+    without accounting, the `.gym_exit-<id>` file the job wrote; else UNKNOWN. `since`: when the
+    jobs were submitted (ISO 8601, UTC), which bounds sacct's search."""
     if not jobs:
         return {}
     places = {bench_dir: _place(bench_dir) for bench_dir in jobs}
     parents = list(dict.fromkeys(parent for parent, _ in places.values()))
-    result = conn.run(_status_script(parents, jobs.values()))
+    result = conn.run(_status_script(parents, jobs.values(), since))
     parts = result.stdout.split("\0")
     if len(parts) % 3 != 2:  # not files' fields in threes, the tools' four and the last NUL's tail:
         parts = [""] * 5  # the script was cut short, and nothing it printed can be trusted
