@@ -12,12 +12,16 @@ from pathlib import Path
 
 
 def _connect_ahead(args: Sequence[str]) -> None:
-    """For status, logs and cancel of the config's current submission: start the SSH handshake with
-    its host (the workspace says which) before importing doit, so the two overlap."""
+    """Start the SSH handshake before importing doit, so the two overlap, when the host is known:
+    for status, logs and cancel of the config's current submission, the workspace says which; for
+    the first submit of a config (or new=1), the config file does, if plainly (config.load.host_hint).
+    A later submit may have nothing to queue, and a no-op must open nothing: it connects when needed.
+    """
     from gymbuild.invocation import Invocation, command_variables, command_verbs
 
-    verbs = command_verbs(args)
-    if not verbs or not set(verbs) <= {"status", "logs", "cancel"}:
+    verbs = set(command_verbs(args))
+    day_two = bool(verbs) and verbs <= {"status", "logs", "cancel"}
+    if not day_two and verbs != {"submit"}:
         return  # and nothing imported: the other verbs open their connection later, if at all
     from gymbuild.errors import UserError
     from gymbuild.executors.connection import connect_ahead
@@ -30,8 +34,12 @@ def _connect_ahead(args: Sequence[str]) -> None:
         submission = Workspace(inv.workspace, inv.config).submission()
     except UserError:  # a damaged workspace: the verb itself says so
         return
-    if submission is not None:
+    if day_two and submission is not None:
         connect_ahead(submission.hostname)
+    elif not day_two and (submission is None or inv.new):
+        from gymbuild.config.load import host_hint
+
+        connect_ahead(host_hint(inv.config, inv.overrides))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -411,3 +411,38 @@ def escape_interpolations(value: Any) -> Any:
     if isinstance(value, str):
         return value.replace("${", "\\${")
     return value
+
+
+_PLAIN_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]*$")
+
+
+def host_hint(path: Path, overrides: Sequence[str]) -> str | None:
+    """The compute hostname the config will resolve to, when that is plain to see without composing
+    or validating it (None whenever it is not: a defaults list, an interpolation, an override that
+    replaces a compute, more than one compute). Only a hint, for starting the SSH handshake while the
+    rest loads; the resolved config decides where the run goes.
+    """
+    host: str | None = None
+    for text in overrides:
+        match = _OVERRIDE_KEY.match(text)
+        deleting = text.startswith("~")  # the op group matches its empty `+` first
+        parts = (match["key"] if match else "").lstrip("~").split(".")
+        if parts[0] != "compute":
+            continue
+        if match is None or len(parts) < 3 or (parts[2] == "hostname" and deleting):
+            return None
+        if parts[2] == "hostname":
+            host = (match["value"] or "").strip("'\"")
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        tree = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+    if not isinstance(tree, dict) or "defaults" in tree or not isinstance(tree.get("compute"), dict):
+        return None
+    computes = list(tree["compute"].values())
+    if len(computes) != 1 or not isinstance(computes[0], dict):
+        return None
+    if host is None:
+        host = computes[0].get("hostname")
+    return host if isinstance(host, str) and _PLAIN_HOST.match(host) else None

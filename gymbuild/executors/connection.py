@@ -120,8 +120,12 @@ def connect_ahead(hostname: str | None) -> None:
 
 
 def _close_unadopted() -> None:
+    """At exit: a master nobody adopted (the run failed first, or went to another host) is stopped; one
+    still shaking hands is killed rather than waited for (an unreachable host takes ConnectTimeout)."""
     while _AHEAD:
         hostname, (control, master) = _AHEAD.popitem()
+        if master.poll() is None:
+            master.terminate()
         if master.wait() == 0:
             _stop_master(hostname, control)
 
