@@ -506,7 +506,9 @@ class Session:
                         result = executor.queue(self.connection(), script, self.job_environment())
                         done(bench, earlier, result)
                         continue
-                    marker = self.connection().send(command(script, self.job_environment(), attempt))
+                    marker = self.connection().send(
+                        command(script, self.job_environment(), attempt), in_session=True
+                    )
                     in_flight.append((bench, earlier, marker))
                     if len(in_flight) >= QUEUE_PIPELINE:
                         receive_one()

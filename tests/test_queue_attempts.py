@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from gymbuild.executors import slurm
-from gymbuild.executors.connection import Connection
+from gymbuild.executors.connection import Connection, Result
 
 if TYPE_CHECKING:
     from conftest import Cluster
@@ -36,6 +36,11 @@ def _job_script(cluster: Cluster, run_dir: Path, bench: str) -> str:
     return str(script)
 
 
+def _queue(conn: Connection, script: str, attempt: str, environment: dict[str, str] | None = None) -> Result:
+    """As Session.queue_many sends it: in the session's own shell, not a subshell."""
+    return conn.receive(conn.send(slurm.queue_command(script, environment or {}, attempt), in_session=True))
+
+
 def _scancel(*ids: str | None) -> None:
     subprocess.run(["scancel", *[i for i in ids if i]], check=False, capture_output=True)
 
@@ -45,7 +50,9 @@ def test_an_attempt_that_ran_is_recovered_from_the_queue_log(cluster: Cluster) -
     script = _job_script(cluster, run_dir, "a")
     with Connection(None) as first:
         slurm.hold_queue_lock(first, str(run_dir))
-        queued = slurm.queued(first.run(slurm.queue_command(script, {}, "a1b2c3")))
+        queued = slurm.queued(_queue(first, script, "a1b2c3", {"GYM_QUEUE_TEST_TOKEN": "s3cret"}))
+        # The job's environment went to sbatch alone: the session's shell does not keep it.
+        assert first.run('printf %s "${GYM_QUEUE_TEST_TOKEN-unset}"').stdout == "unset"
     try:
         assert queued.job_id is not None, queued
         with Connection(None) as later:
@@ -65,7 +72,8 @@ def test_an_attempt_recovered_before_it_ran_is_revoked_and_never_queues(cluster:
         assert slurm.recover(later, script, "d4e5f6") is None
     with Connection(None) as stale:  # the killed run's shell, getting to its attempt at last
         slurm.hold_queue_lock(stale, str(run_dir))
-        result = stale.run(slurm.queue_command(script, {}, "d4e5f6"))
+        result = _queue(stale, script, "d4e5f6")
+        assert stale.run("true").ok  # the session lives on after a refused attempt
     assert result.status == 75 and "revoked" in result.stderr, result
     names = subprocess.run(
         ["squeue", "-h", "-o", "%Z"], capture_output=True, text=True, check=True
@@ -80,7 +88,7 @@ def test_a_refused_attempt_is_not_taken_for_a_job(cluster: Cluster) -> None:
     Path(script).write_text("#!/bin/bash\n#SBATCH --partition=no-such-partition\ntrue\n")
     with Connection(None) as first:
         slurm.hold_queue_lock(first, str(run_dir))
-        refused = slurm.queued(first.run(slurm.queue_command(script, {}, "0a0b0c")))
+        refused = slurm.queued(_queue(first, script, "0a0b0c"))
     assert refused.job_id is None and refused.error
     with Connection(None) as later:
         slurm.hold_queue_lock(later, str(run_dir))

@@ -74,8 +74,10 @@ def _queue_log(script: str) -> str:
 
 
 def queue_command(script: str, environment: Mapping[str, str], attempt: str) -> str:
-    """The command that queues one job.sh as attempt `attempt`; Session pipelines these, in a session
-    that holds the queue lock and the queue log (`hold_queue_lock`).
+    """The command that queues one job.sh as attempt `attempt`; Session pipelines these in the session's
+    own shell (`send(..., in_session=True)`: no subshell per sbatch), which holds the queue lock and
+    the queue log (`hold_queue_lock`). The environment is exported inside sbatch's command
+    substitution only, so nothing of it stays in the session.
 
     An attempt refuses to run once a later run has revoked it, and appends the first line of sbatch's
     answer to the queue log, where that later run finds it (`recover`): a job is queued exactly once
@@ -84,10 +86,10 @@ def queue_command(script: str, environment: Mapping[str, str], attempt: str) -> 
     """
     return (
         f"if [ -e {_revoked_file(script, attempt)} ]; then "
-        f'echo "queue attempt {attempt} was revoked by a later run" >&2; exit 75; fi\n'
-        f"{exports(environment)}__gym_out=$(sbatch --parsable {quote(script)}); __gym_rc=$?\n"
-        f"printf '%s %s\\n' {attempt} \"${{__gym_out%%$'\\n'*}}\" >&8; "
-        'printf \'%s\\n\' "$__gym_out"; exit "$__gym_rc"'
+        f'echo "queue attempt {attempt} was revoked by a later run" >&2; __gym_q=75\n'
+        f"else __gym_out=$({exports(environment)}sbatch --parsable {quote(script)}); __gym_q=$?\n"
+        f"printf '%s %s\\n' {attempt} \"${{__gym_out%%$'\\n'*}}\" >&8; printf '%s\\n' \"$__gym_out\"; fi\n"
+        '__gym_status "$__gym_q"'
     )
 
 
