@@ -2,8 +2,8 @@
 
 A `BenchPlan` says where every step runs, which ports it tries first, what environment it gets and
 what the driver runs. Templates (gymbuild/render) only turn it into bash; they decide nothing. Keeping
-the decisions here makes them testable without parsing shell, and lets a caller compare two plans
-(`digest()`) to skip re-rendering when nothing changed.
+the decisions here makes them testable without parsing shell. Each part has a canonical JSON text
+(`canonical_json`), which the renderer keys the parts it renders once on: equal text, equal script.
 
 Pure: no I/O, no clock, no environment. Secrets stay references (`EnvValue("host", VAR)`) until
 render time, so a plan can be printed, hashed and stored without leaking anything.
@@ -18,7 +18,6 @@ Placement (seed 003, "Where services run"):
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -38,7 +37,7 @@ from gymbuild.config.model import (
 )
 from gymbuild.errors import UserError
 
-# --- canonical JSON: what a plan's digest is taken of ------------------------------------------------
+# --- canonical JSON: what the renderer keys the parts it renders once on ---------------------------
 
 
 def _dataclass_layout(kind: type) -> tuple[tuple[str, str | None], ...]:
@@ -69,8 +68,8 @@ class _Canonical:
     """Base of the plan's dataclasses: each keeps its canonical JSON text once it is computed.
 
     A submission's plans share their config-level parts (service steps, pools, ...) as the same
-    objects (`plan_submission`), so such a part is encoded once however many benchmarks carry it:
-    digesting every plan of a 1000-benchmark submission walked the same service steps 1000 times.
+    objects (`planner`), so such a part is encoded once however many benchmarks carry it: encoding
+    every plan of a 1000-benchmark submission walked the same service steps 1000 times.
     Frozen, so the kept text cannot go stale; `replace()` makes a new object with nothing kept.
     """
 
@@ -87,9 +86,9 @@ class _Canonical:
 def canonical_json(value: Any) -> str:
     """The text `json.dumps(form, sort_keys=True, separators=(",", ":"))` gives for the JSON form of a
     plan value: a dataclass as an object of its fields plus `"__type__": <class name>`, tuples and
-    lists as arrays, mappings with str keys. Written directly, without building the form first: the
-    digest of every plan is asked by a no-op submit, and the generic walk was ~0.1 ms a benchmark.
-    Types stay apart (1, 1.0, true and "1" render differently, so they must digest differently)."""
+    lists as arrays, mappings with str keys. Written directly, without building the form first (the
+    generic walk was ~0.1 ms a benchmark). Types stay apart (1, 1.0, true and "1" render differently,
+    so their texts must differ, or a part rendered once for one would be reused for another)."""
     encode = _BY_TYPE.get(type(value))
     if encode is not None:
         return encode(value)
@@ -293,10 +292,6 @@ class BenchPlan(_Canonical):
     @property
     def multi_node(self) -> bool:
         return self.total_nodes > 1
-
-    def digest(self) -> str:
-        """sha256 of the plan's canonical JSON: equal plans, equal digests, across processes and runs."""
-        return hashlib.sha256(self.canonical_json.encode()).hexdigest()
 
 
 # --- override flattening (Hydra grammar) ---------------------------------------------------------------
@@ -919,9 +914,9 @@ def _secret_names(steps: Iterable[ServiceStep], driver: DriverStep) -> tuple[str
 class _Shared:
     """The parts of a plan that come from the config (and the submission) alone, not the benchmark.
 
-    `plan_submission` plans them once and every benchmark's plan holds the same objects: planning them
-    again per benchmark was a third of planning, and shared objects keep their canonical JSON
-    (`_Canonical`), so a digest of each of 1000 plans encodes the service steps once.
+    `planner` plans them once and every benchmark's plan holds the same objects: planning them again
+    per benchmark was a third of planning, and shared objects keep their canonical JSON
+    (`_Canonical`), so rendering 1000 plans encodes the service steps once.
     """
 
     collector_ports: tuple[Port, Port, Port] | None  # grpc, http, health; None: no collector
