@@ -586,11 +586,18 @@ def test_status_of_a_resumable_benchmark_is_the_newest_job_of_its_chain(
     run_dir = Path(json.loads(gym.ok("status", "json=1", cfg, cwd=tmp_path))["run_dir"])
     chain_file = run_dir / "chain" / ".gym_job_chain"
 
+    def chain_ids() -> list[str]:
+        """The ids the chain's jobs have appended; the file appears when the first job starts."""
+        try:
+            return chain_file.read_text().split()
+        except FileNotFoundError:
+            return []
+
     def chain_of(length: int) -> list[str]:
         deadline = time.monotonic() + 240
-        while len(chain_file.read_text().split()) < length and time.monotonic() < deadline:
+        while len(chain_ids()) < length and time.monotonic() < deadline:
             time.sleep(2)
-        return chain_file.read_text().split()
+        return chain_ids()
 
     try:
         chain = chain_of(2)
