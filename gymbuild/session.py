@@ -273,9 +273,9 @@ class Session:
             if not plan.secrets:  # the dry run's masked text is the same text: render it once
                 self._rendered[bench] = job
             files = {rel: (f.text, f.mode) for rel, f in job.files.items()}
-            # logs/ must exist before the job starts: Slurm opens logs/slurm-<id>.log itself. The job
-            # makes the rest (artifacts/, model-calls/, ...) as it starts.
-            self.workspace.write_staged(bench, files, ("logs",))
+            # No empty dirs: the sync makes logs/ (Slurm opens logs/slurm-<id>.log before the job
+            # runs), and the job makes the rest (artifacts/, model-calls/, ...) as it starts.
+            self.workspace.write_staged(bench, files)
             self.workspace.set_stage_stamp(bench, self.stage_digest(bench))
 
     def print_resolved(self) -> None:
@@ -414,7 +414,7 @@ class Session:
         if fresh:
             self.workspace.set_stamp("run-dir", sub.run_dir)
         try:
-            rundir.prepare_run_dir(conn, sub.run_dir, fresh=fresh)
+            rundir.prepare_run_dir(conn, sub.run_dir, self._to_queue(), fresh=fresh)
         except rundir.RunDirExists:
             (self.workspace.stamps_dir / "run-dir").unlink(missing_ok=True)  # not ours after all
             raise

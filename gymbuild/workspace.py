@@ -183,15 +183,15 @@ class Workspace:
 
     # --- the staged tree --------------------------------------------------------------------------
 
-    def write_staged(self, bench: str, files: dict[str, tuple[str, int]], dirs: tuple[str, ...]) -> None:
-        """A benchmark's rendered files (and empty `dirs`) in the staged tree, written in place.
+    def write_staged(self, bench: str, files: dict[str, tuple[str, int]]) -> None:
+        """A benchmark's rendered files in the staged tree, written in place.
 
         Not through a temp file, not fsynced: the staged tree is derived, and the stage stamps that
         vouch for it are dropped before the first file is touched and saved only after the last
         (`stage_stamp`). A temp file, a rename and an fsync per file were most of a large render.
         """
         bench_dir = os.path.join(self.stage, bench)
-        for sub in ("", *dirs, *{os.path.dirname(rel) for rel in files if os.path.dirname(rel)}):
+        for sub in ("", *sorted({os.path.dirname(rel) for rel in files} - {""})):
             path = os.path.join(bench_dir, sub) if sub else bench_dir
             with contextlib.suppress(FileExistsError):
                 os.mkdir(path, 0o755)

@@ -163,6 +163,10 @@ def test_job_sh_is_owner_only_and_the_rest_of_the_run_dir_is_readable(secret_run
             assert stat.S_IMODE(side.stat().st_mode) == want, side
     assert stat.S_IMODE((remote / "gym-job.json").stat().st_mode) == 0o644
     assert stat.S_IMODE(remote.stat().st_mode) == 0o755
+    benches = [job.parent.name for job in stage.glob("*/job.sh")]
+    assert benches and not any(stage.glob("*/logs"))  # not staged: the sync makes logs/ ...
+    for bench in benches:  # ... before the job is queued, since Slurm opens logs/slurm-<id>.log
+        assert stat.S_IMODE((remote / bench / "logs").stat().st_mode) == 0o755
     nobody = subprocess.run(
         [
             "setpriv",

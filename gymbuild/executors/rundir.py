@@ -51,10 +51,22 @@ class RunDirExists(UserError):
     """The first sync of a submission found its run directory already there (someone else's)."""
 
 
-def prepare_run_dir(conn: Connection, run_dir: str, *, fresh: bool) -> None:
-    """Create the run directory; the first sync of a submission must find it absent."""
+def prepare_run_dir(conn: Connection, run_dir: str, benches: Iterable[str], *, fresh: bool) -> None:
+    """Create the run directory, and `logs/` of each benchmark about to be queued; the first sync of
+    a submission must find the run directory absent.
+
+    Slurm opens a job's `logs/slurm-<id>.log` before the job runs, so `logs/` must exist when it is
+    queued. It is made here, by one remote `mkdir` in the round trip that makes the run directory,
+    rather than staged: an empty directory per benchmark was half of the staged tree's directories,
+    and creating them was a large part of rendering a thousand benchmarks. (The bench dirs `mkdir -p`
+    creates on the way get their mode from rsync, which copies the staged tree's 0755.)
+    """
     check = f"if [ -e {quote(run_dir)} ]; then echo exists; exit 3; fi; " if fresh else ""
-    result = conn.run(f"{check}mkdir -p {quote(run_dir)} && chmod 755 {quote(run_dir)}")
+    script = f"{check}mkdir -p {quote(run_dir)} && chmod 755 {quote(run_dir)}"
+    logs = [f"{bench}/logs" for bench in benches]
+    if logs:
+        script += f" && cd {quote(run_dir)} && mkdir -p -m 755 -- {join(logs)}"
+    result = conn.run(script)
     if result.status == 3:
         raise RunDirExists(
             f"error: the run directory {run_dir} already exists on {conn.target}\n"
