@@ -300,7 +300,8 @@ class Session:
             }
             sys.stdout.write(json.dumps(payload, indent=2) + "\n")
         else:
-            sys.stdout.write(render.dry_run_text(run_dir, jobs))
+            for chunk in render.dry_run_chunks(run_dir, jobs):  # doit's stdout Writer has no writelines
+                sys.stdout.write(chunk)
 
     # --- the connection ------------------------------------------------------------------------
 

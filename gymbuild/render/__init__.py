@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -35,6 +35,7 @@ from gymbuild.shell import quote
 __all__ = [
     "RenderedFile",
     "RenderedJob",
+    "dry_run_chunks",
     "dry_run_text",
     "keep_compiled_templates",
     "mask_secrets",
@@ -206,15 +207,18 @@ def render_job(plan: BenchPlan, secrets: Mapping[str, str]) -> RenderedJob:
     return RenderedJob(plan.bench, plan.bench_dir, MappingProxyType(files))
 
 
-def dry_run_text(run_dir: str, jobs: Mapping[str, RenderedJob]) -> str:
-    """What `render` prints: the remote run dir, then every file between `=` rules."""
-    out = [f"[dry-run] remote run dir: {run_dir}\n"]
+def dry_run_chunks(run_dir: str, jobs: Mapping[str, RenderedJob]) -> Iterator[str]:
+    """What `render` prints: the remote run dir, then every file between `=` rules. In pieces, so a
+    thousand scripts are written out as they come rather than copied into one 11 MB string first."""
+    yield f"[dry-run] remote run dir: {run_dir}\n"
     for bench, job in jobs.items():
         for path in ("job.sh", "otel/collector.yaml"):
             if path in job.files:
                 text = job.files[path].text
-                out.append(f"{RULE}\n{bench}/{path}\n{RULE}\n{text}")
-                if not text.endswith("\n"):
-                    out.append("\n")
-    out.append(f"{RULE}\n")
-    return "".join(out)
+                yield f"{RULE}\n{bench}/{path}\n{RULE}\n"
+                yield text if text.endswith("\n") else f"{text}\n"
+    yield f"{RULE}\n"
+
+
+def dry_run_text(run_dir: str, jobs: Mapping[str, RenderedJob]) -> str:
+    return "".join(dry_run_chunks(run_dir, jobs))
