@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from gymbuild.config.load import read_tree
 from gymbuild.config.model import Config, Resolved, build_config, freeze
 from gymbuild.config.secrets import host_secrets, otel_token
 from gymbuild.errors import ConfigError, Problem
@@ -56,7 +55,8 @@ def load_config(
     env = os.environ if environ is None else environ
     checked = cache.get(source, overrides) if cache is not None else None
     problems: list[Problem] = []
-    if checked is None:
+    if checked is None:  # PyYAML, OmegaConf and jsonschema are imported only here: a cached tree needs none
+        from gymbuild.config.load import read_tree
         from gymbuild.config.validate import validate
 
         tree, plain = read_tree(source, overrides)
