@@ -45,6 +45,26 @@ def test_render_prints_each_script_with_secrets_masked_and_queues_nothing(tmp_pa
     assert not (staged.parent / "outcomes").exists()  # nothing was queued
 
 
+def test_the_staged_tree_is_readable_by_the_cluster_whatever_the_umask(tmp_path):
+    """A collection job under another account reads the run dir, so staged dirs are 0755 and the
+    collector's config 0644 even for a user whose umask is 077; job.sh alone is owner-only."""
+    config = f"config={ROOT / 'examples/collector.yaml'}"
+    done = subprocess.run(
+        ["bash", "-c", 'umask 077 && exec "$@"', "-", sys.executable, "-m", "gymbuild.cli", "render", config],
+        cwd=tmp_path,
+        env={**os.environ, "OTEL_TOKEN": "otel-token"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    staged = next((tmp_path / ".gymbuild").glob("collector-*/stage"))
+    modes = {p.relative_to(staged).as_posix(): p.stat().st_mode & 0o777 for p in staged.rglob("*")}
+    benches = [rel for rel in modes if "/" not in rel and (staged / rel).is_dir()]
+    assert benches and all(modes[b] == 0o755 and modes[f"{b}/job.sh"] == 0o600 for b in benches), modes
+    assert all(modes[f"{b}/otel"] == 0o755 and modes[f"{b}/otel/collector.yaml"] == 0o644 for b in benches)
+
+
 def test_render_is_incremental_and_keeps_its_run_dir(tmp_path):
     config = f"config={ROOT / 'examples/minimal.yaml'}"
     first = gymbuild("render", config, cwd=tmp_path)
