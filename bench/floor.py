@@ -2,6 +2,11 @@
 
     python bench/floor.py submit HOST STAGE RUN_DIR BENCH...   -> one job id per line
     python bench/floor.py status HOST JOB_ID...                -> squeue and sacct lines
+    python bench/floor.py render STAGE DEST                    -> every file of STAGE, printed
+
+render: what a dry run cannot avoid on this disk: start Python, then write every file of a staged
+tree (the same bytes, under the same directories) into DEST and print each to stdout. Reading the
+source files (in the page cache) is the only work gymbuild does not do.
 
 submit: one SSH master, one `mkdir` of the run directory, one rsync of the staged tree over that
 master, one `bash -s` that runs `sbatch --parsable RUN_DIR/<bench>/job.sh` for every benchmark, and
@@ -72,9 +77,25 @@ def status(host: str, job_ids: list[str]) -> str:
         master.close()
 
 
+def render(stage: str, dest: str) -> None:
+    out = sys.stdout.buffer
+    for here, dirs, files in os.walk(stage):
+        dirs.sort()
+        target = os.path.join(dest, os.path.relpath(here, stage))
+        os.makedirs(target, exist_ok=True)
+        for name in sorted(files):
+            with open(os.path.join(here, name), "rb") as src:
+                data = src.read()
+            with open(os.path.join(target, name), "wb") as dst:
+                dst.write(data)
+            out.write(data)
+
+
 def main(argv: list[str]) -> None:
     verb, host, *rest = argv
-    if verb == "submit":
+    if verb == "render":
+        render(host, *rest)
+    elif verb == "submit":
         stage, run_dir, *benches = rest
         print("\n".join(submit(host, stage, run_dir, benches)))
     elif verb == "status":
