@@ -156,20 +156,33 @@ class Run:
     counts: dict[str, int] = field(default_factory=dict)
 
 
+GNU_TIME = "/usr/bin/time"
+
+
 def timed(argv: list[str], env: dict[str, str], cwd: Path, counters: Counters) -> Run:
-    """Wall time and peak RSS of one command (wait4's rusage of that child), with the calls it made."""
+    """Wall time and peak RSS of one command, with the calls it made.
+
+    The peak comes from GNU time, which forks the command from its own small process. The rusage
+    of a child of this script would not do: Linux carries the parent's high-water RSS through fork
+    and exec into the child's ru_maxrss, so every command measured late in a suite "used" the
+    suite's own 90 MB.
+    """
     counters.reset()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env, cwd=cwd)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
+        with tempfile.NamedTemporaryFile("r") as rss:
+            start = time.perf_counter()
+            proc = subprocess.Popen(
+                [GNU_TIME, "-q", "-f", "%M", "-o", rss.name, *argv], stdout=out, stderr=err, env=env, cwd=cwd
+            )
+            _, status, _usage = os.wait4(proc.pid, 0)
+            wall = time.perf_counter() - start
+            peak_kb = int(rss.read().split()[-1])
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
         return Run(
             wall,
-            usage.ru_maxrss / 1024,
+            peak_kb / 1024,
             proc.returncode,
             out.read().decode(errors="replace"),
             err.read().decode(errors="replace"),
