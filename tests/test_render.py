@@ -35,7 +35,7 @@ from gymbuild.config import load_config
 from gymbuild.config.model import Config, build_config
 from gymbuild.config.validate import validate
 from gymbuild.plan import plan_benchmark, plan_submission
-from gymbuild.render import _ENV, dry_run_text, mask_secrets, render_job, sh
+from gymbuild.render import _ENV, dry_run_chunks, mask_secrets, render_job, sh
 from gymbuild.shell import quote
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -190,7 +190,7 @@ def test_masked_rendering_prints_no_secret() -> None:
         resolved = load_config(path, environ=FAKE_ENV)
         plans = plan_submission(resolved.config, run_dir=RUN_DIR, gym_job_id=JOB_ID)
         jobs = {b: render_job(p, mask_secrets(p.secrets)) for b, p in plans.items()}
-        text = dry_run_text(RUN_DIR, jobs)
+        text = "".join(dry_run_chunks(RUN_DIR, jobs))
         assert text.startswith(f"[dry-run] remote run dir: {RUN_DIR}\n")
         for value in FAKE_ENV.values():
             assert value not in text

@@ -36,7 +36,6 @@ __all__ = [
     "RenderedFile",
     "RenderedJob",
     "dry_run_chunks",
-    "dry_run_text",
     "keep_compiled_templates",
     "mask_secrets",
     "render_job",
@@ -218,7 +217,3 @@ def dry_run_chunks(run_dir: str, jobs: Mapping[str, RenderedJob]) -> Iterator[st
                 yield f"{RULE}\n{bench}/{path}\n{RULE}\n"
                 yield text if text.endswith("\n") else f"{text}\n"
     yield f"{RULE}\n"
-
-
-def dry_run_text(run_dir: str, jobs: Mapping[str, RenderedJob]) -> str:
-    return "".join(dry_run_chunks(run_dir, jobs))
