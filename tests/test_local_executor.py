@@ -241,6 +241,34 @@ def test_walltime_stops_the_job_as_timeout(user: Any) -> None:
     assert group_members(int(u.job_id("slow"))) == []
 
 
+def test_a_job_that_ends_while_status_looks_still_reads_timeout(tmp_path: Path, monkeypatch: Any) -> None:
+    """The walltime strikes while `status` looks at the job: the timer marks it, TERM ends it, and
+    its trap writes 143. A `ps` wrapper makes exactly that happen at the moment status asks whether
+    the process still runs (a race CI hit once: the job read FAILED). Status must say TIMEOUT."""
+    from gymbuild.executors import local
+    from gymbuild.executors.connection import Connection
+
+    finished = subprocess.Popen(["true"])  # a finished process: its pid runs no job.sh
+    finished.wait()
+    job_id = str(finished.pid)
+    bench = tmp_path / "runs" / "slow"
+    bench.mkdir(parents=True)
+    wrappers = tmp_path / "bin"
+    wrappers.mkdir()
+    ps = wrappers / "ps"
+    ps.write_text(
+        "#!/bin/bash\n"
+        f": > {bench}/.gym_timeout-{job_id}\n"
+        f"printf '143\\n' > {bench}/.gym_exit-{job_id}\n"
+        f'exec {shutil.which("ps")} "$@"\n'
+    )
+    ps.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrappers}:{os.environ['PATH']}")
+    with Connection(None) as conn:
+        state = local.states(conn, {str(bench): job_id})[str(bench)]
+    assert (state.state, state.exit_code) == ("TIMEOUT", "143:0")
+
+
 def test_the_record_loads_validates_and_is_listed(user: Any) -> None:
     u = user(local_config({"a": {"command": "true"}, "b": {"command": "true"}}))
     u.submit()

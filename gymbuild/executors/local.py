@@ -51,19 +51,27 @@ def queue(conn: Connection, script: str, environment: Mapping[str, str]) -> Queu
 
 
 def _status_script(jobs: Mapping[str, str]) -> str:
-    """One line per job: why it ended (cancelled, timeout: marks written before the signal), its exit
-    status, or its elapsed time while its process still runs `bash <bench dir>/job.sh`."""
+    """A line per job: its exit status, its elapsed time while its process still runs
+    `bash <bench dir>/job.sh`, or that it is gone; then its marks (cancelled, timeout).
+
+    The order is what makes it right while jobs end: a job writes its exit file before its process
+    ends, and a mark is written before the signal that ends the job. So the exit file is looked for
+    again once the process is seen gone, and the marks are read last: a job seen ended always comes
+    with the mark that explains it. (Marks read first let a timeout that struck between the looks
+    read FAILED.)"""
     lines = []
     for bench_dir, job_id in jobs.items():
         d, j = quote(bench_dir), quote(job_id)
         script = quote(f"{bench_dir}/job.sh")
+        exit_line = f"printf 'exit\\t%s\\t%s\\n' {d} \"$(cat {d}/.gym_exit-{j})\""
         lines.append(
-            f"for m in cancelled timeout; do "
-            f"[ -f {d}/.gym_$m-{j} ] && printf 'mark\\t%s\\t%s\\n' {d} $m; done; "
-            f"if [ -f {d}/.gym_exit-{j} ]; then printf 'exit\\t%s\\t%s\\n' {d} \"$(cat {d}/.gym_exit-{j})\"; "
+            f"if [ -f {d}/.gym_exit-{j} ]; then {exit_line}; "
             f"elif ps -o args= -p {j} 2>/dev/null | grep -qF -- {script}; "
             f"then printf 'running\\t%s\\t%s\\n' {d} \"$(ps -o etime= -p {j} | tr -d ' ')\"; "
-            f"else printf 'gone\\t%s\\n' {d}; fi"
+            f"elif [ -f {d}/.gym_exit-{j} ]; then {exit_line}; "
+            f"else printf 'gone\\t%s\\n' {d}; fi; "
+            f"for m in cancelled timeout; do "
+            f"if [ -f {d}/.gym_$m-{j} ]; then printf 'mark\\t%s\\t%s\\n' {d} $m; fi; done"
         )
     return "\n".join(lines) or "true"
 
@@ -78,14 +86,19 @@ def states(conn: Connection, jobs: Mapping[str, str], since: str | None = None) 
         return {}
     host = socket.gethostname()
     marks: dict[str, str] = {}
-    found: dict[str, JobState] = {}
+    seen: list[tuple[str, str, str | None]] = []
     for line in conn.run(_status_script(jobs)).stdout.splitlines():
         kind, bench_dir, *rest = line.split("\t")
-        job_id = jobs.get(bench_dir, "")
         value = rest[0].strip() if rest else None
-        if kind == "mark" and value:
-            marks.setdefault(bench_dir, value)
-        elif kind == "exit":
+        if kind == "mark":
+            if value:
+                marks.setdefault(bench_dir, value)
+        else:
+            seen.append((kind, bench_dir, value))
+    found: dict[str, JobState] = {}
+    for kind, bench_dir, value in seen:  # after every mark: a job's marks follow its state line
+        job_id = jobs.get(bench_dir, "")
+        if kind == "exit":
             code = value if value and value.isdigit() else "?"
             state = {"cancelled": "CANCELLED", "timeout": "TIMEOUT"}.get(marks.get(bench_dir, ""), "")
             found[bench_dir] = JobState(
