@@ -279,9 +279,10 @@ class BenchPlan(_Canonical):
     walltime_seconds: int | None  # the local executor enforces it itself (Slurm has --time)
     total_nodes: int
     pools: tuple[PoolRange, ...]
-    pool_vars_needed: bool  # export GYM_POOL_<POOL>_NODES
-    head_ip_needed: bool  # export HEAD_NODE_IP / RAY_HEAD_NODE_IP
-    ray_head_node: int  # node index whose address RAY_HEAD_NODE_IP carries
+    pool_vars_needed: bool  # export GYM_POOL_<POOL>_NODES (where NeMo Gym exports them)
+    head_ip_needed: bool  # export HEAD_NODE_IP / RAY_HEAD_NODE_IP (where NeMo Gym exports them)
+    node_ips_needed: bool  # the job's own GYM_NODE_IPS (multi-node vLLM, Ray workers)
+    ray_head_node: int  # node index whose address GYM_NODE_RAY_HEAD_IP (the Ray workers' head) carries
     collector: CollectorPlan | None
     services: tuple[ServiceStep, ...]
     driver: DriverStep
@@ -649,7 +650,7 @@ def _ray_steps(config: Config, svc: RayService, ports: _Ports) -> list[ServiceSt
         if head:
             words += [("--head",), ("--port=", _PORT)]
         else:
-            words.append(("--address=", Ref("RAY_HEAD_NODE_IP"), ":", Ref(port.var)))
+            words.append(("--address=", Ref("GYM_NODE_RAY_HEAD_IP"), ":", Ref(port.var)))
         if svc.num_cpus is not None:
             words.append((f"--num-cpus={svc.num_cpus}",))
         if svc.num_gpus is not None:
@@ -933,6 +934,7 @@ class _Shared:
     pools: tuple[PoolRange, ...]
     pool_vars_needed: bool
     head_ip_needed: bool
+    node_ips_needed: bool
     ray_head_node: int
     reserved_ports: tuple[int, ...]
 
@@ -970,8 +972,13 @@ def _shared(config: Config, gym_job_id: str) -> _Shared:
         directives_after_chdir=after,
         walltime_seconds=walltime_seconds(walltime) if walltime else None,
         pools=pool_ranges(config),
-        pool_vars_needed=multi and any(s.nodes.pool for s in services),
-        head_ip_needed=multi and (bool(ray_heads) or any(s.nodes.count > 1 for s in services)),
+        # NeMo Gym 0.7.0 exports the pools' hosts whenever it places services (several nodes, or a
+        # service pinned to a pool), and HEAD_NODE_IP with RAY_HEAD_NODE_IP (node 0, `ip:6379`) in
+        # every multi-node job with a vLLM service, whatever spans what: user code may read them.
+        pool_vars_needed=multi
+        or any(s.nodes.pool for s in services if s.kind not in ("ray_head", "ray_worker")),
+        head_ip_needed=multi and any(s.kind == "vllm" for s in services),
+        node_ips_needed=multi and (bool(ray_heads) or any(s.nodes.count > 1 for s in services)),
         ray_head_node=ray_heads[0] if ray_heads else 0,
         reserved_ports=tuple(sorted(set(ports.firsts))),
     )
@@ -1024,6 +1031,7 @@ def _plan(config: Config, shared: _Shared, bench: str, *, run_dir: str, gym_job_
         pools=shared.pools,
         pool_vars_needed=shared.pool_vars_needed,
         head_ip_needed=shared.head_ip_needed,
+        node_ips_needed=shared.node_ips_needed,
         ray_head_node=shared.ray_head_node,
         collector=collector,
         services=shared.services,

@@ -1,12 +1,13 @@
 """A BenchPlan in, the job's files out: Jinja2 templates behind a thin, pure Python layer.
 
 Every value that reaches bash goes through one filter, `sh`: literal text is `shlex.quote`d, and the
-only things left for a shell to expand are gymbuild's own variables and the user's `runtime:VAR`
-(both rendered `"${NAME}"`). Secret values never appear on a command line: they are assigned once,
-near the top of job.sh (mode 0600), to unexported shell variables, and handed to a step with a prefix
-assignment (`HF_TOKEN="${__gym_secret_HF_TOKEN}" srun ...`), so they reach the step's environment
-and nothing else. The collector's ingest token is not written at all: the job reads it from its own
-environment (the submitter passes it to sbatch through the environment), per DESIGN.md.
+only things left for a shell to expand are gymbuild's own variables (rendered `"${NAME}"`) and the
+user's `runtime:VAR` (`"${VAR-}"`: empty when unset, as NeMo Gym reads it). Secret values never
+appear on a command line: they are assigned once, near the top of job.sh (mode 0600), to unexported
+shell variables, and handed to a step with a prefix assignment
+(`HF_TOKEN="${__gym_secret_HF_TOKEN}" srun ...`), so they reach the step's environment and nothing
+else. The collector's ingest token is not written at all: the job reads it from its own environment
+(the submitter passes it to sbatch through the environment), per DESIGN.md.
 
 The templates split what every executor shares (lib.sh.j2: ports, health checks, monitor loop;
 step.sh.j2 and driver.sh.j2: what runs inside a step) from what is Slurm's (slurm.j2: directives,
@@ -67,10 +68,11 @@ def secret_var(name: str) -> str:
     return f"__gym_secret_{name}"
 
 
-def _ref(name: str) -> str:
+def _ref(name: str, unset: str = "") -> str:
+    """`"${name}"`; with `unset="-"`, `"${name-}"`: empty, not an error under `set -u`, when unset."""
     if not _NAME.match(name):  # names come from gymbuild or validated runtime:VAR; never user text
         raise ValueError(f"{name!r} is not a shell variable name")
-    return f'"${{{name}}}"'
+    return f'"${{{name}{unset}}}"'
 
 
 def sh(value: Any) -> str:
@@ -88,7 +90,9 @@ def sh(value: Any) -> str:
         if value.kind == "lit":
             return quote(value.value)
         if value.kind == "runtime":
-            return _ref(value.value)
+            # The job's environment at run time, empty when unset: as NeMo Gym reads `runtime:VAR`
+            # (an unset one must not stop the job, whose own code runs under `set -u`).
+            return _ref(value.value, "-")
         return _ref(secret_var(value.value))
     if isinstance(value, tuple):
         return "".join(map(sh, value)) or "''"

@@ -261,9 +261,12 @@ for __gym_node in "${GYM_NODES[@]}"; do
   __gym_ip=$(getent ahostsv4 "$__gym_node" | awk 'NR == 1 {print $1}')
   GYM_NODE_IPS+=("${__gym_ip:-$__gym_node}")
 done
+# As NeMo Gym exports them for user code: the first node's address, and Ray's GCS on it.
 HEAD_NODE_IP=${GYM_NODE_IPS[0]}
-RAY_HEAD_NODE_IP=${GYM_NODE_IPS[0]}
+RAY_HEAD_NODE_IP=$HEAD_NODE_IP:6379
 export HEAD_NODE_IP RAY_HEAD_NODE_IP
+GYM_NODE_RAY_HEAD_IP=${GYM_NODE_IPS[0]}
+export GYM_NODE_RAY_HEAD_IP
 
 # --- service step policy (vllm): 1 node(s) from node 0
 # shellcheck disable=SC2016  # the step's script is expanded by the step's own bash, not by this one
@@ -313,7 +316,7 @@ __gym_task=${SLURM_PROCID:-0}
 __gym_role=()
 __gym_args=()
 GYM_PORT_SANDBOX=$(__gym_wait_port sandbox) || exit 1
-exec ray start --block --address="${RAY_HEAD_NODE_IP}":"${GYM_PORT_SANDBOX}" --num-cpus=32 '"'"'--resources={"code_sandbox":16}'"'"' "${__gym_role[@]}" "${__gym_args[@]}"
+exec ray start --block --address="${GYM_NODE_RAY_HEAD_IP}":"${GYM_PORT_SANDBOX}" --num-cpus=32 '"'"'--resources={"code_sandbox":16}'"'"' "${__gym_role[@]}" "${__gym_args[@]}"
 ' \
     >logs/sandbox-workers-"${GYM_JOB_ID}".log 2>&1 </dev/null &
 gym_started sandbox-workers $!
@@ -326,7 +329,7 @@ gym_wait_ready sandbox-head "${GYM_STEP_PIDS[1]}" "${GYM_NODES[0]}" GYM_PORT_SAN
 
 # --- driver: gym eval run, with the bench dir at the same path
 # shellcheck disable=SC2016  # the step's script is expanded by the step's own bash, not by this one
-RAY_ADDRESS="${RAY_HEAD_NODE_IP}" \
+RAY_ADDRESS="${RAY_HEAD_NODE_IP-}" \
 GYM_POLICY_PORT="${GYM_PORT_POLICY}" \
   srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="${GYM_NODES[0]}" \
     --job-name=gym-driver \

@@ -248,8 +248,10 @@ gym_stop_collector() {
 
 
 # --- resume: this job may continue a chain; it is given the previous job's id as $1.
-# The previous job's end state decides: COMPLETED or CANCELLED ends the chain; TIMEOUT, PREEMPTED and
-# NODE_FAIL resume while the accumulated walltime allows; other failures resume up to max_retries.
+# The previous job's end state decides, as NeMo Gym's chain does: COMPLETED or CANCELLED ends the chain;
+# TIMEOUT, PREEMPTED and NODE_FAIL resume while the accumulated walltime allows (at the cap the chain
+# ends, exit 0); a state sacct never gives resumes without spending a retry (accounting lag); other
+# failures resume up to max_retries.
 __gym_int() {
   local value
   value=$(cat "$1" 2>/dev/null) || value=0
@@ -283,6 +285,9 @@ else
       TIMEOUT | PREEMPTED | NODE_FAIL)
         :  # no max_walltime: resume
         ;;
+      "")
+        echo "gym: sacct says nothing of job $__gym_prev_job; resuming without spending a retry"
+        ;;
       *)
         __gym_retries=$(($(__gym_int .gym_infra_retries) + 1))
         echo "$__gym_retries" >.gym_infra_retries
@@ -298,8 +303,9 @@ else
     rm -f .gym_infra_retries .gym_accumulated_walltime
   fi
   echo "$GYM_JOB_ID" >>.gym_job_chain
-  # The successor runs only if this job ends badly (afternotok); it gets this job's id.
-  if __gym_successor=$(sbatch --parsable --dependency="afternotok:$GYM_JOB_ID" /runs/gym-job-20260101T000000Z-abcdef/aime25/job.sh "$GYM_JOB_ID"); then
+  # The successor runs only if this job ends badly (afternotok); it gets this job's id. Without
+  # --kill-on-invalid-dep, a cluster lacking kill_invalid_depend would keep it pending forever.
+  if __gym_successor=$(sbatch --parsable --dependency="afternotok:$GYM_JOB_ID" --kill-on-invalid-dep=yes /runs/gym-job-20260101T000000Z-abcdef/aime25/job.sh "$GYM_JOB_ID"); then
     __gym_successor=${__gym_successor%%;*}
     echo "gym: successor $__gym_successor queued in case this job does not complete"
   else

@@ -279,7 +279,7 @@ gym_wait_ready policy "${GYM_STEP_PIDS[0]}" localhost GYM_PORT_POLICY "${GYM_POR
 # --- driver: gym eval run, with the bench dir at the same path
 # shellcheck disable=SC2016  # the step's script is expanded by the step's own bash, not by this one
 WANDB_API_KEY="${__gym_secret_WANDB_API_KEY}" \
-WANDB_RUN_GROUP="${SLURM_JOB_ID}" \
+WANDB_RUN_GROUP="${SLURM_JOB_ID-}" \
 GYM_POLICY_PORT="${GYM_PORT_POLICY}" \
   srun --overlap --nodes=1 --ntasks=1 \
     --job-name=gym-driver \

@@ -256,6 +256,15 @@ GYM_POOL_PREFILL_NODES=$(gym_nodes 0 1)
 export GYM_POOL_PREFILL_NODES
 GYM_POOL_DECODE_NODES=$(gym_nodes 1 1)
 export GYM_POOL_DECODE_NODES
+GYM_NODE_IPS=()
+for __gym_node in "${GYM_NODES[@]}"; do
+  __gym_ip=$(getent ahostsv4 "$__gym_node" | awk 'NR == 1 {print $1}')
+  GYM_NODE_IPS+=("${__gym_ip:-$__gym_node}")
+done
+# As NeMo Gym exports them for user code: the first node's address, and Ray's GCS on it.
+HEAD_NODE_IP=${GYM_NODE_IPS[0]}
+RAY_HEAD_NODE_IP=$HEAD_NODE_IP:6379
+export HEAD_NODE_IP RAY_HEAD_NODE_IP
 
 # --- service step policy-prefill (vllm): 1 node(s) from node 0
 # shellcheck disable=SC2016  # the step's script is expanded by the step's own bash, not by this one

@@ -1,0 +1,366 @@
+#!/usr/bin/python3 -IS
+"""One recording stand-in for every command a job script runs on a cluster (srun, vllm, gym, ...).
+
+The behaviour suite (tests/parity/behaviour.py) links this file under each command's name into a
+directory it puts first on PATH. Every call appends one JSON line to $STUB_LOG: the command, its
+argv, its environment and which srun step, task and node it runs in. Then it behaves like the real
+command as far as a job script can tell:
+
+- srun parses its own options, picks its nodes from the simulated allocation (--nodelist, --nodes,
+  --ntasks, or the whole allocation), and runs the step's command once per task, concurrently, with
+  the environment srun gives a task (the caller's, as with the default --export=ALL, plus SLURM_PROCID,
+  SLURM_NODEID, SLURMD_NODENAME, ...); --output, --kill-on-bad-exit and --wait as srun does them;
+- servers (vllm serve, vllm-router, ray start --block, otelcol-contrib) keep running until they are
+  killed, unless $STUB_FAIL names them: then they exit 1 at once;
+- scontrol, sbatch, sacct, getent and hostname answer from the simulated allocation ($STUB_NODES) and
+  the scenario ($STUB_SACCT, ...); gym exits with the status $STUB_EXIT gives its subcommand;
+- curl answers health checks (0, or 7 when $STUB_FAIL has curl); git and uv leave the files a real
+  clone and venv would, so the script's next `cd` and `source` work.
+Nothing here decides what a tool does; it only records what the job script asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+SELF = os.path.realpath(__file__)
+NAME = os.path.basename(sys.argv[0])
+ARGS = sys.argv[1:]
+ENV_DROP = ("GYM_STEP_LIB", "BASH_FUNC_")
+
+
+def nodes() -> list[str]:
+    return [n for n in os.environ.get("STUB_NODES", "node1").split(",") if n]
+
+
+def record(**extra: object) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_DROP)}
+    entry = {
+        "cmd": NAME,
+        "argv": ARGS,
+        "env": env,
+        "cwd": os.getcwd(),
+        "step": os.environ.get("STUB_STEP", ""),
+        "task": os.environ.get("STUB_TASK", ""),
+        "node": os.environ.get("STUB_NODE", nodes()[0]),
+        "pid": os.getpid(),
+        "t": time.time_ns(),
+        **extra,
+    }
+    line = (json.dumps(entry) + "\n").encode()
+    fd = os.open(os.environ["STUB_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def failing(name: str) -> bool:
+    return name in os.environ.get("STUB_FAIL", "").split(",")
+
+
+def serve_forever() -> None:
+    """A server: runs until it is killed (the job's end, or its srun stopping the step)."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    while True:
+        time.sleep(3600)
+
+
+def server_dir() -> str:
+    return os.environ["STUB_LOG"] + ".servers"
+
+
+def host_node(host: str) -> str:
+    """The simulated node an address names: localhost is the caller's own node."""
+    alloc = nodes()
+    here = os.environ.get("STUB_NODE", alloc[0])
+    if host in ("localhost", "127.0.0.1", "0.0.0.0", ""):
+        return here
+    if host.startswith("10.0.0.") and host[7:].isdigit() and 0 < int(host[7:]) <= len(alloc):
+        return alloc[int(host[7:]) - 1]
+    return host
+
+
+def listen(port: str | None) -> None:
+    """Mark this server as answering on its node's `port`, as long as it runs (what curl reads)."""
+    if not port:
+        return
+    os.makedirs(server_dir(), exist_ok=True)
+    with open(f"{server_dir()}/{host_node('')}:{port}", "w") as f:
+        f.write(str(os.getpid()))
+
+
+def answering(host: str, port: str) -> bool:
+    try:
+        with open(f"{server_dir()}/{host_node(host)}:{port}") as f:
+            os.kill(int(f.read()), 0)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def option(name: str) -> str | None:
+    for i, arg in enumerate(ARGS):
+        if arg == name and i + 1 < len(ARGS):
+            return ARGS[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def collector_health_port() -> str | None:
+    """The health_check extension's port in the collector's config (a literal or ${env:VAR})."""
+    path = option("--config")
+    try:
+        with open(path or "") as f:
+            text = f.read()
+    except OSError:
+        return None
+    m = re.search(r"health_check:\s*\n\s*endpoint:\s*\"?[^\n\"]*:(\d+|\$\{env:(\w+)\})", text)
+    if not m:
+        return None
+    return os.environ.get(m.group(2), "") if m.group(2) else m.group(1)
+
+
+def server(name: str, port: str | None = None) -> None:
+    record()
+    if failing(name):
+        sys.exit(1)
+    listen(port)
+    serve_forever()
+
+
+# --- srun ----------------------------------------------------------------------------------------------
+
+
+def parse_srun(args: list[str]) -> tuple[dict[str, str | None], list[str]]:
+    opts: dict[str, str | None] = {}
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        key, eq, value = args[i].partition("=")
+        opts[key.lstrip("-")] = value if eq else None
+        i += 1
+    return opts, args[i:]
+
+
+def srun() -> None:
+    opts, command = parse_srun(ARGS)
+    alloc = nodes()
+    if opts.get("nodelist"):
+        chosen = [n for n in (opts["nodelist"] or "").split(",") if n]
+    elif opts.get("nodes"):
+        chosen = alloc[: int(opts["nodes"] or 1)]
+    else:
+        chosen = alloc
+    if opts.get("ntasks"):
+        ntasks = int(opts["ntasks"] or 1)
+    elif opts.get("ntasks-per-node"):
+        ntasks = len(chosen) * int(opts["ntasks-per-node"] or 1)
+    elif opts.get("nodes") or opts.get("nodelist"):
+        ntasks = len(chosen)
+    else:  # the job's own task count
+        ntasks = int(os.environ.get("SLURM_NTASKS", len(alloc)))
+    per_node = max(1, -(-ntasks // max(len(chosen), 1)))
+    step = str(os.getpid())
+    record(opts=opts, command=command, nodes=chosen, ntasks=ntasks)
+    out = None
+    if opts.get("output"):
+        out = open(opts["output"].replace("%j", os.environ.get("SLURM_JOB_ID", "")), "ab")  # noqa: SIM115
+    procs = []
+    for task in range(ntasks):
+        node_index = min(task // per_node, len(chosen) - 1)
+        node = chosen[node_index]
+        env = {
+            **os.environ,
+            "SLURM_PROCID": str(task),
+            "SLURM_NODEID": str(node_index),
+            "SLURM_LOCALID": str(task % per_node),
+            "SLURMD_NODENAME": node,
+            "SLURM_STEP_NODELIST": ",".join(chosen),
+            "SLURM_STEP_NUM_NODES": str(len(chosen)),
+            "SLURM_STEP_NUM_TASKS": str(ntasks),
+            "SLURM_NTASKS": str(ntasks),
+            "SLURM_NNODES": str(len(chosen)),
+            "SLURM_STEP_ID": step,
+            "STUB_STEP": step,
+            "STUB_TASK": str(task),
+            "STUB_NODE": node,
+        }
+        procs.append(subprocess.Popen(command, env=env, stdout=out, stderr=out))
+
+    def stop(*_: object) -> None:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        sys.exit(143)
+
+    signal.signal(signal.SIGTERM, stop)
+    kill_on_bad = opts.get("kill-on-bad-exit") not in (None, "0")
+    wait = "wait" in opts
+    first_end = None
+    while True:
+        codes = [p.poll() for p in procs]
+        if all(c is not None for c in codes):
+            break
+        ended = [c for c in codes if c is not None]
+        if ended and first_end is None:
+            first_end = time.monotonic()
+        if (kill_on_bad and any(c != 0 for c in ended)) or (
+            wait and first_end is not None and time.monotonic() - first_end > 0.3
+        ):
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+        time.sleep(0.02)
+    sys.exit(max(abs(c) for c in codes if c is not None))
+
+
+# --- the others -------------------------------------------------------------------------------------------
+
+
+def expand(nodelist: str) -> list[str]:
+    """`node[1-3]`, `node[1,3]` or `a,b` as hostnames (the forms a simulated allocation uses)."""
+    out: list[str] = []
+    for prefix, rng, plain in re.findall(r"([^,\[]+)\[([^\]]+)\]|([^,\[\]]+)", nodelist):
+        if plain:
+            out.append(plain)
+            continue
+        for piece in rng.split(","):
+            lo, _, hi = piece.partition("-")
+            out += [f"{prefix}{i}" for i in range(int(lo), int(hi or lo) + 1)]
+    return out
+
+
+def scontrol() -> None:
+    record()
+    if ARGS[:2] == ["show", "hostnames"]:
+        names = expand(ARGS[2]) if len(ARGS) > 2 and ARGS[2] else nodes()
+        print("\n".join(names))
+
+
+def sbatch() -> None:
+    record()
+    if failing("sbatch"):
+        print("sbatch: error: Batch job submission failed", file=sys.stderr)
+        sys.exit(1)
+    print("4243" if "--parsable" in ARGS else "Submitted batch job 4243")
+
+
+def sacct() -> None:
+    record()
+    answer = json.loads(os.environ.get("STUB_SACCT", "{}"))
+    if not answer:
+        return
+    fields = []
+    for i, arg in enumerate(ARGS):
+        if arg in ("-o", "--format"):
+            fields = ARGS[i + 1].split(",")
+        elif arg.startswith("--format="):
+            fields = arg.split("=", 1)[1].split(",")
+    print("|".join(str(answer.get(f, "")) for f in fields))
+
+
+def getent() -> None:
+    record()
+    alloc = nodes()
+    name = ARGS[-1] if ARGS else ""
+    if name not in alloc:
+        sys.exit(2)
+    ip = f"10.0.0.{alloc.index(name) + 1}"
+    if ARGS[0] == "hosts":
+        print(f"{ip}       {name}")
+    else:
+        print(f"{ip}       STREAM {name}\n{ip}       DGRAM\n{ip}       RAW")
+
+
+def gym() -> None:
+    record()
+    sub = " ".join(a for a in ARGS[:2])
+    codes = json.loads(os.environ.get("STUB_EXIT", "{}"))
+    sys.exit(int(codes.get(f"gym {sub}", 0)))
+
+
+def ray() -> None:
+    if ARGS[:1] == ["symmetric-run"]:
+        if "--help" in ARGS:
+            return
+        record()
+        if os.environ.get("SLURM_NODEID", "0") == "0":
+            inner = ARGS[ARGS.index("--") + 1 :]
+            os.execvp(inner[0], inner)
+        serve_forever()
+    if ARGS[:1] == ["start"] and "--block" in ARGS:
+        server("ray")
+    record()
+
+
+def git() -> None:
+    record()
+    if ARGS[:1] == ["clone"]:
+        words = [a for a in ARGS[1:] if not a.startswith("-")]
+        dest = words[1] if len(words) > 1 else words[0].rstrip("/").split("/")[-1].removesuffix(".git")
+        os.makedirs(dest, exist_ok=True)
+
+
+def uv() -> None:
+    record()
+    if ARGS[:1] == ["venv"]:
+        words = [a for a in ARGS[1:] if not a.startswith("-")]
+        venv = os.path.abspath(words[0] if words else ".venv")
+        os.makedirs(f"{venv}/bin", exist_ok=True)
+        with open(f"{venv}/bin/activate", "w") as f:
+            f.write(f'export VIRTUAL_ENV={venv}\nexport PATH="$VIRTUAL_ENV/bin:$PATH"\n')
+
+
+def curl() -> None:
+    record()
+    if any(a.endswith("install.sh") for a in ARGS):
+        print("true")  # the installer, piped to sh
+        return
+    urls = [a for a in ARGS if a.startswith("http://")]
+    m = re.match(r"http://([^:/]+):(\d+)", urls[-1] if urls else "")
+    if failing("curl") or not m or not answering(m.group(1), m.group(2)):
+        sys.exit(7)  # connection refused
+
+
+def python3() -> None:
+    if ARGS[:1] and ARGS[0].endswith("ray_serve_gateway.py"):
+        server("ray_serve_gateway", option("--port"))
+    if ARGS[:1] == ["-c"] and "import ray" in ARGS[1]:
+        record()  # a script asking the (simulated) Ray cluster whether its nodes have joined: they have
+        return
+    os.execv("/usr/bin/python3", ["python3", *ARGS])
+
+
+def plain() -> None:
+    record()
+
+
+COMMANDS = {
+    "srun": srun,
+    "scontrol": scontrol,
+    "sbatch": sbatch,
+    "sacct": sacct,
+    "getent": getent,
+    "gym": gym,
+    "ray": ray,
+    "git": git,
+    "uv": uv,
+    "curl": curl,
+    "python3": python3,
+    "vllm": lambda: server("vllm", option("--port") or "8000") if ARGS[:1] == ["serve"] else plain(),
+    "vllm-router": lambda: server("vllm-router", option("--port")),
+    "otelcol-contrib": lambda: server("otelcol-contrib", collector_health_port()),
+    "hostname": lambda: print(os.environ.get("STUB_NODE", nodes()[0])),
+}
+STUBBED = (*COMMANDS, "squeue", "scancel", "pkill", "pip")
+
+
+if __name__ == "__main__":
+    COMMANDS.get(NAME, plain)()
