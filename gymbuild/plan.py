@@ -621,7 +621,7 @@ def _vllm_pd_steps(config: Config, svc: VllmPdService, ports: _Ports) -> list[Se
         ("--port",),
         (_PORT,),
         ("--policy",),
-        (svc.policy,),
+        (svc.prefill_policy,),
         ("--vllm-pd-disaggregation",),
         ("--prefill",),
         ("http://", Ref("GYM_PREFILL_HOST"), ":", Ref(prefill.var)),
@@ -773,7 +773,7 @@ def _otel_env(config: Config, gym_job_id: str) -> list[EnvEntry]:
         env += [
             EnvEntry("NEMO_GYM_OTEL_ENABLED", "1"),
             EnvEntry("NEMO_GYM_OTEL_RUN_ID", gym_job_id),
-            EnvEntry("NEMO_GYM_OTEL_SPAN_GROUPS", ",".join(otel.gym_span_groups)),
+            EnvEntry("NEMO_GYM_OTEL_SPAN_GROUPS", otel.gym_span_groups),
             EnvEntry("NEMO_GYM_OTEL_LOGS_ENABLED", "1" if otel.gym_logs else "0"),
         ]
     env += [
