@@ -186,14 +186,17 @@ def _nemo_gym_reading(value: str) -> Any:
 
 @settings(max_examples=300, deadline=None)
 @given(json_value)
-def test_flattened_values_other_than_strings_parse_back_to_the_same_value_in_hydra(value: Any) -> None:
+def test_flattened_values_parse_back_in_hydra_as_nemo_gym_overrides_do(value: Any) -> None:
+    """Non-strings keep their value and type; a string (also in a list) reads as NeMo Gym's does."""
+
+    def expected(v: Any) -> Any:
+        if isinstance(v, str):
+            return _nemo_gym_reading(v)
+        return [expected(x) for x in v] if isinstance(v, list) else v
+
     (override,) = flatten_overrides({"k": value}, "run")
-    parsed = _hydra(override)
-    if isinstance(value, str):
-        expected = _nemo_gym_reading(value)
-        assert (type(parsed), repr(parsed)) == (type(expected), repr(expected))  # repr: nan is nan
-    elif not isinstance(value, list) or not any(isinstance(v, str) for v in value):
-        assert parsed == value and type(parsed) is type(value)
+    parsed, want = _hydra(override), expected(value)
+    assert (type(parsed), repr(parsed)) == (type(want), repr(want))  # repr: nan is nan
 
 
 @pytest.mark.parametrize(
