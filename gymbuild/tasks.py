@@ -288,6 +288,17 @@ def task_resubmit() -> dict[str, Any]:
     return _verb("resubmit", lambda: _day_two().resubmit(session()))
 
 
+def task_results() -> dict[str, Any]:
+    """The score table (results_read.py); what the user sees is in verbs.py."""
+
+    def action() -> None:
+        from gymbuild import results_read
+
+        results_read.print_results(session())
+
+    return _verb("results", action, needs_config=False)
+
+
 def task_runs() -> dict[str, Any]:
     """List this machine's submissions from the local index, newest first (json=1 for scripts)."""
     return _verb("runs", lambda: _day_two().print_runs(session()), needs_config=False)

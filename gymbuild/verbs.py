@@ -53,6 +53,7 @@ ARGUMENTS: tuple[Argument, ...] = (
     ),
     Argument("follow", "1", "keep following the logs as they grow (Ctrl-C stops)"),
     Argument("watch", "1", "redraw until every job has ended; exit 0 only when every benchmark completed"),
+    Argument("format", "csv|markdown", "the table as CSV (a line per metric) or as a Markdown table"),
 )
 
 _SUBMISSION = ("config", ""), ("workspace", ""), ("run", "")
@@ -137,6 +138,24 @@ VERBS: tuple[Verb, ...] = (
         "cancel the submission's pending and running jobs (only= narrows)",
         (*_SUBMISSION, ("only", "cancel these benchmarks' jobs only")),
         ("gymbuild cancel config=eval.yaml", "gymbuild cancel run=gym-job-20260101T120000Z-a1b2c3 only=gpqa"),
+    ),
+    Verb(
+        "results",
+        "results config=FILE",
+        "the score table: per benchmark (and agent) its state and key metrics; several runs side by side",
+        (
+            ("config", ""),
+            ("workspace", ""),
+            ("run", "one run by its gym_job_id, or several, comma-separated, side by side"),
+            ("only", "these benchmarks only"),
+            ("json", "one JSON document"),
+            ("format", ""),
+        ),
+        (
+            "gymbuild results config=eval.yaml",
+            "gymbuild results run=gym-job-20260101T120000Z-a1b2c3,gym-job-20260102T090000Z-d4e5f6",
+            "gymbuild results config=eval.yaml format=markdown",
+        ),
     ),
     Verb(
         "runs",
