@@ -192,3 +192,33 @@ def test_numbers_are_shown_to_four_decimals_without_trailing_zeros() -> None:
         "1234.5",
     ]
     assert results.signed(-0.25) == "-0.25" and results.signed(0.0) == "+0"
+
+
+def test_the_file_a_real_gym_eval_run_wrote_reads_as_its_key_metrics() -> None:
+    """tests/data/nemo-gym-0.7.0-artifacts: written by the real `gym eval run` (the driver's e2e)."""
+    real = (
+        Path(__file__).resolve().parent / "data" / "nemo-gym-0.7.0-artifacts" / "realgym_echo" / "artifacts"
+    )
+    text = (real / AGGREGATE_FILE).read_text()
+    (entry,) = json.loads(text)
+    bench = bench_result("realgym_echo", "COMPLETED", {AGGREGATE_FILE: text})
+    assert bench.source == AGGREGATE_FILE and bench.why is None
+    assert [(a.agent, dict(a.metrics)) for a in bench.agents] == [
+        (entry["agent_ref"]["name"], entry["key_metrics"])
+    ]
+    rows = [
+        line.split()
+        for line in results.format_table(
+            [RunResult("gym-job-x", "/r", "slurm", "c", None, (bench,))]
+        ).splitlines()
+    ]
+    assert rows[2] == [
+        "realgym_echo",
+        entry["agent_ref"]["name"],
+        "COMPLETED",
+        "mean/reward",
+        results.number(entry["key_metrics"]["mean/reward"]),
+    ]
+    # The aggregation that made the committed fixtures writes entries of the same layout.
+    ours = json.loads(aggregate("run-a", "mcqa")[AGGREGATE_FILE])[0]
+    assert set(ours) <= set(entry) and set(entry) - set(ours) <= {"perf_summary"}

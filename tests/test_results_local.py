@@ -180,6 +180,10 @@ def test_every_fate_then_only_what_is_unfinished_is_read_again_then_two_runs(
     assert [b for b in BENCHMARKS if f"/{b}/.gym_exit-" in status] == ["fail", "slow", "silent"]
     assert [b for b in BENCHMARKS if f"/{b} " in read or f"/{b}\n" in read] == ["fail", "silent"]
 
+    # only= narrows to some benchmarks.
+    narrowed = table(user.ok("results", cfg, "only=cmd,fail"))
+    assert [r[0] for r in narrowed[2:] if r and r[0] in BENCHMARKS] == ["cmd", "fail"]
+
     # json=1 for scripts.
     payload = json.loads(user.ok("results", cfg, "json=1"))
     benches = {b["benchmark"]: b for b in payload["runs"][0]["benchmarks"]}
@@ -212,3 +216,16 @@ def test_every_fate_then_only_what_is_unfinished_is_read_again_then_two_runs(
     # Both runs in one status round trip and one read.
     assert (len(shell.status_reads()), len(shell.metrics_reads())) == (1, 1)
     assert shell.invocations() == ["-s"]
+
+
+def test_mistakes_are_one_message_and_exit_1(tmp_path: Path) -> None:
+    user = User(tmp_path)
+    for args, says in (
+        (("run=gym-job-20990101T000000Z-000000",), "is not in this machine's local index"),
+        (("config=nowhere.yaml",), "has no submission"),
+        (("config=nowhere.yaml", "format=xlsx"), "format=xlsx is not a format results prints"),
+        (("run=a,a",), "run= names a run twice"),
+    ):
+        done = user.run("results", *args)
+        assert done.rc == 1, done
+        assert says in done.stderr and "Traceback" not in done.stderr + done.stdout
