@@ -282,7 +282,6 @@ NEMO_GYM_POLICY_API_KEY=dummy \
     bash -c 'set -euo pipefail
 # shellcheck disable=SC2016  # user text, kept literal here; it is evaluated below, on purpose
 __gym_command='"'"'python /scripts/smoke.py --base-url ${NEMO_GYM_POLICY_BASE_URL} --out "$NEMO_GYM_BENCH_DIR/artifacts"'"'"'
-# As NeMo Gym runs a benchmark'"'"'s command: under `set -euo pipefail`, so its first failing line fails it.
 exec bash -euo pipefail -c "$__gym_command"
 ' \
     >logs/driver-"${GYM_JOB_ID}".log 2>&1 </dev/null &
