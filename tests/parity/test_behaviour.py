@@ -39,6 +39,11 @@ KNOWN: list[tuple[str, str, str]] = [
         r": GYM_RAY_(ADDRESS_\w+|\w+_WORKERS): ",
         "services: GYM_RAY_ADDRESS_* and GYM_RAY_*_WORKERS exports",
     ),
+    (
+        "collector",
+        r"collector\.yaml",
+        "services: collector.yaml (span groups, renames, job names, attributes)",
+    ),
     # `gym eval run` and gym_install: the `driver` work.
     (
         "steps",
