@@ -17,6 +17,7 @@ import fcntl
 import json
 import os
 import pty
+import re
 import select
 import shutil
 import signal
@@ -50,6 +51,16 @@ def test_the_looks_back_off_from_a_few_seconds_to_about_a_minute() -> None:
     assert first[0] <= 10  # a job failing at once is seen failing soon
     assert first == sorted(first) and first[-1] > first[0]  # then further apart ...
     assert 30 <= max(first) <= 90 and first[-3:] == [first[-1]] * 3  # ... up to a cap that holds
+
+
+def test_the_help_of_status_tells_the_waits_watch_uses() -> None:
+    from gymbuild import verbs
+
+    status = verbs.verb("status")
+    assert status is not None
+    said = dict(status.arguments)["watch"]
+    numbers = [float(n) for n in re.findall(r"\d+", said.split("(")[0])]
+    assert numbers == list(watch.INTERVALS) and watch.INTERVALS_ENV in said
 
 
 def test_the_waits_can_be_set_and_a_bad_setting_is_one_clear_error() -> None:
@@ -242,6 +253,40 @@ def test_watch_on_a_terminal_redraws_the_table_until_the_jobs_end(
     final = draws[-1]
     assert "2 benchmarks: 0 pending, 0 running, 1 completed, 1 failed" in final
     assert "next look" not in final and "did not complete: fail (FAILED 3:0)" in final
+
+
+def test_ctrl_c_stops_the_watching_not_the_jobs(local: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    """Ctrl-C once the table is drawn: exit 1 with one line saying the jobs go on, and they do."""
+    config, env = local
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+    argv = gymbuild_argv("status", f"config={config}", "watch=1")
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)
+    os.close(slave)
+    screen = b""
+    try:
+        deadline = time.monotonic() + 60
+        while b"next look in" not in screen and time.monotonic() < deadline:  # the first draw
+            if select.select([master], [], [], 1)[0]:
+                screen += os.read(master, 65536)
+        assert b"next look in" in screen, screen
+        proc.send_signal(signal.SIGINT)
+        while select.select([master], [], [], 10)[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the watch has closed the terminal
+                break
+            if not chunk:
+                break
+            screen += chunk
+        assert proc.wait(timeout=30) == 1
+    finally:
+        os.close(master)
+    text = screen.decode(errors="replace")
+    assert "watch stopped; the jobs of gym-job-" in text and "Traceback" not in text
+    # The jobs went on: `ok` still completes (a job watch had ended would be FAILED or CANCELLED).
+    after = gymbuild("status", f"config={config}", "watch=1", "only=ok", cwd=tmp_path, env=env)
+    assert after.rc == 0, after.stdout + after.stderr
 
 
 def test_a_bad_watch_interval_is_one_message(local: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
