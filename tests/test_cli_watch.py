@@ -150,16 +150,19 @@ def finish(proc: subprocess.Popen[str], timeout: float = 300) -> Run:
     return Run(proc.returncode, out, err)
 
 
-def in_a_terminal(*args: str, cwd: Path, env: dict[str, str], timeout: float = 120) -> tuple[int, str]:
+def in_a_terminal(
+    *args: str, cwd: Path, env: dict[str, str], timeout: float = 120, ctrl_c_after: str | None = None
+) -> tuple[int, str]:
     """Run gymbuild with stdout and stderr on a pseudo-terminal (200 columns, 50 rows), as in a
-    shell window; its exit status and everything it wrote there."""
+    shell window; its exit status and everything it wrote there. With `ctrl_c_after`, SIGINT (the
+    user's Ctrl-C) is sent once that text has appeared."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
     proc = subprocess.Popen(
         gymbuild_argv(*args), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave
     )
     os.close(slave)
-    chunks: list[bytes] = []
+    screen = b""
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
@@ -171,13 +174,16 @@ def in_a_terminal(*args: str, cwd: Path, env: dict[str, str], timeout: float = 1
                     break
                 if not chunk:
                     break
-                chunks.append(chunk)
+                screen += chunk
+                if ctrl_c_after is not None and ctrl_c_after.encode() in screen:
+                    proc.send_signal(signal.SIGINT)
+                    ctrl_c_after = None
             elif proc.poll() is not None:
                 break
         else:
             proc.kill()
             pytest.fail(f"gymbuild {' '.join(args)} did not end within {timeout}s")
-        return proc.wait(timeout=30), b"".join(chunks).decode(errors="replace").replace("\r\n", "\n")
+        return proc.wait(timeout=30), screen.decode(errors="replace").replace("\r\n", "\n")
     finally:
         os.close(master)
 
@@ -258,32 +264,11 @@ def test_watch_on_a_terminal_redraws_the_table_until_the_jobs_end(
 def test_ctrl_c_stops_the_watching_not_the_jobs(local: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     """Ctrl-C once the table is drawn: exit 1 with one line saying the jobs go on, and they do."""
     config, env = local
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
-    argv = gymbuild_argv("status", f"config={config}", "watch=1")
-    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)
-    os.close(slave)
-    screen = b""
-    try:
-        deadline = time.monotonic() + 60
-        while b"next look in" not in screen and time.monotonic() < deadline:  # the first draw
-            if select.select([master], [], [], 1)[0]:
-                screen += os.read(master, 65536)
-        assert b"next look in" in screen, screen
-        proc.send_signal(signal.SIGINT)
-        while select.select([master], [], [], 10)[0]:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: the watch has closed the terminal
-                break
-            if not chunk:
-                break
-            screen += chunk
-        assert proc.wait(timeout=30) == 1
-    finally:
-        os.close(master)
-    text = screen.decode(errors="replace")
-    assert "watch stopped; the jobs of gym-job-" in text and "Traceback" not in text
+    rc, screen = in_a_terminal(
+        "status", f"config={config}", "watch=1", cwd=tmp_path, env=env, ctrl_c_after="next look in"
+    )
+    assert rc == 1, screen
+    assert "watch stopped; the jobs of gym-job-" in screen and "Traceback" not in screen
     # The jobs went on: `ok` still completes (a job watch had ended would be FAILED or CANCELLED).
     after = gymbuild("status", f"config={config}", "watch=1", "only=ok", cwd=tmp_path, env=env)
     assert after.rc == 0, after.stdout + after.stderr
