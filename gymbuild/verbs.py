@@ -103,7 +103,11 @@ VERBS: tuple[Verb, ...] = (
         (
             *_SUBMISSION,
             ("only", "show these benchmarks only"),
-            ("watch", ""),
+            (
+                "watch",
+                "look again after 5, 10, 20, 40, then every 60 s (GYMBUILD_WATCH_INTERVALS) until "
+                "every job has ended; exit 0 only when every benchmark completed",
+            ),
             ("json", "one JSON document (with watch=1: at the end)"),
         ),
         (
