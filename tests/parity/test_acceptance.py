@@ -21,7 +21,7 @@ import pytest
 from gymbuild.config import load_config
 from gymbuild.errors import ConfigError
 from tests.oracle.nemo_gym import NemoGym
-from tests.parity.cases import ENV, accepted, cases, differences, refused
+from tests.parity.cases import ENV, accepted, accepted_by_both, cases, differences, refused
 from tests.parity.conftest import corpus_environ
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -256,3 +256,33 @@ def test_accepted_configs_use_only_mounts_that_exist_here() -> None:
         for unit in units:
             for mount in unit.get("mounts") or []:
                 assert os.path.exists(mount.split(":")[0]), (case.name, mount)
+
+
+# Configs both tools accept whose job gymbuild's plan still refuses to build: the config layer
+# takes them as NeMo Gym does, the rendering is not there yet (the plan's owners are on it). The test
+# below fails when one of them starts rendering, so this list only shrinks.
+NOT_YET_RENDERED = {
+    "ray-no-pools": "a Ray cluster without node_pools (head on the driver's node) is not planned yet",
+    "policy-is-ray": "a Ray cluster without node_pools (head on the driver's node) is not planned yet",
+    "ray-serve-explicit": "use_ray_serve: the Ray Serve gateway is not planned yet",
+    "ray-serve-automatic": "NeMo Gym's automatic Ray Serve is not planned yet",
+}
+
+
+def test_configs_both_tools_accept_also_plan_and_render(in_corpus_env: None) -> None:
+    """What resolve accepts, render and submit must build: a NeMo Gym config may not fail later."""
+    from gymbuild.errors import UserError
+    from gymbuild.plan import plan_submission
+    from gymbuild.render import render_job
+
+    failed = {}
+    for case in accepted_by_both():
+        resolved = load_config(case.path, environ=ENV)
+        try:
+            for plan in plan_submission(
+                resolved.config, run_dir="/var/tmp/gym-parity", gym_job_id="gym-parity"
+            ).values():
+                render_job(plan, resolved.secrets)
+        except UserError as err:
+            failed[case.name] = str(err)
+    assert sorted(failed) == sorted(NOT_YET_RENDERED), failed
