@@ -669,7 +669,9 @@ def _ray_steps(config: Config, svc: RayService, ports: _Ports) -> list[ServiceSt
             words.append((f"--num-gpus={svc.num_gpus}",))
         resources = svc.resources.get(pool)
         if resources:
-            text = json.dumps(dict(resources), sort_keys=True, separators=(",", ":"))
+            # amounts are floats (NeMo Gym's type); whole ones are written as NeMo Gym writes them: 4
+            whole = {k: int(v) if float(v).is_integer() else v for k, v in resources.items()}
+            text = json.dumps(whole, sort_keys=True, separators=(",", ":"))
             words.append((f"--resources={text}",))
         return tuple(words)
 
