@@ -192,7 +192,7 @@ class Health(_Canonical):
 
 
 StepKind = Literal["vllm", "router", "ray_head", "ray_worker", "command"]
-VllmMode = Literal["single", "dp", "ray"]
+VllmMode = Literal["single", "dp", "ray", "per_node"]
 
 
 @dataclass(frozen=True)
@@ -533,7 +533,7 @@ def _vllm_steps(
     name: str,
     service: str,
     kv_transfer: Mapping[str, str] | None = None,
-    nixl_port: int | None = None,
+    pre_command: str | None = None,
     scrape: bool = True,
 ) -> ServiceStep:
     """One vLLM step. Its argv is NeMo Gym's, word for word: what precedes the user's extra_args in
@@ -547,7 +547,13 @@ def _vllm_steps(
     dp_local = svc.number_of_instances
     trust: list[Word] = [("--trust-remote-code",)] if svc.trust_remote_code else []
     env = list(_env(svc.env, f"services.{service}"))
-    if nodes.count > 1:
+    if nodes.count > 1 and svc.server_per_node:
+        # A vllm_pd tier with server_per_node: an independent single-node server on every node.
+        mode = "per_node"
+        if svc.number_of_instances > 1:
+            tail += [("--data-parallel-size",), (str(svc.number_of_instances),)]
+        tail += [*trust, *_kv_transfer(kv_transfer)]
+    elif nodes.count > 1:
         if svc.number_of_instances > 1:
             if svc.number_of_instances % nodes.count:
                 raise UserError(
@@ -584,8 +590,6 @@ def _vllm_steps(
         if svc.number_of_instances > 1:
             tail += [("--data-parallel-size",), (str(svc.number_of_instances),)]
         tail += [*trust, *_kv_transfer(kv_transfer)]
-    if kv_transfer:
-        env.append(EnvEntry("VLLM_NIXL_SIDE_CHANNEL_PORT", str(nixl_port)))
     return ServiceStep(
         name=name,
         service=service,
@@ -594,7 +598,7 @@ def _vllm_steps(
         nodes=nodes,
         mounts=_mounts(svc.mounts, f"services.{service}"),
         env=tuple(env),
-        pre_command=svc.pre_command,
+        pre_command=svc.pre_command if pre_command is None else pre_command,
         port=port,
         argv=argv,
         argv_tail=tuple(tail),
@@ -608,38 +612,64 @@ def _vllm_steps(
     )
 
 
+def _nixl_pre_command(tier: VllmService) -> str:
+    """NeMo Gym's exports before a tier's `vllm serve`: the side-channel host is the node's own
+    name, known only on the node, so these are shell statements ahead of the user's pre_command."""
+    nixl = (
+        "export VLLM_NIXL_SIDE_CHANNEL_HOST=$(hostname)\n"
+        f"export VLLM_NIXL_SIDE_CHANNEL_PORT={tier.nixl_side_channel_port}"
+    )
+    return f"{nixl}\n{tier.pre_command}" if tier.pre_command else nixl
+
+
 def _vllm_pd_steps(config: Config, svc: VllmPdService, ports: _Ports) -> list[ServiceStep]:
-    """Prefill and decode tiers on their pools, then the router under the service's own name."""
+    """Prefill and decode tiers on their pools, then NeMo Gym's vllm-router under the service's name,
+    addressing each tier's first node (or, with server_per_node, every node of the tier)."""
     assert svc.prefill is not None and svc.decode is not None
-    tiers = []
-    for tier, role in ((svc.prefill, "kv_producer"), (svc.decode, "kv_consumer")):
-        tiers.append(
-            _vllm_steps(
-                config,
-                tier,
-                ports,
-                name=tier.name,
-                service=svc.name,
-                kv_transfer={"kv_connector": svc.kv_connector, "kv_role": role},
-                nixl_port=svc.nixl_side_channel_port,
-            )
+    tiers = [
+        _vllm_steps(
+            config,
+            tier,
+            ports,
+            name=tier.name,
+            service=svc.name,
+            kv_transfer=tier.kv_transfer_config,
+            pre_command=_nixl_pre_command(tier),
         )
+        for tier in (svc.prefill, svc.decode)
+    ]
     port = ports(svc.name, svc.port)
-    prefill, decode = (t.port for t in tiers)
-    assert prefill is not None and decode is not None
+    endpoints: list[Word] = []
+    needs: list[Port] = []
+    env = list(_env(svc.env, f"services.{svc.name}"))
+    for flag, step in (("--prefill", tiers[0]), ("--decode", tiers[1])):
+        assert step.port is not None
+        count = step.nodes.count if step.vllm_mode == "per_node" else 1
+        for i in range(count):
+            need = step.port if count == 1 else ports(f"{step.port.key}.{i}", step.port.first)
+            host = f"GYM_{shell_name(flag[2:])}_HOST_{i}"
+            env.append(EnvEntry(host, node_host(config, Nodes(step.nodes.first + i, 1))))
+            needs.append(need)
+            endpoints += [(flag,), ("http://", Ref(host), ":", Ref(need.var))]
     argv: tuple[Word, ...] = (
         ("vllm-router",),
+        ("--prefill-policy",),
+        (svc.prefill_policy,),
+        ("--decode-policy",),
+        (svc.decode_policy,),
+        ("--vllm-pd-disaggregation",),
+        *endpoints,
+        # All interfaces: the driver and the health probe reach it over localhost.
         ("--host",),
         ("0.0.0.0",),
         ("--port",),
         (_PORT,),
-        ("--policy",),
-        (svc.policy,),
-        ("--vllm-pd-disaggregation",),
-        ("--prefill",),
-        ("http://", Ref("GYM_PREFILL_HOST"), ":", Ref(prefill.var)),
-        ("--decode",),
-        ("http://", Ref("GYM_DECODE_HOST"), ":", Ref(decode.var)),
+        ("--intra-node-data-parallel-size",),
+        (str(svc.intra_node_data_parallel_size),),
+        ("--request-timeout-secs",),
+        (str(svc.request_timeout_secs),),
+        ("--log-level",),
+        (svc.log_level,),
     )
     router = ServiceStep(
         name=svc.name,
@@ -648,16 +678,13 @@ def _vllm_pd_steps(config: Config, svc: VllmPdService, ports: _Ports) -> list[Se
         container=svc.container,
         nodes=place(config, svc),
         mounts=_mounts(svc.mounts, f"services.{svc.name}"),
-        env=(
-            *_env(svc.env, f"services.{svc.name}"),
-            EnvEntry("GYM_PREFILL_HOST", node_host(config, tiers[0].nodes)),
-            EnvEntry("GYM_DECODE_HOST", node_host(config, tiers[1].nodes)),
-        ),
+        env=tuple(env),
         pre_command=svc.pre_command,
         port=port,
         argv=argv,
-        needs=(prefill, decode),
+        needs=tuple(needs),
         health=_health(svc, port),
+        metrics_job=f"{config.otel.component}/{svc.name}",  # NeMo Gym scrapes every model service
     )
     return [*tiers, router]
 
@@ -821,11 +848,6 @@ def _policy(config: Config) -> tuple[str, int] | None:
     return policy.model_name, policy.port
 
 
-def _span_groups(groups: str | Iterable[str]) -> str:
-    """NeMo Gym's comma-separated text (a list, as gymbuild once took it, is joined)."""
-    return groups if isinstance(groups, str) else ",".join(groups)
-
-
 def _otel_env(config: Config, gym_job_id: str) -> list[EnvEntry]:
     """NeMo Gym's driver_telemetry_env, with gym telemetry on: applied before driver.env so the
     user's values win. The endpoints are composed by the job (the collector's ports are settled at
@@ -837,7 +859,7 @@ def _otel_env(config: Config, gym_job_id: str) -> list[EnvEntry]:
     return [
         EnvEntry("NEMO_GYM_OTEL_ENABLED", "1"),
         EnvEntry("NEMO_GYM_OTEL_RUN_ID", gym_job_id),
-        EnvEntry("NEMO_GYM_OTEL_SPAN_GROUPS", _span_groups(otel.gym_span_groups)),
+        EnvEntry("NEMO_GYM_OTEL_SPAN_GROUPS", otel.gym_span_groups),
         EnvEntry("NEMO_GYM_OTEL_LOGS_ENABLED", "1" if otel.gym_logs else "0"),
         EnvEntry("OTEL_EXPORTER_OTLP_ENDPOINT", Ref("GYM_OTEL_ENDPOINT")),
         EnvEntry("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),

@@ -35,6 +35,11 @@ REQUIRED = {
 }
 
 
+# NeMo Gym sizes each vLLM service against its pools on its own: it knows nothing of the GPUs a
+# `command` service uses, so the judge beside the policy leaves the policy's check 2 GPUs "idle".
+EXPECTED_WARNINGS = {"command-service": ("services.policy needs 2 GPUs", "leaving 2 idle")}
+
+
 def documented_env(path: Path) -> dict[str, str]:
     """The variables the header comment tells the user to export, each with a stand-in value."""
     env: dict[str, str] = {}
@@ -53,7 +58,12 @@ def test_the_required_examples_exist() -> None:
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: str(p.relative_to(ROOT / "examples")))
 def test_example_resolves_with_the_documented_environment(path: Path) -> None:
     resolved = load_config(path, environ=documented_env(path))
-    assert resolved.warnings == ()
+    expected = EXPECTED_WARNINGS.get(path.stem)
+    if expected is None:
+        assert resolved.warnings == ()
+    else:
+        (warning,) = resolved.warnings
+        assert all(part in warning for part in expected)
     # host: values stay references in the tree; the header documents every one of them.
     text = dump_tree(resolved.tree)
     for var in re.findall(r"host:([A-Za-z_][A-Za-z0-9_]*)", text):

@@ -146,13 +146,23 @@ def test_vllm_pd_defaults_and_inheritance() -> None:
     tree["compute"]["cluster"]["node_pools"] = {"a": {"partition": "gpu"}, "b": {"partition": "gpu"}}
     done = filled(tree)
     svc = done["services"]["policy"]
-    assert (svc["policy"], svc["kv_connector"]) == ("cache_aware", "NixlConnector")
+    assert (svc["prefill_policy"], svc["decode_policy"]) == ("cache_aware", "cache_aware")
+    assert (svc["kv_connector"], svc["kv_load_failure_policy"]) == ("NixlConnector", "fail")
+    assert (svc["request_timeout_secs"], svc["log_level"]) == (86400, "error")
+    assert (svc["server_per_node"], svc["intra_node_data_parallel_size"]) == (False, 1)
     assert svc["nixl_side_channel_port"] == 5600
     assert svc["prefill"]["placement"] == svc["decode"]["placement"] == "cluster"
     config = build_config(done).services["policy"]
     assert config.prefill.port == 8001 and config.decode.port == 8002
     assert config.decode.model == "Qwen/Qwen3-8B" and config.decode.container == "vllm/vllm-openai:v0.10.1"
     assert config.decode.tensor_parallel_size == 2
+    # NeMo Gym: decode's RPC port follows prefill's, each tier its own NIXL port and KV role, and the
+    # router is health-checked on its own port.
+    assert (config.prefill.data_parallel_rpc_port, config.decode.data_parallel_rpc_port) == (13345, 13346)
+    assert (config.prefill.nixl_side_channel_port, config.decode.nixl_side_channel_port) == (5600, 5601)
+    assert config.decode.kv_transfer_config is not None
+    assert config.decode.kv_transfer_config["kv_role"] == "kv_consumer"
+    assert config.health_check is not None and config.health_check.port == 8000
 
 
 def test_otel_is_enabled_by_default() -> None:
@@ -160,8 +170,9 @@ def test_otel_is_enabled_by_default() -> None:
     del tree["otel"]
     otel = validate(tree).tree["otel"]
     assert otel["enabled"] is True
-    assert otel["component"] == "nemo-gym"
-    assert otel["gym_span_groups"] == [] and otel["gym_logs"] is False and otel["gym_telemetry"] is True
+    assert otel["component"] == "gym-vllm"
+    assert otel["gym_span_groups"] == "default,verify"
+    assert otel["gym_logs"] is True and otel["gym_telemetry"] is True
     assert (otel["token_env"], otel["binary"]) == ("OTEL_TOKEN", "otelcol-contrib")
     assert (otel["gpu_metrics_port"], otel["node_metrics_port"]) == (9400, 9100)
     assert (otel["scrape_interval_seconds"], otel["health_check_timeout_seconds"]) == (15, 300)
@@ -279,14 +290,17 @@ def test_idle_gpus_are_a_warning_not_an_error() -> None:
     tree["compute"]["cluster"]["node_pools"] = {"gpu": {"partition": "gpu", "gpus_per_node": 8}}
     result = validate(tree)
     assert result.problems == []
-    assert any("7 of the allocation's 8 GPUs" in w for w in result.warnings)
+    assert any("services.policy needs 1 GPUs" in w and "leaving 7 idle" in w for w in result.warnings)
 
 
-def test_no_idle_warning_when_a_service_may_use_gpus() -> None:
+def test_each_vllm_service_is_sized_on_its_own() -> None:
+    """NeMo Gym checks each service against its pools, not the sum of all services against the job."""
     tree = base()
-    tree["services"]["judge"] = {"type": "command", "container": "c", "command": "serve", "port": 9}
+    tree["services"]["policy"]["tensor_parallel_size"] = 8
+    tree["services"]["judge"] = {"type": "vllm", "container": "c", "model": "j", "tensor_parallel_size": 8}
     tree["compute"]["cluster"]["node_pools"] = {"gpu": {"partition": "gpu", "gpus_per_node": 8}}
-    assert validate(tree).warnings == []
+    result = validate(tree)
+    assert (result.problems, result.warnings) == ([], [])
 
 
 def test_data_parallel_multiple_of_nodes_is_fine() -> None:
@@ -340,5 +354,5 @@ def test_a_pinned_policy_counts_against_its_pool() -> None:
         "b": {"partition": "gpu", "gpus_per_node": 8},
     }
     result = validate(tree)
-    assert result.problems == []
-    assert any("8 of the allocation's 16 GPUs" in w for w in result.warnings)
+    # pool b is used whole; pool a's GPUs are not this service's to waste
+    assert (result.problems, result.warnings) == ([], [])

@@ -2,8 +2,11 @@
 
 Built only from a tree that schemas/submit-config.schema.json has validated and filled with defaults,
 so every field here is read with `[]`: a missing key is a bug in the schema, never a guess made here.
-The two defaults that depend on other fields (a vLLM service's health check on its own port, and the
-prefill/decode tier ports of `vllm_pd`) cannot be written in JSON Schema and are settled here.
+The values that depend on other fields cannot be written in JSON Schema and are settled here, as
+NeMo Gym 0.7.0's models settle them: a vLLM server's (and a vllm_pd router's) health check on its
+own port; what a vllm_pd tier inherits (container, model, served name, ports port+1 and port+2,
+decode's RPC port after prefill's, its NIXL port, KV role and server_per_node); and whether a vLLM
+service runs behind a Ray Serve gateway (`ray_serve`, NeMo Gym's effective_ray_serve).
 """
 
 from __future__ import annotations
@@ -123,6 +126,14 @@ class VllmService(Service):
     number_of_instances: int = 1
     extra_args: str = ""
     data_parallel_rpc_port: int = 13345
+    use_ray_serve: bool = False
+    # NeMo Gym's effective_ray_serve: use_ray_serve, or a multi-node service whose instances each need
+    # more GPUs than a node has. Settled once here (it depends on the pools) so every reader agrees.
+    ray_serve: bool = False
+    # Set on the tiers of a vllm_pd service only (from the service): NeMo Gym's VllmPDTierConfig.
+    server_per_node: bool = False
+    nixl_side_channel_port: int | None = None
+    kv_transfer_config: Mapping[str, str] | None = None
 
     @property
     def model_name(self) -> str:
@@ -137,9 +148,15 @@ class VllmPdService(Service):
     served_model_name: str | None = None
     prefill: VllmService | None = None
     decode: VllmService | None = None
+    server_per_node: bool = False
     nixl_side_channel_port: int = 5600
-    policy: str = "cache_aware"
+    prefill_policy: str = "cache_aware"
+    decode_policy: str = "cache_aware"
+    intra_node_data_parallel_size: int = 1
+    request_timeout_secs: int = 86400
+    log_level: str = "error"
     kv_connector: str = "NixlConnector"
+    kv_load_failure_policy: str = "fail"
 
     @property
     def model_name(self) -> str:
@@ -215,10 +232,10 @@ class Otel:
     token_env: str
     component: str
     gym_telemetry: bool
-    gym_span_groups: tuple[str, ...]
+    gym_span_groups: str  # NeMo Gym's text: a preset or comma-separated group names
     gym_logs: bool
-    gpu_metrics_port: int
-    node_metrics_port: int
+    gpu_metrics_port: int | None  # None: not scraped
+    node_metrics_port: int | None
     scrape_interval_seconds: int
     health_check_timeout_seconds: int
 
@@ -286,46 +303,132 @@ _VLLM_FIELDS = (
     "number_of_instances",
     "extra_args",
     "data_parallel_rpc_port",
+    "use_ray_serve",
 )
+_DEFAULT_HEALTH = {"path": "/health", "port": None, "timeout_seconds": 60}
 
 
-def _vllm(name: str, tree: Mapping[str, Any]) -> VllmService:
+def _vllm(name: str, tree: Mapping[str, Any], pools: Mapping[str, NodePool], **tier: Any) -> VllmService:
+    """A vLLM service or tier; `tier` carries what a vllm_pd service hands its tiers."""
     health = tree["health_check"]
-    if health is None:
-        health = {"path": "/health", "port": None, "timeout_seconds": 60}
+    if health is None:  # NeMo Gym: a vLLM server always has /health on its own port
+        health = _DEFAULT_HEALTH
+    fields = {k: tree[k] for k in _VLLM_FIELDS}
+    nodes, gpus = service_pools(pools, tree["node_pool"])
+    if tier.get("server_per_node"):
+        nodes = 1  # each node serves on its own: sized as a single-node deployment
+    ray_serve = effective_ray_serve(
+        fields["use_ray_serve"],
+        fields["tensor_parallel_size"] * fields["pipeline_parallel_size"],
+        fields["number_of_instances"],
+        nodes,
+        gpus,
+    )
     return VllmService(
         **_common(name, tree, _health_check(health, tree["port"])),
-        **{k: tree[k] for k in _VLLM_FIELDS},
+        **fields,
+        ray_serve=ray_serve,
+        **tier,
     )
 
 
-def _vllm_pd(name: str, tree: Mapping[str, Any]) -> VllmPdService:
-    """Tiers inherit the service's container, model and served name, and take port+1 and port+2."""
+def service_pools(pools: Mapping[str, Any], node_pool: str | None) -> tuple[int, list[int]]:
+    """(nodes, gpus_per_node of each pool) a service spans: its own pool, else the whole allocation.
+
+    Works on typed NodePools and on validated trees alike (the rules size services before typing).
+    """
+
+    def attr(pool: Any, key: str) -> Any:
+        return pool[key] if isinstance(pool, Mapping) else getattr(pool, key)
+
+    spanned = [pools[node_pool]] if node_pool is not None and node_pool in pools else list(pools.values())
+    nodes = sum(attr(p, "nodes") for p in spanned) or sum(attr(p, "nodes") for p in pools.values()) or 1
+    gpus = [attr(p, "gpus_per_node") for p in spanned if attr(p, "gpus_per_node") is not None]
+    return nodes, gpus
+
+
+def effective_ray_serve(use_ray_serve: bool, tp_pp: int, instances: int, nodes: int, gpus: list[int]) -> bool:
+    """Whether a Ray Serve gateway runs the instances instead of vLLM's own data parallelism.
+
+    NeMo Gym's rule: asked for, or a multi-node service with several instances that each need more
+    GPUs than the largest node of its pools has.
+    """
+    if use_ray_serve:
+        return True
+    if not gpus:
+        return False
+    return nodes > 1 and instances > 1 and tp_pp > max(gpus)
+
+
+def pd_tier_trees(tree: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The prefill and decode trees of a vllm_pd service with NeMo Gym's inherited defaults filled:
+    container, model and served name from the service, ports port+1 and port+2, and decode's
+    data_parallel_rpc_port prefill's plus 1. The rules check these, the model builds from them."""
     tiers = {}
     for offset, tier in enumerate(("prefill", "decode"), start=1):
         sub = dict(tree[tier])
         for inherited in ("container", "model", "served_model_name"):
             if sub.get(inherited) is None:
-                sub[inherited] = tree[inherited]
-        if sub["port"] is None:
+                sub[inherited] = tree.get(inherited)
+        if sub.get("port") is None and isinstance(tree.get("port"), int):
             sub["port"] = tree["port"] + offset
         sub["type"] = "vllm"
-        tiers[tier] = _vllm(f"{name}-{tier}", sub)
-    health = _health_check(tree["health_check"], tree["port"])
+        tiers[tier] = sub
+    prefill_rpc = tiers["prefill"].get("data_parallel_rpc_port")
+    if prefill_rpc is None:
+        prefill_rpc = tiers["prefill"]["data_parallel_rpc_port"] = 13345
+    if tiers["decode"].get("data_parallel_rpc_port") is None and isinstance(prefill_rpc, int):
+        tiers["decode"]["data_parallel_rpc_port"] = prefill_rpc + 1
+    return tiers
+
+
+def _vllm_pd(name: str, tree: Mapping[str, Any], pools: Mapping[str, NodePool]) -> VllmPdService:
+    """The service and its tiers, which get what NeMo Gym's VllmPDTierConfig adds."""
+    tiers = {}
+    for offset, (tier, sub) in enumerate(pd_tier_trees(tree).items()):
+        role = ("kv_producer", "kv_consumer")[offset]
+        tiers[tier] = _vllm(
+            f"{name}-{tier}",
+            sub,
+            pools,
+            server_per_node=tree["server_per_node"],
+            nixl_side_channel_port=tree["nixl_side_channel_port"] + offset,
+            kv_transfer_config=MappingProxyType(
+                {
+                    "kv_connector": tree["kv_connector"],
+                    "kv_role": role,
+                    "kv_load_failure_policy": tree["kv_load_failure_policy"],
+                }
+            ),
+        )
+    health = tree["health_check"]
+    if health is None:  # NeMo Gym: the router is checked on /health of its port too
+        health = _DEFAULT_HEALTH
     return VllmPdService(
-        **_common(name, tree, health),
+        **_common(name, tree, _health_check(health, tree["port"])),
         model=tree["model"],
         port=tree["port"],
         served_model_name=tree["served_model_name"],
         prefill=tiers["prefill"],
         decode=tiers["decode"],
-        nixl_side_channel_port=tree["nixl_side_channel_port"],
-        policy=tree["policy"],
-        kv_connector=tree["kv_connector"],
+        **{k: tree[k] for k in _PD_FIELDS},
     )
 
 
-def _ray(name: str, tree: Mapping[str, Any]) -> RayService:
+_PD_FIELDS = (
+    "server_per_node",
+    "nixl_side_channel_port",
+    "prefill_policy",
+    "decode_policy",
+    "intra_node_data_parallel_size",
+    "request_timeout_secs",
+    "log_level",
+    "kv_connector",
+    "kv_load_failure_policy",
+)
+
+
+def _ray(name: str, tree: Mapping[str, Any], _pools: Mapping[str, NodePool]) -> RayService:
     return RayService(
         **_common(name, tree, _health_check(tree["health_check"], tree["port"])),
         node_pools=tuple(tree["node_pools"]),
@@ -337,7 +440,7 @@ def _ray(name: str, tree: Mapping[str, Any]) -> RayService:
     )
 
 
-def _command(name: str, tree: Mapping[str, Any]) -> CommandService:
+def _command(name: str, tree: Mapping[str, Any], _pools: Mapping[str, NodePool]) -> CommandService:
     return CommandService(
         **_common(name, tree, _health_check(tree["health_check"], tree["port"])),
         command=tree["command"],
@@ -375,7 +478,9 @@ def build_config(tree: Mapping[str, Any]) -> Config:
         )
         for pname, p in compute["node_pools"].items()
     }
-    services = {name: _SERVICE_BUILDERS[svc["type"]](name, svc) for name, svc in tree["services"].items()}
+    services = {
+        name: _SERVICE_BUILDERS[svc["type"]](name, svc, pools) for name, svc in tree["services"].items()
+    }
     drv = tree["driver"]
     gym_install = drv["gym_install"]
     otel = tree["otel"]

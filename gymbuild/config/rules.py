@@ -28,7 +28,7 @@ ENV_FIX = (
 VAR_FIX = "use letters, digits and _, not starting with a digit"
 MODEL_TYPES = ("vllm", "vllm_pd", "command")
 POLICY_KEYS = ("policy_base_url", "policy_model_name", "policy_api_key")
-POOL_ATTRS = ("partition", "ntasks_per_node", "gpus_per_node", "extra_args")
+POOL_ATTRS = ("partition", "ntasks_per_node", "gpus_per_node")
 
 
 def dotted(path: Path) -> str:
@@ -209,8 +209,58 @@ def placement_and_pools(r: Rules) -> None:
 
 
 @rule
+def ray_shape(r: Rules) -> None:
+    """A Ray cluster spans whole pools (`node_pools`); it is never pinned to one."""
+    for path, kind, svc in r.services():
+        pool = svc.get("node_pool")
+        if kind == "ray" and pool is not None and r.ok((*path, "node_pool")):
+            r.error(
+                (*path, "node_pool"),
+                "a ray service spans `node_pools`, not a single `node_pool`",
+                f"write node_pools: [{pool}] instead",
+            )
+
+
+@rule
+def pd_services(r: Rules) -> None:
+    """A vllm_pd service's tiers bind their own RPC ports, and its router sits beside the driver."""
+    from gymbuild.config.model import pd_tier_trees
+
+    pool_names = list(r.pools or {})
+    for path, kind, svc in r.services():
+        if kind != "vllm_pd" or not all(isinstance(r.get((*path, t)), dict) for t in ("prefill", "decode")):
+            continue
+        for tier in ("prefill", "decode"):
+            for key in ("server_per_node", "nixl_side_channel_port"):
+                if key in svc[tier]:
+                    r.error(
+                        (*path, tier, key),
+                        f"{key} is set on the {tier} tier",
+                        f"set {dotted((*path, key))} on the vllm_pd service itself; it applies to both tiers",
+                    )
+        tiers = pd_tier_trees(svc)
+        ports = [tiers[t].get("data_parallel_rpc_port") for t in ("prefill", "decode")]
+        if ports[0] == ports[1] and r.ok((*path, "prefill"), (*path, "decode")):
+            r.error(
+                (*path, "decode", "data_parallel_rpc_port"),
+                f"the prefill and decode tiers share data_parallel_rpc_port {ports[0]}; each tier binds it "
+                "on its own hosts",
+                f"give the decode tier another port (by default it takes prefill's plus 1: {ports[0] + 1})",
+            )
+        pinned = r.get((*path, "node_pool"))
+        if isinstance(pinned, str) and pool_names and pinned in pool_names and pinned != pool_names[0]:
+            r.error(
+                (*path, "node_pool"),
+                f"the router is pinned to pool `{pinned}`, but the driver reaches it over localhost from the "
+                f"first node (pool `{pool_names[0]}`)",
+                f"pin it to `{pool_names[0]}` or leave node_pool unset",
+            )
+
+
+@rule
 def pools_agree(r: Rules) -> None:
-    """All pools are one allocation with one set of #SBATCH directives, so they must agree."""
+    """All pools are one allocation with one set of #SBATCH directives: they must agree on the
+    directives every pool sets, and their extra_args may add to each other but not contradict."""
     if r.compute is None or not r.pools:
         return
     cname, _ = r.compute
@@ -225,122 +275,117 @@ def pools_agree(r: Rules) -> None:
                 continue
             if pool.get(attr) != reference.get(attr):
                 r.error(
-                    ("compute", cname, "node_pools", other, attr),
+                    (*base, other, attr),
                     f"pools `{first}` and `{other}` disagree on {attr} "
                     f"({reference.get(attr)!r} vs {pool.get(attr)!r}); all pools form one Slurm allocation "
                     "with one set of directives",
                     f"give every pool the same {attr}",
                 )
-
-
-def _vllm_gpus(r: Rules, path: Path) -> int | None:
-    """tensor x pipeline parallel x instances, or None when the schema refused one of them."""
-    keys = ("tensor_parallel_size", "pipeline_parallel_size", "number_of_instances")
-    parts = [_int(r.get((*path, k))) for k in keys]
-    if any(p is None for p in parts):
-        return None
-    tp, pp, n = parts
-    assert tp is not None and pp is not None and n is not None
-    return tp * pp * n
-
-
-@rule
-def gpu_footprint(r: Rules) -> None:
-    """The GPUs the services ask for must fit the allocation (or the pool they are pinned to)."""
-    pools = r.pools
-    if r.compute is None or not pools:
-        return
-    cname, _ = r.compute
-    if not r.ok(("compute", cname, "node_pools")):
-        return
-    per_node = {_int(p.get("gpus_per_node")) if isinstance(p, dict) else None for p in pools.values()}
-    if len(per_node) != 1 or None in per_node:
-        return
-    (gpn,) = per_node
-    assert gpn is not None
-    capacity = {name: gpn * (_int(p.get("nodes")) or 1) for name, p in pools.items()}
-    total = sum(capacity.values())
-    pinned: dict[str, list[tuple[str, int]]] = {name: [] for name in pools}
-    needs: list[tuple[str, int]] = []
-    unknown = False
-    for path, kind, _unit in r.deployments():
-        label = dotted(path)[len("services.") :]
-        if kind == "vllm_pd":
-            continue  # its GPUs are its tiers'
-        if kind == "vllm":
-            need = _vllm_gpus(r, path)
-        elif kind == "ray":
-            need = _int(r.get((*path, "num_gpus")))
-            listed = [p for p in r.get((*path, "node_pools")) or [] if isinstance(p, str) and p in capacity]
-            room = sum(capacity[p] for p in listed)
-            if need is not None and listed and need > room:
-                r.error(
-                    (*path, "num_gpus"),
-                    f"Ray asks for {need} GPUs but its pools {_names(listed)} have {room}",
-                    "lower num_gpus, or give its pools more nodes or gpus_per_node",
-                )
-        else:
-            need = None
-        if need is None:
-            unknown = True
+    seen: dict[str, tuple[str, Any]] = {}
+    for name, pool in pools:
+        args = pool.get("extra_args")
+        if not isinstance(args, dict) or not r.ok((*base, name, "extra_args")):
             continue
-        needs.append((label, need))
-        pool = r.get((*path, "node_pool"))
-        if kind == "vllm" and isinstance(pool, str) and pool in pinned:
-            pinned[pool].append((label, need))
-    over_pool = False
-    for pool, users in pinned.items():
-        used = sum(n for _, n in users)
-        if used > capacity[pool]:
-            over_pool = True
-            detail = ", ".join(f"{label}: {n}" for label, n in users)
-            r.error(
-                ("compute", cname, "node_pools", pool),
-                f"the services pinned to pool `{pool}` need {used} GPUs ({detail}) but it has "
-                f"{capacity[pool]} (gpus_per_node {gpn} x {capacity[pool] // gpn if gpn else 0} nodes)",
-                "give the pool more nodes or gpus_per_node, or lower tensor_parallel_size, "
-                "pipeline_parallel_size or number_of_instances",
-            )
-    used = sum(n for _, n in needs)
-    detail = ", ".join(f"{label}: {n}" for label, n in needs)
-    if used > total and not over_pool:
-        r.error(
-            ("services",),
-            f"the services need {used} GPUs ({detail}) but the allocation has {total} "
-            f"(gpus_per_node {gpn} x {total // gpn if gpn else 0} nodes)",
-            "add nodes or GPUs to the node pools, or lower tensor_parallel_size, pipeline_parallel_size "
-            "or number_of_instances",
-        )
-    elif used < total and not unknown:
-        r.warnings.append(
-            f"{total - used} of the allocation's {total} GPUs are used by no service ({detail or 'none'}); "
-            f"compute `{cname}` could ask for fewer"
-        )
+        for key, value in args.items():
+            owner, earlier = seen.setdefault(key, (name, value))
+            if earlier != value:
+                r.error(
+                    (*base, name, "extra_args", key),
+                    f"pool `{name}` sets extra_args.{key} to {value!r} but pool `{owner}` sets it to "
+                    f"{earlier!r}; #SBATCH directives apply to the whole allocation",
+                    f"give {key} the same value in every pool that sets it, or set it in one pool only",
+                )
 
 
-@rule
-def data_parallel_across_nodes(r: Rules) -> None:
-    """vLLM spreads its data-parallel replicas evenly over the nodes it spans."""
-    pools = r.pools
-    if r.compute is None or pools is None or not r.ok(("compute", r.compute[0], "node_pools")):
-        return
-    total = sum(_int(p.get("nodes")) or 1 for p in pools.values() if isinstance(p, dict)) or 1
+def _sizes(r: Rules, path: Path) -> tuple[int, int] | None:
+    """(tensor x pipeline parallel, instances) of a vLLM unit, or None when the schema refused one."""
+    keys = ("tensor_parallel_size", "pipeline_parallel_size", "number_of_instances")
+    tp, pp, n = (_int(r.get((*path, k))) for k in keys)
+    if tp is None or pp is None or n is None:
+        return None
+    return tp * pp, n
+
+
+def _vllm_units(r: Rules) -> Iterator[tuple[Path, bool]]:
+    """(path, server_per_node) of every vLLM server: the vllm services and the vllm_pd tiers."""
     for path, kind, _unit in r.deployments():
         if kind != "vllm":
             continue
-        pool = r.get((*path, "node_pool"))
-        if isinstance(pool, str):
-            entry = pools.get(pool)
-            nodes = _int(entry.get("nodes")) if isinstance(entry, dict) else None
-        else:
-            nodes = total
-        count = _int(r.get((*path, "number_of_instances")))
-        if nodes and count and nodes > 1 and count > 1 and count % nodes:
+        per_node = False
+        if path[-1] in ("prefill", "decode") and len(path) == 3:
+            per_node = r.get((*path[:-1], "server_per_node")) is True
+        yield path, per_node
+
+
+@rule
+def vllm_sizing(r: Rules) -> None:
+    """Each vLLM server, judged on its own like NeMo Gym does: data-parallel instances spread evenly
+    over the nodes it spans, and its GPU footprint fits the pools it runs on (its own pool when pinned).
+
+    A Ray Serve gateway (use_ray_serve, or NeMo Gym's automatic choice) packs the instances anywhere
+    in the pools, so then only the total counts.
+    """
+    from gymbuild.config.model import effective_ray_serve, service_pools
+
+    pools = r.pools
+    if r.compute is None or pools is None or not r.ok(("compute", r.compute[0], "node_pools")):
+        return
+    cname = r.compute[0]
+    for path, per_node in _vllm_units(r):
+        sizes = _sizes(r, path)
+        pinned = r.get((*path, "node_pool"))
+        if sizes is None or not r.ok((*path, "node_pool")):
+            continue
+        tp_pp, count = sizes
+        pool = pinned if isinstance(pinned, str) and pinned in pools else None
+        if pinned is not None and pool is None:
+            continue  # reported by placement_and_pools
+        nodes, gpus = service_pools(pools, pool)
+        spanned = {pool: pools[pool]} if pool is not None else pools
+        if per_node:
+            if count != 1:
+                r.error(
+                    (*path, "number_of_instances"),
+                    f"the tier runs one server per node (server_per_node), so each node is one instance; "
+                    f"number_of_instances must be 1, not {count}",
+                    "remove number_of_instances, or set server_per_node: false on the service",
+                )
+            nodes = 1
+        use = r.get((*path, "use_ray_serve")) is True
+        ray_serve = effective_ray_serve(use, tp_pp, count, nodes, gpus)
+        if nodes > 1 and count > 1 and count % nodes and not ray_serve:
             r.error(
                 (*path, "number_of_instances"),
                 f"{count} data-parallel instances cannot be spread evenly over the {nodes} nodes "
                 "this service spans",
-                f"use a multiple of {nodes}, or pin the service to a one-node pool",
+                f"use a multiple of {nodes}, pin the service to a one-node pool, or set use_ray_serve: true",
+            )
+            continue
+        if not gpus:
+            continue
+        total = sum(p["nodes"] * p["gpus_per_node"] for p in spanned.values() if p.get("gpus_per_node"))
+        if nodes > 1 and ray_serve:
+            need, have, scope = tp_pp * count, total, f"the {total} GPUs of its nodes (Ray Serve gateway)"
+        elif nodes > 1 and count > 1:
+            need, have = tp_pp * (count // nodes), max(gpus)
+            scope = f"one node's {have} GPUs ({count // nodes} instance(s) per node)"
+        elif nodes > 1:
+            need, have, scope = tp_pp, total, f"the {total} GPUs of its {nodes} nodes"
+        else:
+            need, have, scope = tp_pp * count, max(gpus), f"the node's {max(gpus)} GPUs"
+        label = dotted(path)
+        if need > have:
+            r.error(
+                (*path, "tensor_parallel_size"),
+                f"{label} needs {need} GPUs (tensor x pipeline parallel x instances), more than {scope} "
+                f"on compute `{cname}`",
+                "lower number_of_instances, tensor_parallel_size or pipeline_parallel_size, or give its "
+                "pool more nodes or gpus_per_node",
+            )
+        elif need < have:
+            r.warnings.append(
+                f"{label} needs {need} GPUs but has {scope}, leaving {have - need} idle; raise "
+                "number_of_instances or tensor_parallel_size, or lower gpus_per_node"
             )
 
 
@@ -362,19 +407,16 @@ def policy_wiring(r: Rules) -> None:
             f"`{policy}` is not a service",
             f"name one of the model services: {_names(models)}",
         )
-    elif isinstance(svc, dict) and r.ok(("services", policy, "type")):
-        if svc.get("type") not in MODEL_TYPES:
-            r.error(
-                ("driver", "policy_model"),
-                f"`{policy}` is a {svc.get('type')} service, not a model server",
-                "name a vllm, vllm_pd or command service",
-            )
-        elif svc.get("type") == "command" and svc.get("port") is None and r.ok(("services", policy, "port")):
-            r.error(
-                ("services", policy, "port"),
-                f"`{policy}` is the policy but has no port for policy_base_url",
-                f"set services.{policy}.port to the port its server listens on",
-            )
+    elif not isinstance(svc, dict) or not r.ok(("services", policy, "type")):
+        return
+    elif svc.get("type") not in MODEL_TYPES:
+        return  # NeMo Gym: a policy that serves no model (a Ray cluster) wires nothing into `run`
+    elif svc.get("type") == "command" and svc.get("port") is None and r.ok(("services", policy, "port")):
+        r.error(
+            ("services", policy, "port"),
+            f"`{policy}` is the policy but has no port for policy_base_url",
+            f"set services.{policy}.port to the port its server listens on",
+        )
     for path, bench in r.benchmarks():
         run = bench.get("run")
         if not isinstance(run, dict) or not r.ok((*path, "run")):
@@ -539,6 +581,9 @@ def command_health_port(r: Rules) -> None:
 def otel(r: Rules) -> None:
     """With the collector on (the default) it needs a destination, and Gym telemetry needs gym_install."""
     section = r.mapping(("otel",))
+    token = section.get("token_env")
+    if isinstance(token, str) and not VAR.match(token):  # NeMo Gym checks it even with the collector off
+        r.error(("otel", "token_env"), f"`{token}` is not a valid environment variable name", VAR_FIX)
     if section.get("enabled") is not True or not r.ok(("otel", "enabled")):
         return
     for key, example in (("endpoint", "https://otlp.example.com"), ("service_name", "my-eval")):
@@ -548,9 +593,6 @@ def otel(r: Rules) -> None:
                 f"the collector is enabled (the default) but otel.{key} is not set",
                 f"set otel.{key} (e.g. {example}), or set otel.enabled: false",
             )
-    token = section.get("token_env")
-    if isinstance(token, str) and not VAR.match(token):
-        r.error(("otel", "token_env"), f"`{token}` is not a valid environment variable name", VAR_FIX)
     if (
         section.get("gym_telemetry") is True
         and r.ok(("otel", "gym_telemetry"), ("driver", "gym_install"))

@@ -17,6 +17,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator, ValidationError, validators
 
+from gymbuild.config.lax import coerce
 from gymbuild.errors import Problem
 from gymbuild.resources import load_schema
 
@@ -75,12 +76,22 @@ def _default(subschema: Any) -> tuple[bool, Any]:
 
 
 _check_properties = Draft202012Validator.VALIDATORS["properties"]
+_check_additional = Draft202012Validator.VALIDATORS["additionalProperties"]
+
+
+def _coerce(instance: dict[Any, Any], key: Any, subschema: Any) -> None:
+    """Convert `instance[key]` the way pydantic's lax mode would for its declared type ("8001" is a
+    port, "true" a boolean), so the filled tree holds the type NeMo Gym's model would hold."""
+    target = _deref(subschema, "type")
+    if isinstance(target, Mapping) and "type" in target:
+        instance[key] = coerce(target["type"], instance[key])
 
 
 def _fill_then_check(
     validator: Any, properties: Mapping[str, Any], instance: Any, schema: Mapping[str, Any]
 ) -> Iterator[ValidationError]:
-    """The `properties` keyword, preceded by filling each absent property that has a default.
+    """The `properties` keyword, preceded by filling each absent property that has a default and
+    converting each present scalar as lax mode does.
 
     Filling happens wherever jsonschema descends, so only the branch a `type` selects gets its
     defaults, and a default object (e.g. `otel: {}`) is itself filled as it is checked.
@@ -91,7 +102,20 @@ def _fill_then_check(
                 found, value = _default(subschema)
                 if found:
                     instance[name] = copy.deepcopy(value)
+            else:
+                _coerce(instance, name, subschema)
     yield from _check_properties(validator, properties, instance, schema)
+
+
+def _coerce_then_check(
+    validator: Any, additional: Any, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    """`additionalProperties`, its values converted as lax mode does (e.g. Ray's resource amounts)."""
+    if isinstance(instance, dict) and isinstance(additional, Mapping):
+        for name in instance:
+            if name not in schema.get("properties", {}):
+                _coerce(instance, name, additional)
+    yield from _check_additional(validator, additional, instance, schema)
 
 
 def _is_integer(_checker: Any, instance: Any) -> bool:
@@ -104,7 +128,7 @@ def _validator() -> Any:
     """The filling validator, compiled once per process (the schema never changes while we run)."""
     cls = validators.extend(
         Draft202012Validator,
-        {"properties": _fill_then_check},
+        {"properties": _fill_then_check, "additionalProperties": _coerce_then_check},
         type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
     )
     return cls(_root())

@@ -323,7 +323,7 @@ gym_wait_ready policy-prefill "${GYM_STEP_PIDS[0]}" "${GYM_NODES[0]}" GYM_PORT_P
 gym_wait_ready policy-decode "${GYM_STEP_PIDS[1]}" "${GYM_NODES[1]}" GYM_PORT_POLICY_DECODE "${GYM_PORT_DIR}"/policy-decode-"${GYM_JOB_ID}" \
   /health 12 '' '' || exit 1
 gym_wait_ready policy "${GYM_STEP_PIDS[2]}" "${GYM_NODES[0]}" GYM_PORT_POLICY "${GYM_PORT_DIR}"/policy-"${GYM_JOB_ID}" \
-  '' 120 '' '' || exit 1
+  /health 12 '' '' || exit 1
 
 # --- driver: gym eval run, with the bench dir at the same path
 # shellcheck disable=SC2016  # the step's script is expanded by the step's own bash, not by this one
