@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import os
 import signal
 import subprocess
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from gymbuild.config.model import Config, build_config
 from gymbuild.config.validate import validate
@@ -49,12 +51,16 @@ wait
 FAKE_SCONTROL = r"""#!/bin/bash
 printf '%s\n' $FAKE_NODES
 """
-FAKE_GETENT = r"""#!/bin/bash
+FAKE_GETENT = (
+    r"""#!/bin/bash
 case $2 in
-""" + "".join(f"  {n}) echo '{ip}      {n}' ;;\n" for n, ip in IPS.items()) + r"""
+"""
+    + "".join(f"  {n}) echo '{ip}      {n}' ;;\n" for n, ip in IPS.items())
+    + r"""
   *) exit 2 ;;
 esac
 """
+)
 FAKE_HOSTNAME = r"""#!/bin/bash
 echo "${FAKE_HOST:-gpu-a}"
 """
@@ -66,8 +72,8 @@ env -0 >"$f.env"
 if [[ $(basename "$0") == ray && ${1:-} == symmetric-run && ${2:-} == --help ]]; then
   exit "${FAKE_NO_SYMMETRIC_RUN:-0}"
 fi
-if [[ $(basename "$0") == ray && ( ${1:-} == status || ( ${1:-} == start && " $* " != *" --block "* ) ) ]]; then
-  exit 0
+if [[ $(basename "$0") == ray ]]; then  # `ray status` and a daemonising `ray start` return
+  [[ ${1:-} == status || ( ${1:-} == start && " $* " != *" --block "* ) ]] && exit 0
 fi
 exec sleep 300
 """
@@ -76,7 +82,7 @@ f=$(mktemp "$GYM_BENCH_DIR/calls/$(basename "$0").XXXXXX")
 printf '%s\0' "$@" >"$f.argv"
 env -0 >"$f.env"
 """
-FAKE_CURL = "#!/bin/bash\nexit 0\n"
+FAKE_CURL = FAKE_RECORD  # every health check answers
 # gym_install without a network: a clone is an empty directory, a venv one with bin/
 FAKE_GIT = '#!/bin/bash\nif [[ $1 == clone ]]; then mkdir -p "${!#}"; fi\n'
 FAKE_UV = '#!/bin/bash\nif [[ $1 == venv ]]; then mkdir -p "${!#}/bin"; fi\n'
@@ -99,7 +105,7 @@ def config(t: dict[str, Any]) -> Config:
     return build_config(checked.tree)
 
 
-def run_job(tmp_path: Path, t: dict[str, Any], **environ: str) -> tuple[subprocess.CompletedProcess, list[Call]]:
+def run_job(tmp_path: Path, t: dict[str, Any], **environ: str) -> tuple[subprocess.CompletedProcess, list]:
     """Render `t`'s only benchmark and run its job.sh; the job's calls of every server program."""
     cfg = config(t)
     bench = next(iter(cfg.driver.benchmarks))
@@ -155,6 +161,11 @@ def run_job(tmp_path: Path, t: dict[str, Any], **environ: str) -> tuple[subproce
         env_path = path.with_suffix(".env")
         calls.append(Call(program, _nul(path), dict(e.split("=", 1) for e in _nul(env_path))))
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), calls
+
+
+def settled(tmp_path: Path, key: str) -> str:
+    """The port a step settled at run time (its first choice, unless something here holds that)."""
+    return (tmp_path / "run" / "b" / ".gym_ports" / f"{key}-4242").read_text().strip()
 
 
 def of(calls: list[Call], program: str, **env: str) -> list[Call]:
@@ -218,7 +229,9 @@ def test_pipeline_parallel_1_and_host_are_left_to_vllms_defaults(tmp_path: Path)
 def test_multi_node_data_parallel_keeps_api_server_count_off_headless_workers(tmp_path: Path) -> None:
     t = base_tree(
         ("gpu", 2),
-        policy=vllm(number_of_instances=4, extra_args="--api-server-count 4 --max-num-seqs 8 --api-server-count=2"),
+        policy=vllm(
+            number_of_instances=4, extra_args="--api-server-count 4 --max-num-seqs 8 --api-server-count=2"
+        ),
     )
     result, calls = run_job(tmp_path, t)
     assert result.returncode == 0, result.stderr
@@ -253,11 +266,12 @@ def test_multi_node_single_instance_runs_through_ray_symmetric_run(tmp_path: Pat
     assert result.returncode == 0, result.stderr
     runs = [c for c in of(calls, "ray") if c.argv[:1] == ["symmetric-run"] and "--help" not in c.argv]
     assert len(runs) == 2  # every node runs the same command; Ray runs vLLM on the head only
+    address = f"{IPS['gpu-a']}:{settled(tmp_path, 'policy.ray')}"
     for call in runs:
         separator = call.argv.index("--")
         port = call.argv[separator + 5]
         assert call.argv[:separator] == [
-            "symmetric-run", "--address", f"{IPS['gpu-a']}:6379", "--min-nodes", "2",
+            "symmetric-run", "--address", address, "--min-nodes", "2",
             "--num-cpus=64", "--num-gpus=8",
         ]  # fmt: skip
         assert call.argv[separator + 1 :] == [
@@ -270,13 +284,16 @@ def test_multi_node_single_instance_runs_through_ray_symmetric_run(tmp_path: Pat
 
 def test_multi_node_single_instance_without_symmetric_run_starts_a_head_and_workers(tmp_path: Path) -> None:
     t = base_tree(("gpu", 2), policy=vllm(tensor_parallel_size=16))
-    result, calls = run_job(tmp_path, t, FAKE_NO_SYMMETRIC_RUN="1", SLURM_CPUS_ON_NODE="64", SLURM_GPUS_ON_NODE="8")
+    result, calls = run_job(
+        tmp_path, t, FAKE_NO_SYMMETRIC_RUN="1", SLURM_CPUS_ON_NODE="64", SLURM_GPUS_ON_NODE="8"
+    )
     assert result.returncode == 0, result.stderr
     starts = [c.argv for c in of(calls, "ray") if c.argv[:1] == ["start"]]
-    address = f"{IPS['gpu-a']}:6379"
+    ray_port = settled(tmp_path, "policy.ray")
+    address = f"{IPS['gpu-a']}:{ray_port}"
     assert sorted(starts) == sorted(
         [
-            ["start", "--head", "--port=6379", "--num-cpus=64", "--num-gpus=8"],
+            ["start", "--head", f"--port={ray_port}", "--num-cpus=64", "--num-gpus=8"],
             ["start", f"--address={address}", "--num-cpus=64", "--num-gpus=8", "--block"],
         ]
     )
@@ -297,6 +314,108 @@ def test_head_node_ip_exports(tmp_path: Path, nodes: int) -> None:
         assert env["RAY_HEAD_NODE_IP"] == f"{IPS['gpu-a']}:6379"
 
 
+# --- vllm_pd --------------------------------------------------------------------------------------------
+
+
+def pd_tree(prefill_nodes: int = 1, decode_nodes: int = 1, **pd: Any) -> dict[str, Any]:
+    t = base_tree(("prefill", prefill_nodes), ("decode", decode_nodes))
+    t["services"]["policy"] = {
+        "type": "vllm_pd",
+        "container": "img",
+        "model": "m/q",
+        "served_model_name": "q",
+        "port": 28000,
+        "prefill": {"node_pool": "prefill", "tensor_parallel_size": 8},
+        "decode": {"node_pool": "decode", "number_of_instances": 2},
+        **pd,
+    }
+    t["driver"]["policy_model"] = "policy"
+    return t
+
+
+def test_vllm_pd_tiers_and_router_run_as_nemo_gyms(tmp_path: Path) -> None:
+    result, calls = run_job(tmp_path, pd_tree())
+    assert result.returncode == 0, result.stderr
+    (prefill,) = of(calls, "vllm", FAKE_HOST="gpu-a")
+    (decode,) = of(calls, "vllm", FAKE_HOST="gpu-b")
+    ports = {c.env["FAKE_HOST"]: c.argv[c.argv.index("--port") + 1] for c in (prefill, decode)}
+    kv = '{{"kv_connector":"NixlConnector","kv_role":"{}","kv_load_failure_policy":"fail"}}'
+    assert prefill.argv == [
+        "serve", "m/q", "--port", ports["gpu-a"], "--tensor-parallel-size", "8", "--served-model-name", "q",
+        "--kv-transfer-config", kv.format("kv_producer"),
+    ]  # fmt: skip
+    assert decode.argv == [
+        "serve", "m/q", "--port", ports["gpu-b"], "--tensor-parallel-size", "1", "--served-model-name", "q",
+        "--data-parallel-size", "2", "--kv-transfer-config", kv.format("kv_consumer"),
+    ]  # fmt: skip
+    # NIXL's side channel: the node's own name, prefill's port and decode's the next one
+    for call, host, port in ((prefill, "gpu-a", "5600"), (decode, "gpu-b", "5601")):
+        assert call.env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == host
+        assert call.env["VLLM_NIXL_SIDE_CHANNEL_PORT"] == port
+    (router,) = of(calls, "vllm-router")
+    assert router.env["FAKE_HOST"] == "gpu-a"  # beside the driver
+    port = router.argv[router.argv.index("--port") + 1]
+    assert router.argv == [
+        "--prefill-policy", "cache_aware", "--decode-policy", "cache_aware", "--vllm-pd-disaggregation",
+        "--prefill", f"http://gpu-a:{ports['gpu-a']}", "--decode", f"http://gpu-b:{ports['gpu-b']}",
+        "--host", "0.0.0.0", "--port", port, "--intra-node-data-parallel-size", "1",
+        "--request-timeout-secs", "86400", "--log-level", "error",
+    ]  # fmt: skip
+    # every server, the router too, is health-checked on /health before the driver starts
+    checked = {c.argv[-1] for c in of(calls, "curl")}
+    assert {f"http://gpu-a:{ports['gpu-a']}/health", f"http://gpu-b:{ports['gpu-b']}/health"} <= checked
+    assert f"http://gpu-a:{port}/health" in checked
+
+
+def test_vllm_pd_router_flags_and_a_server_on_every_node(tmp_path: Path) -> None:
+    t = pd_tree(
+        prefill_nodes=2,
+        decode_nodes=2,
+        server_per_node=True,
+        prefill_policy="round_robin",
+        decode_policy="power_of_two",
+        intra_node_data_parallel_size=2,
+        request_timeout_secs=600,
+        log_level="debug",
+        kv_load_failure_policy="recompute",
+    )
+    t["services"]["policy"]["decode"]["number_of_instances"] = 1
+    result, calls = run_job(tmp_path, t)
+    assert result.returncode == 0, result.stderr
+    servers = {c.env["FAKE_HOST"]: c for c in of(calls, "vllm")}
+    assert servers.keys() == set(NODES)
+    for call in servers.values():  # one single-node server per node, no data parallel across them
+        assert not [a for a in call.argv if a.startswith("--data-parallel")]
+        assert "recompute" in call.argv[-1]
+    port = {h: c.argv[c.argv.index("--port") + 1] for h, c in servers.items()}
+    (router,) = of(calls, "vllm-router")
+    assert router.argv[:5] == [
+        "--prefill-policy", "round_robin", "--decode-policy", "power_of_two", "--vllm-pd-disaggregation",
+    ]  # fmt: skip
+    assert router.argv[5:13] == [
+        "--prefill", f"http://gpu-a:{port['gpu-a']}", "--prefill", f"http://gpu-b:{port['gpu-b']}",
+        "--decode", f"http://gpu-c:{port['gpu-c']}", "--decode", f"http://gpu-d:{port['gpu-d']}",
+    ]  # fmt: skip
+    assert router.argv[17:] == [
+        "--intra-node-data-parallel-size", "2", "--request-timeout-secs", "600", "--log-level", "debug",
+    ]  # fmt: skip
+
+
+def test_multi_node_decode_tier_coordinates_on_its_own_rpc_port(tmp_path: Path) -> None:
+    t = pd_tree(prefill_nodes=2, decode_nodes=2)
+    t["services"]["policy"]["prefill"]["number_of_instances"] = 2
+    result, calls = run_job(tmp_path, t)
+    assert result.returncode == 0, result.stderr
+    servers = {c.env["FAKE_HOST"]: c.argv for c in of(calls, "vllm")}
+    rpc = {host: argv[argv.index("--data-parallel-rpc-port") + 1] for host, argv in servers.items()}
+    address = {host: argv[argv.index("--data-parallel-address") + 1] for host, argv in servers.items()}
+    assert address == {"gpu-a": "gpu-a", "gpu-b": "gpu-a", "gpu-c": "gpu-c", "gpu-d": "gpu-c"}
+    # prefill's 13345 and decode's 13346 (NeMo Gym's default), each where free
+    assert rpc["gpu-a"] == rpc["gpu-b"] and rpc["gpu-c"] == rpc["gpu-d"] and rpc["gpu-a"] != rpc["gpu-c"]
+    plan = plan_benchmark(config(t), "b", run_dir="/runs/x", gym_job_id="x")
+    assert [s.aux_ports[0].first for s in plan.services[:2]] == [13345, 13346]
+
+
 # --- ray ------------------------------------------------------------------------------------------------
 
 
@@ -310,7 +429,7 @@ def ray_tree(*pools: tuple[str, int], policy_pool: str, **ray: Any) -> dict[str,
     return t
 
 
-def test_ray_head_beside_the_driver_workers_on_the_other_nodes_head_flags_kept_off_them(tmp_path: Path) -> None:
+def test_ray_head_beside_the_driver_workers_elsewhere_without_the_head_only_flags(tmp_path: Path) -> None:
     t = ray_tree(
         ("policy", 1),
         ("workers", 2),
@@ -341,7 +460,8 @@ def test_ray_head_beside_the_driver_workers_on_the_other_nodes_head_flags_kept_o
         assert call.env["GYM_RAY_ADDRESS_SANDBOX"] == address
         assert call.env["GYM_RAY_SANDBOX_WORKERS_WORKERS"] == "gpu-b,gpu-c"
     # the workers wait for the head before they join it
-    assert [c.argv for c in of(calls, "ray") if c.argv[:1] == ["status"]] == [["status", "--address", address]] * 2
+    waits = [c.argv for c in of(calls, "ray") if c.argv[:1] == ["status"]]
+    assert waits == [["status", "--address", address]] * 2
 
 
 def test_ray_head_follows_a_pinned_policy_and_takes_resources_only_of_a_spanned_pool(tmp_path: Path) -> None:
@@ -386,15 +506,11 @@ def otel_tree(**otel: Any) -> dict[str, Any]:
     t["driver"].update(policy_model="policy", container="python:3.12")
     t["driver"]["gym_install"] = {"repo": "https://github.com/NVIDIA-NeMo/Gym.git", "ref": "v0.7.0"}
     # component set: its default is the config's business (gymbuild's was "nemo-gym")
-    t["otel"] = {"endpoint": "https://otlp.example.com", "service_name": "svc", "component": "gym-vllm", **otel}
+    t["otel"] = {"endpoint": "https://otlp.example", "service_name": "svc", "component": "gym-vllm", **otel}
     return t
 
 
-def test_collector_config_is_nemo_gyms_but_for_ports_and_scrape_targets_settled_at_run_time(nemo_gym: Any) -> None:
-    import json
-
-    import yaml
-
+def test_collector_config_is_nemo_gyms_but_for_ports_and_targets_settled_at_run_time(nemo_gym: Any) -> None:
     t = otel_tree()
     cfg = config(t)
     plan = plan_benchmark(cfg, "b", run_dir="/runs/gym-job-t", gym_job_id="gym-job-t")
@@ -404,11 +520,13 @@ def test_collector_config_is_nemo_gyms_but_for_ports_and_scrape_targets_settled_
     theirs = json.loads(out.stdout)
 
     # Ports: NeMo Gym's fixed numbers are the first choices of the ports job.sh settles.
-    ports = {f"${{env:{p.var}}}": str(p.first) for p in (plan.collector.grpc, plan.collector.http, plan.collector.health)}
+    otel = plan.collector
+    ports = {f"${{env:{p.var}}}": str(p.first) for p in (otel.grpc, otel.http, otel.health)}
     text = json.dumps(ours)
     for ref, number in ports.items():
         text = text.replace(ref, number)
     ours = json.loads(text)
+
     # Scrape targets: the same jobs, intervals and labels, from files job.sh writes with each port.
     def jobs(doc: dict[str, Any]) -> list[tuple[str, str, dict[str, str]]]:
         out = []
@@ -419,29 +537,27 @@ def test_collector_config_is_nemo_gyms_but_for_ports_and_scrape_targets_settled_
             out.append((job["job_name"], job["scrape_interval"], labels))
         return out
 
-    assert jobs(ours) == jobs(theirs) == [
-        ("gym-vllm/policy", "15s", {"gym_service": "policy"}),
-        ("gym-vllm/judge", "15s", {"gym_service": "judge"}),
-        ("dcgm", "15s", {}),
-        ("node", "15s", {}),
-    ]
+    assert (
+        jobs(ours)
+        == jobs(theirs)
+        == [
+            ("gym-vllm/policy", "15s", {"gym_service": "policy"}),
+            ("gym-vllm/judge", "15s", {"gym_service": "judge"}),
+            ("dcgm", "15s", {}),
+            ("node", "15s", {}),
+        ]
+    )
     for doc in (ours, theirs):
         del doc["receivers"]["prometheus"]
     # The submitting user (NeMo Gym, at submit) is the job's user (gymbuild, at run time).
-    user = [a for a in theirs["processors"]["resource"]["attributes"] if a["key"] == "user"][0]
+    user = next(a for a in theirs["processors"]["resource"]["attributes"] if a["key"] == "user")
     user["value"] = "${env:USER}"
     assert ours == theirs
 
 
-def test_collector_scrapes_no_node_exporter_whose_port_is_null(nemo_gym: Any) -> None:
-    import yaml
-
+def test_collector_scrapes_no_node_exporter_whose_port_is_null() -> None:
     t = otel_tree(gpu_metrics_port=None, node_metrics_port=None)
-    checked = validate(copy.deepcopy(t))
-    if checked.problems:
-        pytest.skip("null metrics ports are not accepted yet (config)")
-    cfg = build_config(checked.tree)
-    plan = plan_benchmark(cfg, "b", run_dir="/runs/gym-job-t", gym_job_id="gym-job-t")
+    plan = plan_benchmark(config(t), "b", run_dir="/runs/gym-job-t", gym_job_id="gym-job-t")
     job = render_job(plan, {})
     doc = yaml.safe_load(job.files["otel/collector.yaml"].text)
     names = [j["job_name"] for j in doc["receivers"]["prometheus"]["config"]["scrape_configs"]]
@@ -450,7 +566,7 @@ def test_collector_scrapes_no_node_exporter_whose_port_is_null(nemo_gym: Any) ->
 
 
 @pytest.mark.parametrize("container", [None, "otel/otelcol-contrib:0.120.0"])
-def test_collector_step_gets_the_token_its_ports_and_the_job_id(tmp_path: Path, container: str | None) -> None:
+def test_collector_step_gets_the_token_its_ports_and_the_job_id(tmp_path: Path, container: str | None):
     t = otel_tree(container=container)
     result, calls = run_job(tmp_path, t, OTEL_TOKEN="ingest-token")
     assert result.returncode == 0, result.stderr
@@ -458,7 +574,8 @@ def test_collector_step_gets_the_token_its_ports_and_the_job_id(tmp_path: Path, 
     assert collector.argv == ["--config", str(tmp_path / "run" / "b" / "otel" / "collector.yaml")]
     assert collector.env["OTEL_TOKEN"] == "ingest-token"
     assert collector.env["SLURM_JOB_ID"] == "4242"
-    assert {collector.env[f"GYM_PORT_OTEL_{p}"] for p in ("GRPC", "HTTP", "HEALTH")} <= set(map(str, range(1, 65536)))
+    for name in ("GRPC", "HTTP", "HEALTH"):
+        assert 0 < int(collector.env[f"GYM_PORT_OTEL_{name}"]) < 65536
     for call in calls:  # no other step inherits the token
         if call is not collector:
             assert "ingest-token" not in call.env.values(), call.program
@@ -481,3 +598,15 @@ def test_without_gym_telemetry_the_driver_gets_no_otel_environment(tmp_path: Pat
     assert result.returncode == 0, result.stderr
     (driver,) = of(calls, "gym")
     assert not [k for k in driver.env if k.startswith(("OTEL_", "NEMO_GYM_OTEL_"))]
+
+
+def test_ray_without_node_pools_is_a_single_node_cluster_beside_the_driver(tmp_path: Path) -> None:
+    t = base_tree(("gpu", 1), sandbox={"type": "ray", "container": "ray-img", "port": 26379})
+    result, calls = run_job(tmp_path, t)
+    assert result.returncode == 0, result.stderr
+    (head,) = of(calls, "ray")
+    port = head.argv[head.argv.index("--port") + 1]
+    ip = head.argv[head.argv.index("--node-ip-address") + 1]
+    assert head.argv == ["start", "--block", "--head", "--port", port, "--node-ip-address", ip]
+    (driver,) = of(calls, "gym")
+    assert driver.env["GYM_RAY_ADDRESS_SANDBOX"] == head.env["GYM_RAY_ADDRESS_SANDBOX"] == f"{ip}:{port}"
