@@ -19,21 +19,24 @@ if TYPE_CHECKING:
     from gymbuild.session import Session
 
 
-def find_record(s: Session) -> SubmissionRecord:
-    """`run=<id>`: the local index, else the run directory; otherwise the config's submission. The
-    session's connection goes to the host the record names."""
+def find_record(s: Session, run: str | None = None, *, connect: bool = True) -> SubmissionRecord:
+    """`run=<id>` (or `run`): the local index, else the run directory; otherwise the config's
+    submission. The session's connection goes to the host the record names, opened now unless not
+    `connect` (`results` of finished benchmarks reads its cache and opens nothing)."""
     inv = s.inv
-    if inv.run:
-        record = followup.record_from_index(inv.run)
+    run = run or inv.run
+    if run:
+        record = followup.record_from_index(run)
         if record is not None:
-            s.connection(record.hostname, use_config=False)
+            if connect:
+                s.connection(record.hostname, use_config=False)
             return record
         if s.error is not None:
             raise UserError(
-                f"error: {inv.run} is not in this machine's local index, and without a config "
+                f"error: {run} is not in this machine's local index, and without a config "
                 f"gymbuild cannot tell where its run directory is\n{s.error}"
             )
-        run_dir = str(Path(s.output_path) / inv.run)
+        run_dir = str(Path(s.output_path) / run)
         return followup.record_from_run_dir(s.connection(), run_dir)
     current = s.workspace.submission()
     if current is None or not s.workspace.has_outcomes():
@@ -44,7 +47,8 @@ def find_record(s: Session) -> SubmissionRecord:
     # What was submitted, where it went, even if the config has been edited since (a new
     # output_path or host): status, logs and cancel must still reach the jobs that are queued.
     s.adopt_submission(current)
-    s.connection(current.hostname, use_config=False)
+    if connect:
+        s.connection(current.hostname, use_config=False)
     return s.build_record(commit=False)
 
 

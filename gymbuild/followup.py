@@ -8,13 +8,20 @@ the run's one connection, whatever the number of benchmarks.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 from gymbuild.errors import UserError
-from gymbuild.jobs import MANIFEST_NAME, RecordError, SubmissionRecord, iter_local_index, local_index_dir
+from gymbuild.jobs import (
+    MANIFEST_NAME,
+    BenchmarkJob,
+    RecordError,
+    SubmissionRecord,
+    iter_local_index,
+    local_index_dir,
+)
 
 
 @dataclass(frozen=True)
@@ -70,9 +77,14 @@ def statuses(conn: Any, record: SubmissionRecord) -> list[BenchStatus]:
     """Every benchmark of the record with its newest job's state, from one status round trip."""
     executor = executor_module(record.executor)
     queued = {job.job_dir: job.job_id for job in record.benchmarks if job.job_id}
-    found = executor.states(conn, queued, since=record.submitted_at)
+    return status_rows(record.benchmarks, executor.states(conn, queued, since=record.submitted_at))
+
+
+def status_rows(jobs: Iterable[BenchmarkJob], found: Mapping[str, Any]) -> list[BenchStatus]:
+    """Each job's row from the states its executor found (bench dir -> JobState); `results` asks for
+    the states of several records at once and splits them up again here."""
     rows = []
-    for job in record.benchmarks:
+    for job in jobs:
         if not job.job_id:
             rows.append(BenchStatus(job.benchmark, None, "NOT QUEUED", None, None, None, job.error))
             continue

@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-RESERVED = frozenset({"config", "json", "new", "only", "run", "workspace", "follow"})
+RESERVED = frozenset({"config", "json", "new", "only", "run", "workspace", "follow", "format"})
 # Verbs that only read the workspace (outcome files are written atomically) and write nothing in it.
-READ_ONLY_VERBS = frozenset({"status", "logs", "cancel", "runs"})
+READ_ONLY_VERBS = frozenset({"status", "logs", "cancel", "runs", "results"})
 # Verbs whose work ends at the staged tree: nothing is copied, queued or recorded.
 STAGE_ONLY_VERBS = frozenset({"render", "resolve"})
 
@@ -37,6 +37,7 @@ class Invocation:
     only: tuple[str, ...]
     run: str | None
     workspace: Path
+    format: str | None = None  # results: table (the default), csv or markdown
 
     @classmethod
     def from_vars(cls, variables: Mapping[str, str]) -> Invocation:
@@ -54,4 +55,5 @@ class Invocation:
             only=tuple(name for name in variables.get("only", "").split(",") if name),
             run=variables.get("run") or None,
             workspace=Path(variables.get("workspace", DEFAULT_WORKSPACE)),
+            format=variables.get("format") or None,
         )

@@ -302,17 +302,25 @@ class BenchPlan(_Canonical):
 
 # --- override flattening (Hydra grammar) ---------------------------------------------------------------
 
-_HYDRA_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
-_HYDRA_PLAIN = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./@%+:-]*$")
-_HYDRA_WORDS = frozenset({"null", "true", "false", "inf", "nan"})
+_HYDRA_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+# A dotted `run` key (`server.timeout: 5`) is a path, as NeMo Gym writes it (`+server.timeout=5`).
+_HYDRA_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_][A-Za-z0-9_-]*)*")
+# Characters Hydra reads bare as one primitive: a string made only of them parses exactly as the bare
+# text NeMo Gym writes (`5` -> 5, `true` -> True, `1e-5` -> 1e-05, `007` -> '007', `a/b:c` -> 'a/b:c').
+_HYDRA_BARE = re.compile(r"[A-Za-z0-9_./@%+:*?|-]+")
 
 
 def hydra_value(value: Any, where: str = "") -> str:
-    """A value in the form Hydra's override grammar parses back to the same type.
+    """A value as a `gym eval run` override, parsed by Hydra to what NeMo Gym 0.7.0's override gives.
 
-    Strings stay strings: plain names and paths are written bare; anything Hydra could read as another
-    type or as syntax (`1`, `true`, `a b`, `a,b`, quotes) is single-quoted with Hydra's escapes. `${...}`
-    is left alone on purpose: a user who wrote `\\${x}` in the config wants gym to see `${x}`.
+    NeMo Gym writes `+key=<str(value)>`, so Hydra re-types a string: `limit: ${oc.env:LIMIT}` reaching
+    the config as "5" arrives in gym as the int 5, and "true" as a bool. A string made of Hydra's bare
+    characters is therefore written bare, and parses exactly like NeMo Gym's text. Any other string
+    (spaces, commas, quotes, brackets, `${...}`, non-ASCII) is single-quoted with Hydra's escapes: NeMo
+    Gym's bare text there either stops the job at start (`it's`, `a=b`, `#`), becomes a sweep (`a,b`)
+    or parses as the same string, so the quoted form keeps the job running with what the user wrote.
+    `None` is `null` (NeMo Gym writes `None`, which Hydra reads as the string 'None'; null is what the
+    YAML means). `${...}` is left alone on purpose: a user who wrote `\\${x}` wants gym to see `${x}`.
     """
     if value is None:
         return "null"
@@ -327,15 +335,15 @@ def hydra_value(value: Any, where: str = "") -> str:
             return "inf" if value > 0 else "-inf"
         return repr(value)
     if isinstance(value, str):
-        if _HYDRA_PLAIN.match(value) and value.lower() not in _HYDRA_WORDS:
+        if _HYDRA_BARE.fullmatch(value):
             return value
         # Backslashes only need doubling where they precede a quote or end the string.
-        escaped = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, value)
+        escaped = re.sub(r"(\\+)(?='|\Z)", lambda m: m.group(1) * 2, value)
         return "'" + escaped.replace("'", "\\'") + "'"
     if isinstance(value, Mapping):
         items = []
         for key, item in value.items():
-            if not isinstance(key, str) or not _HYDRA_KEY.match(key):
+            if not isinstance(key, str) or not _HYDRA_KEY.fullmatch(key):
                 raise UserError(f"{where}: key {key!r} cannot be written as a Hydra dict key")
             items.append(f"{key}:{hydra_value(item, f'{where}.{key}')}")
         return "{" + ",".join(items) + "}"
@@ -345,17 +353,22 @@ def hydra_value(value: Any, where: str = "") -> str:
 
 
 def flatten_overrides(tree: Mapping[str, Any], where: str) -> tuple[str, ...]:
-    """`{a: {b: 1}, c: [x, y]}` -> `+a.b=1`, `+c=[x,y]`: nested keys dotted, lists kept whole."""
+    """`{a: {b: 1}, c: [x, y], d.e: 2}` -> `+a.b=1`, `+c=[x,y]`, `+d.e=2`, as NeMo Gym flattens `run`.
+
+    Nested keys are dotted and lists kept whole; an empty mapping gives no override at all (NeMo Gym
+    writes nothing for it, and `+k={}` would add a key gym's config never had).
+    """
     out: list[str] = []
 
     def walk(prefix: str, node: Mapping[str, Any], path: str) -> None:
         for key, value in node.items():
-            if not isinstance(key, str) or not _HYDRA_KEY.match(key):
+            if not isinstance(key, str) or not _HYDRA_PATH.fullmatch(key):
                 raise UserError(
-                    f"{path}: key {key!r} is not a Hydra key (letters, digits, _ and -, not first a digit)"
+                    f"{path}: key {key!r} is not a Hydra key (letters, digits, _ and -, not first a digit; "
+                    "dots separate nested keys)"
                 )
             dotted = f"{prefix}{key}"
-            if isinstance(value, Mapping) and value:
+            if isinstance(value, Mapping):
                 walk(f"{dotted}.", value, f"{path}.{key}")
             else:
                 out.append(f"+{dotted}={hydra_value(value, f'{path}.{key}')}")
@@ -906,18 +919,27 @@ def _driver(config: Config, shared: _Shared, bench: Benchmark, *, bench_dir: str
         ]
         if policy is not None and drv.policy_model_type:
             words += [("--model-type",), (drv.policy_model_type,)]
-        words.append(("+observability_enabled=True",))
-        words += [(o,) for o in flatten_overrides(bench.run, f"{where}.run")]
+        # NeMo Gym's order and defaults: observability_enabled first (the user's value wins, in its
+        # place), the run keys, the policy, then the defaults a user did not set: the capture dir
+        # (only while observability is on, by Python truth as NeMo Gym tests it), require_complete,
+        # and resume_from_cache for a resumable benchmark. Each key is written once: Hydra refuses a
+        # second `+key=` and the job would stop at start.
+        run_keys = dict(bench.run)
+        observe = run_keys.pop("observability_enabled", True)
+        shown = "True" if observe is True else hydra_value(observe, f"{where}.run.observability_enabled")
+        words.append((f"+observability_enabled={shown}",))
+        words += [(o,) for o in flatten_overrides(run_keys, f"{where}.run")]
         if policy is not None:
             words += [
                 ("+policy_base_url=", *base_url),
                 (f"+policy_model_name={hydra_value(policy[0])}",),
                 ("+policy_api_key=dummy",),
             ]
-        if "model_call_capture_dir" not in bench.run:
+        if observe and "model_call_capture_dir" not in bench.run:
             words.append((f"+model_call_capture_dir={hydra_value(bench_dir + '/model-calls')}",))
-        words.append(("+require_complete=True",))
-        if bench.resumable:
+        if "require_complete" not in bench.run:
+            words.append(("+require_complete=True",))
+        if bench.resumable and "resume_from_cache" not in bench.run:
             words.append(("+resume_from_cache=True",))
         run = tuple(words)
     return DriverStep(

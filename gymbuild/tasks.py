@@ -282,6 +282,18 @@ def task_resubmit() -> dict[str, Any]:
     return _verb(task_resubmit.__doc__ or "", lambda: _day_two().resubmit(session()))
 
 
+def task_results() -> dict[str, Any]:
+    """Per benchmark (and agent): state and key metrics; run=<id>,<id> side by side (json=1,
+    format=csv or markdown)."""
+
+    def action() -> None:
+        from gymbuild import results_read
+
+        results_read.print_results(session())
+
+    return _verb(task_results.__doc__ or "", action, needs_config=False)
+
+
 def task_runs() -> dict[str, Any]:
     """List this machine's submissions from the local index, newest first (json=1 for scripts)."""
     return _verb(task_runs.__doc__ or "", lambda: _day_two().print_runs(session()), needs_config=False)

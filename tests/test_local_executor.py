@@ -172,6 +172,15 @@ def test_a_failing_driver_fails_the_job_with_its_exit_status(user: Any) -> None:
     assert (u.bench_dir("bad") / f".gym_exit-{u.job_id('bad')}").read_text() == "3\n"
 
 
+def test_a_command_benchmark_stops_at_its_first_failing_line(user: Any) -> None:
+    """As in NeMo Gym, whose driver runs the command in its own `set -euo pipefail` shell."""
+    u = user(local_config({"strict": {"command": 'false | cat\ntouch "$NEMO_GYM_BENCH_DIR/went-on"'}}))
+    u.submit()
+    rows = u.wait()
+    assert rows["strict"]["state"] == "FAILED" and rows["strict"]["exit_code"] == "1:0"
+    assert not (u.bench_dir("strict") / "went-on").exists()
+
+
 def test_a_service_that_never_becomes_healthy_fails_the_job_before_the_driver(user: Any) -> None:
     services = {"echo": echo_service(timeout_seconds=10, path="/no-such-page")}
     u = user(local_config({"b": {"command": "touch driver-ran"}}, services=services))

@@ -182,28 +182,64 @@ json_leaf = (
 json_value = st.recursive(json_leaf, lambda inner: st.lists(inner, max_size=3), max_leaves=8)
 
 
+def _hydra(override: str) -> Any:
+    return OverridesParser.create().parse_override(override).value()
+
+
+def _nemo_gym_reading(value: str) -> Any:
+    """What Hydra makes of NeMo Gym 0.7.0's bare `+k=<value>`, or the string itself where that bare
+    text stops the job at start, is a sweep, or is altered (trimmed, unquoted, un-escaped, read as a list
+    or dict): there ours keeps what the user wrote (docs/compatibility.md, "The real driver")."""
+    if value != value.strip() or value[:1] in "[{" or any(c in value for c in "\\'\""):
+        return value
+    try:
+        override = OverridesParser.create().parse_override(f"+k={value}")
+    except Exception:
+        return value
+    return value if override.is_sweep_override() else override.value()
+
+
 @settings(max_examples=300, deadline=None)
 @given(json_value)
-def test_flattened_values_parse_back_to_the_same_value_in_hydra(value: Any) -> None:
+def test_flattened_values_parse_back_in_hydra_as_nemo_gym_overrides_do(value: Any) -> None:
+    """Non-strings keep their value and type; a string (also in a list) reads as NeMo Gym's does."""
+
+    def expected(v: Any) -> Any:
+        if isinstance(v, str):
+            return _nemo_gym_reading(v)
+        return [expected(x) for x in v] if isinstance(v, list) else v
+
     (override,) = flatten_overrides({"k": value}, "run")
-    parsed = OverridesParser.create().parse_override(override).value()
-    assert parsed == value and type(parsed) is type(value)
+    parsed, want = _hydra(override), expected(value)
+    assert (type(parsed), repr(parsed)) == (type(want), repr(want))  # repr: nan is nan
 
 
-def test_flattening_nests_keys_and_keeps_types() -> None:
-    run = {"a": {"b": 1, "c": {"d": "x y"}}, "l": [1, "two", None], "t": True, "n": None, "s": "123"}
+@pytest.mark.parametrize(
+    ("text", "reaches_gym"),
+    [("5", 5), ("-3", -3), ("1e-5", 1e-05), ("true", True), ("null", None), ("007", "007"), ("a,b", "a,b")],
+)
+def test_a_string_is_retyped_by_hydra_as_nemo_gym_bare_override_is(text: str, reaches_gym: Any) -> None:
+    """`limit: ${oc.env:LIMIT}` reaches the config as the string "5"; NeMo Gym writes `+limit=5`, which
+    gym reads as the int 5, so ours must too. A string Hydra would refuse or sweep stays a string."""
+    (override,) = flatten_overrides({"limit": text}, "run")
+    parsed = _hydra(override)
+    assert parsed == reaches_gym and type(parsed) is type(reaches_gym)
+
+
+def test_flattening_nests_keys_accepts_dotted_ones_and_drops_empty_mappings() -> None:
+    run = {"a": {"b": 1, "c": {"d": "x y"}}, "l": [1, "two", None], "e": {}, "f.g": {"h": 2}, "s": "123"}
     assert flatten_overrides(run, "run") == (
         "+a.b=1",
         "+a.c.d='x y'",
         "+l=[1,two,null]",
-        "+t=true",
-        "+n=null",
-        "+s='123'",
+        "+f.g.h=2",
+        "+s=123",
     )
     assert hydra_value("it's") == "'it\\'s'"
     assert hydra_value("http://localhost:8001/v1") == "http://localhost:8001/v1"
-    with pytest.raises(UserError, match="not a Hydra key"):
-        flatten_overrides({"bad key": 1}, "driver.benchmarks.b.run")
+    for bad in ("bad key", "a..b", ".a", "1a"):
+        with pytest.raises(UserError, match="not a Hydra key"):
+            flatten_overrides({bad: 1}, "driver.benchmarks.b.run")
 
 
 def test_driver_override_order_matches_0_7_0() -> None:
@@ -237,6 +273,32 @@ def test_model_call_capture_dir_is_left_to_a_benchmark_that_sets_it_and_empty_ty
     assert "--model-type" not in words
     assert words.count("+model_call_capture_dir=/elsewhere") == 1
     assert not any(w.startswith("+model_call_capture_dir=/runs") for w in words)
+
+
+def driver_words(t: dict[str, Any]) -> list[str]:
+    return ["".join(p if isinstance(p, str) else "${" + p.name + "}" for p in w) for w in plan(t).driver.run]
+
+
+def test_user_set_defaults_are_written_once_with_the_user_value_in_nemo_gym_place() -> None:
+    """Hydra refuses a second `+key=`: a user's observability_enabled, require_complete and
+    resume_from_cache replace the defaults (observability_enabled keeps its first place)."""
+    t = tree(gpu=1)
+    run = {"limit": 5, "observability_enabled": False, "require_complete": False, "resume_from_cache": False}
+    t["driver"]["benchmarks"]["b"] = {"run": run, "resumable": True}
+    words = driver_words(t)
+    for key in ("observability_enabled", "require_complete", "resume_from_cache"):
+        assert [w for w in words if w.startswith(f"+{key}=")] == [f"+{key}=false"]
+    assert words[6:8] == ["+observability_enabled=false", "+limit=5"]
+    # Observability off: no capture directory is made up for the benchmark.
+    assert not any(w.startswith("+model_call_capture_dir=") for w in words)
+
+
+def test_observability_on_by_the_user_still_gets_the_default_capture_dir() -> None:
+    t = tree(gpu=1)
+    t["driver"]["benchmarks"]["b"]["run"] = {"observability_enabled": True}
+    words = driver_words(t)
+    assert words.count("+observability_enabled=True") == 1
+    assert f"+model_call_capture_dir={RUN_DIR}/b/model-calls" in words
 
 
 def test_command_benchmark_gets_its_environment() -> None:

@@ -2,8 +2,9 @@
 
     python3 -m gymbuild.demo.echo_client --url http://localhost:8765 --out artifacts/result.json
 
-It exits 1 when the service is unreachable or an answer is wrong, so the job fails as a benchmark
-that could not run would.
+Beside the result it writes `metrics.json` ({name: number}), the file a `command` benchmark reports
+its score in: `gymbuild results` shows it. It exits 1 when the service is unreachable or an answer is
+wrong, so the job fails as a benchmark that could not run would.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     summary = {"service": args.url, "total": len(results), "correct": correct, "results": results}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(summary, indent=2) + "\n")
+    metrics = {"accuracy": correct / len(results), "answered": len(results)}
+    (args.out.parent / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     print(f"echo_client: {correct}/{len(results)} answers correct; wrote {args.out}")
     return 0 if correct == len(results) else 1
 

@@ -282,7 +282,7 @@ NEMO_GYM_POLICY_API_KEY=dummy \
     bash -c 'set -euo pipefail
 # shellcheck disable=SC2016  # user text, kept literal here; it is evaluated below, on purpose
 __gym_command='"'"'python /scripts/smoke.py --base-url ${NEMO_GYM_POLICY_BASE_URL} --out "$NEMO_GYM_BENCH_DIR/artifacts"'"'"'
-exec bash -c "$__gym_command"
+exec bash -euo pipefail -c "$__gym_command"
 ' \
     >logs/driver-"${GYM_JOB_ID}".log 2>&1 </dev/null &
 __gym_driver_pid=$!

@@ -275,7 +275,7 @@ NEMO_GYM_BENCH_DIR=/runs/gym-job-20260101T000000Z-abcdef/demo \
   bash -c 'set -euo pipefail
 # shellcheck disable=SC2016  # user text, kept literal here; it is evaluated below, on purpose
 __gym_command='"'"'python3 -m gymbuild.demo.echo_client --url "http://localhost:$ECHO_PORT" --out "$NEMO_GYM_BENCH_DIR/artifacts/result.json"'"'"'
-exec bash -c "$__gym_command"
+exec bash -euo pipefail -c "$__gym_command"
 ' \
     >logs/driver-"${GYM_JOB_ID}".log 2>&1 </dev/null &
 __gym_driver_pid=$!
