@@ -192,7 +192,7 @@ class Health(_Canonical):
 
 
 StepKind = Literal["vllm", "router", "ray_head", "ray_worker", "command"]
-VllmMode = Literal["single", "dp", "ray", "per_node"]
+VllmMode = Literal["single", "dp", "ray", "per_node", "serve"]
 
 
 @dataclass(frozen=True)
@@ -245,6 +245,7 @@ class CollectorPlan(_Canonical):
     gym_job_id: str
     bench_dir: str
     env: tuple[EnvEntry, ...]  # the collector's environment: the ingest token, its ports, the job id
+    gym_telemetry: bool  # the driver sends Gym's own telemetry to it (and needs its endpoints)
 
 
 @dataclass(frozen=True)
@@ -560,7 +561,39 @@ def _vllm_steps(
     dp_local = svc.number_of_instances
     trust: list[Word] = [("--trust-remote-code",)] if svc.trust_remote_code else []
     env = list(_env(svc.env, f"services.{service}"))
-    if nodes.count > 1 and svc.server_per_node:
+    shell_args = svc.extra_args
+    if svc.ray_serve:
+        # NeMo Gym's Ray Serve gateway (ours, with its command line): it starts the instances, each
+        # a `vllm serve` over Ray, and routes requests across them; over several nodes it joins the
+        # Ray cluster the step starts, as one instance over several nodes does.
+        mode = "serve"
+        gpus = [p.gpus_per_node for p in config.compute.node_pools.values() if p.gpus_per_node is not None]
+        argv = (
+            ("python3",),
+            ("ray_serve_gateway.py",),
+            ("--model",),
+            (svc.model,),
+            ("--port",),
+            (_PORT,),
+            ("--tensor-parallel-size",),
+            (str(svc.tensor_parallel_size),),
+            ("--pipeline-parallel-size",),
+            (str(svc.pipeline_parallel_size),),
+            ("--number-of-instances",),
+            (str(svc.number_of_instances),),
+        )
+        if gpus:
+            tail += [("--gpus-per-node",), (str(max(gpus)),)]
+        tail += trust
+        if svc.served_model_name:
+            tail += [("--served-model-name",), (svc.served_model_name,)]
+        if svc.extra_args:  # handed to the gateway as one word, which splits it for `vllm serve`
+            tail += [("--extra-args",), (svc.extra_args,)]
+        shell_args = ""
+        if nodes.count > 1:
+            aux.append(ports(f"{name}.ray", 6379))
+            env.append(EnvEntry("GYM_STEP_HEAD_IP", Ref(f"GYM_NODE_IPS[{nodes.first}]")))
+    elif nodes.count > 1 and svc.server_per_node:
         # A vllm_pd tier with server_per_node: an independent single-node server on every node.
         mode = "per_node"
         if svc.number_of_instances > 1:
@@ -615,7 +648,7 @@ def _vllm_steps(
         port=port,
         argv=argv,
         argv_tail=tuple(tail),
-        shell_args=svc.extra_args,
+        shell_args=shell_args,
         drop_args=("--api-server-count",) if mode == "dp" else (),
         vllm_mode=mode,
         dp_local=dp_local,
@@ -1033,6 +1066,7 @@ def _collector(
             EnvEntry("SLURM_JOB_ID", Ref("GYM_JOB_ID")),
             *(EnvEntry(port.var, Ref(port.var)) for port in (grpc, http, health)),
         ),
+        gym_telemetry=otel.gym_telemetry,
     )
 
 

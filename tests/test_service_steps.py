@@ -14,6 +14,7 @@ import contextlib
 import copy
 import json
 import os
+import shutil
 import signal
 import subprocess
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ import yaml
 from gymbuild.config.model import Config, build_config
 from gymbuild.config.validate import validate
 from gymbuild.plan import plan_benchmark
-from gymbuild.render import render_job
+from gymbuild.render import _ENV, render_job
 
 NODES = ("gpu-a", "gpu-b", "gpu-c", "gpu-d")
 IPS = {name: f"10.9.0.{i + 11}" for i, name in enumerate(NODES)}
@@ -105,12 +106,32 @@ def config(t: dict[str, Any]) -> Config:
     return build_config(checked.tree)
 
 
+def lint(plan: Any, job_sh: str, where: Path) -> None:
+    """bash -n and shellcheck on job.sh and on every step's script (quoted inside job.sh)."""
+    where.mkdir()
+    scripts = {"job.sh": (job_sh, [])}
+    for step in plan.services:  # SC2154: GYM_* and SLURM_* come from the step's environment
+        scripts[f"{step.name}.sh"] = (
+            "#!/bin/bash\n" + _ENV.get_template("step.sh.j2").module.service_script(step),
+            ["--exclude=SC2154"],
+        )
+    for name, (text, flags) in scripts.items():
+        (where / name).write_text(text)
+        subprocess.run(["bash", "-n", str(where / name)], check=True)
+        if shutil.which("shellcheck"):
+            out = subprocess.run(
+                ["shellcheck", "--shell=bash", *flags, str(where / name)], capture_output=True, text=True
+            )
+            assert out.returncode == 0, out.stdout
+
+
 def run_job(tmp_path: Path, t: dict[str, Any], **environ: str) -> tuple[subprocess.CompletedProcess, list]:
     """Render `t`'s only benchmark and run its job.sh; the job's calls of every server program."""
     cfg = config(t)
     bench = next(iter(cfg.driver.benchmarks))
     plan = plan_benchmark(cfg, bench, run_dir=str(tmp_path / "run"), gym_job_id="gym-job-t")
     job = render_job(plan, {name: f"secret-{name}" for name in plan.secrets})
+    lint(plan, job.files["job.sh"].text, tmp_path / "lint")
     bench_dir = Path(plan.bench_dir)
     (bench_dir / "calls").mkdir(parents=True)
     for rel, rendered in job.files.items():
@@ -118,7 +139,11 @@ def run_job(tmp_path: Path, t: dict[str, Any], **environ: str) -> tuple[subproce
         (bench_dir / rel).write_text(rendered.text)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
+    # python3 runs as itself (the job's port checks use it), but records and serves as the gateway
+    python3 = shutil.which("python3")
+    fake_python3 = f'#!/bin/bash\n[[ ${{1:-}} == ray_serve_gateway.py ]] || exec {python3} "$@"\n'
     stubs = {
+        "python3": fake_python3 + FAKE_SERVER.removeprefix("#!/bin/bash\n"),
         "srun": FAKE_SRUN,
         "scontrol": FAKE_SCONTROL,
         "getent": FAKE_GETENT,
@@ -312,6 +337,64 @@ def test_head_node_ip_exports(tmp_path: Path, nodes: int) -> None:
     else:
         assert env["HEAD_NODE_IP"] == IPS["gpu-a"]
         assert env["RAY_HEAD_NODE_IP"] == f"{IPS['gpu-a']}:6379"
+
+
+GATEWAY = (
+    Path(__file__).resolve().parent.parent / "gymbuild" / "render" / "templates" / "ray_serve_gateway.py"
+)
+
+
+def test_use_ray_serve_runs_the_gateway_with_nemo_gyms_command_line(tmp_path: Path) -> None:
+    t = base_tree(
+        ("gpu", 1),
+        policy=vllm(
+            use_ray_serve=True,
+            number_of_instances=2,
+            tensor_parallel_size=2,
+            served_model_name="q",
+            trust_remote_code=True,
+            extra_args="--max-model-len 4096",
+        ),
+    )
+    t["compute"]["c"]["node_pools"]["gpu"]["gpus_per_node"] = 4
+    result, calls = run_job(tmp_path, t)
+    assert result.returncode == 0, result.stderr
+    (gateway,) = of(calls, "python3")
+    port = gateway.argv[gateway.argv.index("--port") + 1]
+    assert gateway.argv == [
+        "ray_serve_gateway.py", "--model", "m/q", "--port", port, "--tensor-parallel-size", "2",
+        "--pipeline-parallel-size", "1", "--number-of-instances", "2", "--gpus-per-node", "4",
+        "--trust-remote-code", "--served-model-name", "q", "--extra-args", "--max-model-len 4096",
+    ]  # fmt: skip
+    assert not of(calls, "vllm")  # the gateway starts the instances itself
+    assert [c.argv for c in of(calls, "pip")] == [["install", "--quiet", "aiohttp"]]
+    written = tmp_path / "run" / "b" / "ray_serve_gateway.py"  # the step's working directory
+    assert written.read_text() == GATEWAY.read_text()
+    compile(written.read_text(), str(written), "exec")
+
+
+def test_instances_larger_than_a_node_run_behind_ray_serve_over_the_ray_cluster(tmp_path: Path) -> None:
+    t = base_tree(("gpu", 4), policy=vllm(tensor_parallel_size=16, number_of_instances=2))
+    t["compute"]["c"]["node_pools"]["gpu"]["gpus_per_node"] = 8
+    result, calls = run_job(tmp_path, t, SLURM_CPUS_ON_NODE="64", SLURM_GPUS_ON_NODE="8")
+    assert result.returncode == 0, result.stderr
+    runs = [c.argv for c in of(calls, "ray") if c.argv[:1] == ["symmetric-run"] and "--help" not in c.argv]
+    assert len(runs) == 4
+    address = f"{IPS['gpu-a']}:{settled(tmp_path, 'policy.ray')}"
+    for argv in runs:
+        separator = argv.index("--")
+        assert argv[:separator] == [
+            "symmetric-run", "--address", address, "--min-nodes", "4", "--num-cpus=64", "--num-gpus=8",
+        ]  # fmt: skip
+        assert argv[separator + 1 : separator + 3] == ["python3", "ray_serve_gateway.py"]
+        assert argv[-6:] == [
+            "--pipeline-parallel-size",
+            "1",
+            "--number-of-instances",
+            "2",
+            "--gpus-per-node",
+            "8",
+        ]
 
 
 # --- vllm_pd --------------------------------------------------------------------------------------------
