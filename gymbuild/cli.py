@@ -1,14 +1,176 @@
 """The `gymbuild` console script: the project's doit tasks, runnable from any directory.
 
+gymbuild's own help, version and unknown-verb message are answered here, from the registry in
+verbs.py, before doit is imported: doit's help would list its commands and none of the verbs
+(doit's own help is `gymbuild help doit`; `doit` in the project root is doit, unchanged).
+
 doit reads DOIT_CONFIG when it loads the tasks, so the workspace named on the command line is found
 here first and the namespace handed to doit carries a DOIT_CONFIG made for it.
 """
 
 from __future__ import annotations
 
+import difflib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, TextIO
+
+from gymbuild import verbs
+
+# doit's own commands, passed to doit as they are (tests/test_cli.py checks this against doit's list).
+DOIT_COMMANDS = frozenset(
+    {
+        "help",
+        "run",
+        "list",
+        "info",
+        "clean",
+        "forget",
+        "ignore",
+        "dumpdb",
+        "strace",
+        "tabcompletion",
+        "reset-dep",
+    }
+)
+HELP_FLAGS = frozenset({"-h", "--help"})
+VERSION_FLAGS = frozenset({"-V", "--version"})
+
+
+def _table(rows: Sequence[tuple[str, str]], indent: str = "  ") -> list[str]:
+    width = max(len(left) for left, _ in rows)
+    return [f"{indent}{left.ljust(width)}  {right}".rstrip() for left, right in rows]
+
+
+def usage() -> str:
+    """`gymbuild --help`: what gymbuild is, its verbs, the reserved arguments, the override syntax,
+    examples, and where doit's own commands went."""
+    readers = {a.name: [v.name for v in verbs.VERBS if a.name in dict(v.arguments)] for a in verbs.ARGUMENTS}
+
+    def who(name: str) -> str:
+        return f"{', '.join(readers[name])}: " if len(readers[name]) <= 3 else ""
+
+    lines = [
+        "gymbuild: NeMo Gym evaluations sent to Slurm the way make builds: one job per benchmark,",
+        "and run again it queues only what is missing.",
+        "",
+        "usage: gymbuild VERB [NAME=VALUE ...] [OVERRIDE ...]",
+        "",
+        "verbs:",
+        *_table([(v.name, v.does) for v in verbs.VERBS]),
+        "",
+        "arguments (NAME=VALUE; these names are reserved, any other key=value overrides the config):",
+        *_table([(a.usage, who(a.name) + a.does) for a in verbs.ARGUMENTS]),
+        "",
+        "overrides (Hydra's grammar, applied in command-line order):",
+        *_table([(form, f"{does}: {example}") for form, does, example in verbs.OVERRIDES]),
+        "",
+        "examples:",
+        *(f"  {example}" for example in verbs.EXAMPLES),
+        "",
+        "`gymbuild` alone is the dry run (render) of ./submit.yaml, or this help when there is none.",
+        "`gymbuild help VERB`: that verb's arguments and examples. `gymbuild --version`: the versions.",
+        "doit's own commands (list, info, forget, clean, ...) work as `gymbuild COMMAND`;",
+        "their help is `gymbuild help doit`. In the project root, `doit VERB` runs the same verbs.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def verb_usage(verb: verbs.Verb) -> str:
+    """`gymbuild help VERB`: its line, each argument it reads with what it does there, examples."""
+    rows = [(verbs.argument(name).usage, does or verbs.argument(name).does) for name, does in verb.arguments]
+    if verb.overrides:
+        rows.append(("KEY=VALUE ...", "config overrides: key=value, +key=value, ++key=value (see --help)"))
+    lines = [
+        f"gymbuild {verb.usage}",
+        f"  {verb.does}",
+        "",
+        "arguments:",
+        *_table(rows),
+        "",
+        "examples:",
+        *(f"  {example}" for example in verb.examples),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def version() -> str:
+    from importlib.metadata import version as installed
+
+    from gymbuild import __version__
+
+    return f"gymbuild {__version__}\ndoit {installed('doit')}\n"
+
+
+def _unknown(word: str, out: TextIO) -> int:
+    """A word that is no verb: one message (with the nearest verb, if any), then the help; exit 1."""
+    names = [v.name for v in verbs.VERBS]
+    near = difflib.get_close_matches(word, names, n=1)
+    hint = f" (did you mean {near[0]}?)" if near else ""
+    out.write(
+        f"error: {word!r} is not a gymbuild verb{hint}\n"
+        f"    fix: use one of {', '.join(names)}; each is described below\n\n" + usage()
+    )
+    return 1
+
+
+def _known(word: str) -> bool:
+    """A verb, a doit command, or a task doit knows (a pipeline step, `stage:<bench>`...)."""
+    task = word.split(":", 1)[0]
+    return verbs.verb(word) is not None or word in DOIT_COMMANDS or task in verbs.STEPS
+
+
+def answer_here(args: Sequence[str]) -> int | None:
+    """The exit status of a command line answered without doit (help, version, an unknown verb), or
+    None for doit to run it. `help doit` and `help <doit command>` are doit's own help."""
+    if any(a in VERSION_FLAGS for a in args):
+        sys.stdout.write(version())
+        return 0
+    words = [a for a in args if "=" not in a and not a.startswith("-")]
+    if any(a in HELP_FLAGS for a in args):
+        named = next((verbs.verb(w) for w in words if verbs.verb(w)), None)
+        sys.stdout.write(verb_usage(named) if named else usage())
+        return 0
+    if not args:
+        from gymbuild.invocation import DEFAULT_CONFIG
+
+        if not Path(DEFAULT_CONFIG).exists():  # nothing to dry-run here: say what gymbuild is
+            sys.stdout.write(usage())
+            return 0
+        return None
+    if words[:1] == ["help"]:
+        topic = words[1] if len(words) > 1 else None
+        if topic is None:
+            sys.stdout.write(usage())
+            return 0
+        named = verbs.verb(topic)
+        if named is not None:
+            sys.stdout.write(verb_usage(named))
+            return 0
+        if topic == "doit" or topic in DOIT_COMMANDS or topic == "task":
+            return _doit_help([] if topic == "doit" else [topic])
+        return _unknown(topic, sys.stderr)
+    for before, word in zip(["", *args], args, strict=False):
+        # After a doit option (`-n 2`, `--reporter json`) a word may be its value, not a verb.
+        if word in words and not before.startswith("-") and not _known(word):
+            return _unknown(word, sys.stderr)
+    return None
+
+
+def _doit(namespace: dict[str, object]) -> Any:
+    """doit on these tasks, calling itself `gymbuild` in what it prints (not `cli.py`, whatever ran it)."""
+    from doit.cmd_base import ModuleTaskLoader
+    from doit.doit_cmd import DoitMain
+
+    main = DoitMain(ModuleTaskLoader(namespace), extra_config={"GLOBAL": {}})
+    main.BIN_NAME = "gymbuild"
+    return main
+
+
+def _doit_help(topic: list[str]) -> int:
+    """doit's own help (its commands; `help task` its task fields), on no workspace and no config."""
+    return _doit({"DOIT_CONFIG": {"dep_file": ":memory:", "backend": "sqlite3"}}).run(["help", *topic])
 
 
 def _connect_ahead(args: Sequence[str]) -> None:
@@ -44,10 +206,10 @@ def _connect_ahead(args: Sequence[str]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    answered = answer_here(args)
+    if answered is not None:
+        return answered
     _connect_ahead(args)
-
-    from doit.cmd_base import ModuleTaskLoader
-    from doit.doit_cmd import DoitMain
 
     from gymbuild import tasks
     from gymbuild.errors import UserError
@@ -62,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as err:  # the workspace is held by another run: its message, not a traceback
         print(err, file=sys.stderr)
         return 1
-    return DoitMain(ModuleTaskLoader(namespace), extra_config={"GLOBAL": {}}).run(args)
+    return _doit(namespace).run(args)
 
 
 if __name__ == "__main__":

@@ -52,9 +52,9 @@ def find_record(s: Session, run: str | None = None, *, connect: bool = True) -> 
     return s.build_record(commit=False)
 
 
-def _statuses(s: Session) -> tuple[SubmissionRecord, list[followup.BenchStatus]]:
+def _find_checked(s: Session) -> SubmissionRecord:
+    """The submission, with only= checked against it (not the config: with run= there may be none)."""
     record = find_record(s)
-    # Checked against the record, not the config: with run= there may be no config to check.
     names = [job.benchmark for job in record.benchmarks]
     unknown = [b for b in s.inv.only if b not in names]
     if unknown:
@@ -62,16 +62,44 @@ def _statuses(s: Session) -> tuple[SubmissionRecord, list[followup.BenchStatus]]
             f"error: only= names benchmark(s) {record.gym_job_id} does not have: {', '.join(unknown)}\n"
             f"    fix: pick from {', '.join(names)}"
         )
+    return record
+
+
+def _look(s: Session, record: SubmissionRecord) -> list[followup.BenchStatus]:
+    """One look at the submission's jobs (one squeue and one sacct, whatever their number)."""
     rows = followup.statuses(s.connection(), record)
-    if s.inv.only:
-        rows = [r for r in rows if r.benchmark in s.inv.only]
-    return record, rows
+    return [r for r in rows if r.benchmark in s.inv.only] if s.inv.only else rows
+
+
+def _statuses(s: Session) -> tuple[SubmissionRecord, list[followup.BenchStatus]]:
+    record = _find_checked(s)
+    return record, _look(s, record)
+
+
+# A large status takes a second or two: say so on a terminal, from this many jobs.
+PROGRESS_FROM = 100
 
 
 def print_status(s: Session) -> None:
-    record, rows = _statuses(s)
+    """The table (json=1: one document) with its summary line; watch=1 looks again until every job
+    has ended and fails (exit 1) unless every benchmark completed."""
+    record = _find_checked(s)
+    live = followup.executor_module(record.executor).LIVE
+    looks = None
+    if s.inv.watch:
+        from gymbuild import watch
+
+        rows, summary, looks = watch.watch(lambda: _look(s, record), record, live, as_json=s.inv.json)
+    else:
+        if len(record.benchmarks) >= PROGRESS_FROM:
+            s.progress.show(f"asking about the {len(record.benchmarks)} jobs of {record.gym_job_id} ...")
+        rows = _look(s, record)
+        s.progress.done(keep=False)
+        summary = followup.tally(rows, live)
     render = followup.statuses_json if s.inv.json else followup.format_statuses
-    sys.stdout.write(render(record, rows))
+    sys.stdout.write(render(record, rows, summary, looks))
+    if s.inv.watch and summary.failed + summary.unknown:
+        raise UserError(watch.not_completed(record, rows, live))
 
 
 def print_runs(s: Session) -> None:

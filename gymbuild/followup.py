@@ -7,6 +7,8 @@ the run's one connection, whatever the number of benchmarks.
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -103,8 +105,60 @@ def status_rows(jobs: Iterable[BenchmarkJob], found: Mapping[str, Any]) -> list[
     return rows
 
 
-def format_statuses(record: SubmissionRecord, rows: Sequence[BenchStatus]) -> str:
-    """The submission, one row per benchmark, then why a benchmark has no job or no known state.
+# What `status` counts a benchmark as, for its summary line and for `watch=1` (which waits while any
+# is pending or running). PENDING and REQUEUED wait for resources; any other live state (the executor's
+# LIVE) holds them. Every end but COMPLETED (a job FAILED, TIMEOUT, CANCELLED..., or NOT QUEUED at all)
+# is a failure: the benchmark has no result. UNKNOWN is a look that could not tell, not an end.
+WAITING = frozenset({"PENDING", "REQUEUED"})
+COMPLETED = "COMPLETED"
+UNKNOWN = "UNKNOWN"
+
+
+@dataclass(frozen=True)
+class Tally:
+    pending: int = 0
+    running: int = 0
+    completed: int = 0
+    failed: int = 0
+    unknown: int = 0
+
+    @property
+    def ended(self) -> bool:
+        """Nothing can change any more: no job pending, running or of unknown state."""
+        return not (self.pending or self.running or self.unknown)
+
+    def line(self) -> str:
+        """`5 benchmarks: 1 pending, 1 running, 2 completed, 1 failed` (and `, 1 unknown` if any)."""
+        counts = dataclasses.asdict(self)
+        shown = [f"{n} {name}" for name, n in counts.items() if n or name != "unknown"]
+        total = sum(counts.values())
+        return f"{total} benchmark{'' if total == 1 else 's'}: {', '.join(shown)}"
+
+
+def kind(row: BenchStatus, live: frozenset[str]) -> str:
+    """pending, running, completed, failed or unknown: what a row counts as in the Tally."""
+    if row.state in WAITING:
+        return "pending"
+    if row.state in live:
+        return "running"
+    if row.state == COMPLETED:
+        return "completed"
+    return "unknown" if row.state == UNKNOWN else "failed"
+
+
+def tally(rows: Sequence[BenchStatus], live: frozenset[str]) -> Tally:
+    counts = collections.Counter(kind(row, live) for row in rows)
+    return Tally(**counts)
+
+
+def format_statuses(
+    record: SubmissionRecord,
+    rows: Sequence[BenchStatus],
+    summary: Tally | None = None,
+    looks: int | None = None,
+) -> str:
+    """The submission, one row per benchmark, then why a benchmark has no job or no known state, and
+    the summary line last (where a watching eye finds it), with how many looks a watch took.
 
     The reasons go below the table, not in it: an sbatch error is a long line, and in the STATE
     column it would push every other row's EXIT, ELAPSED and NODES off the screen.
@@ -122,17 +176,28 @@ def format_statuses(record: SubmissionRecord, rows: Sequence[BenchStatus]) -> st
     ):
         if notes:
             lines += ["", f"{title}:", *(f"  {r.benchmark}: {r.error}" for r in notes)]
+    if summary is not None:
+        lines += ["", summary.line() + (f" (watched: {looks} looks)" if looks else "")]
     return head + "\n" + "\n".join(line.rstrip() for line in lines) + "\n"
 
 
-def statuses_json(record: SubmissionRecord, rows: Sequence[BenchStatus]) -> str:
-    payload = {
+def statuses_json(
+    record: SubmissionRecord,
+    rows: Sequence[BenchStatus],
+    summary: Tally | None = None,
+    looks: int | None = None,
+) -> str:
+    payload: dict[str, Any] = {
         "gym_job_id": record.gym_job_id,
         "executor": record.executor,
         "cluster": record.cluster,
         "run_dir": record.run_dir,
         "benchmarks": [row.__dict__ for row in rows],
     }
+    if summary is not None:
+        payload["summary"] = dataclasses.asdict(summary)
+    if looks is not None:
+        payload["looks"] = looks  # status watch=1: how many status round trips it took
     return json.dumps(payload, indent=2) + "\n"
 
 

@@ -6,7 +6,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-RESERVED = frozenset({"config", "json", "new", "only", "run", "workspace", "follow", "format"})
+from gymbuild.verbs import reserved
+
+RESERVED = reserved()  # the arguments gymbuild's verbs read (verbs.ARGUMENTS); the rest are overrides
 # Verbs that only read the workspace (outcome files are written atomically) and write nothing in it.
 READ_ONLY_VERBS = frozenset({"status", "logs", "cancel", "runs", "results"})
 # Verbs whose work ends at the staged tree: nothing is copied, queued or recorded.
@@ -34,6 +36,7 @@ class Invocation:
     json: bool
     new: bool
     follow: bool
+    watch: bool
     only: tuple[str, ...]
     run: str | None
     workspace: Path
@@ -52,6 +55,7 @@ class Invocation:
             json=flag("json"),
             new=flag("new"),
             follow=flag("follow"),
+            watch=flag("watch"),
             only=tuple(name for name in variables.get("only", "").split(",") if name),
             run=variables.get("run") or None,
             workspace=Path(variables.get("workspace", DEFAULT_WORKSPACE)),

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from gymbuild.errors import UserError
 from gymbuild.invocation import Invocation
+from gymbuild.progress import Progress, on_a_terminal
 from gymbuild.workspace import Outcome, Submission, Workspace, atomic_write, digest, locked
 
 if TYPE_CHECKING:
@@ -81,6 +82,7 @@ class Session:
         self._queue_done: set[str] = set()  # benchmarks this run has queued (or tried to)
         self._queue_locked = False  # the run's shell holds the run dir's queue lock (slurm)
         self._progress_lock = threading.Lock()  # outcomes are written on IO threads
+        self.progress = Progress(on_a_terminal(json=inv.json))  # "queued 350/1000", on a terminal only
         self._opening: tuple[Any, threading.Thread, list[BaseException]] | None = None
 
     # --- the config, loaded on first need ---------------------------------------------------------
@@ -267,7 +269,9 @@ class Session:
         plan the config cannot express) stops the pass, as a held error stops the steps after it."""
         assert self.resolved is not None
         render, secrets = _render(), self.resolved.secrets
-        for bench in benches:
+        for done, bench in enumerate(benches):
+            if done % 25 == 0 and len(benches) >= 100:
+                self.progress.show(f"rendering job scripts {done}/{len(benches)}")
             plan = self.plan(bench)
             job = render.render_job(plan, secrets)
             if not plan.secrets:  # the dry run's masked text is the same text: render it once
@@ -277,6 +281,7 @@ class Session:
             # runs), and the job makes the rest (artifacts/, model-calls/, ...) as it starts.
             self.workspace.write_staged(bench, files)
             self.workspace.set_stage_stamp(bench, self.stage_digest(bench))
+        self.progress.done(keep=False)
 
     def print_resolved(self) -> None:
         from gymbuild.config.output import dump_tree
@@ -420,7 +425,9 @@ class Session:
             (self.workspace.stamps_dir / "run-dir").unlink(missing_ok=True)  # not ours after all
             raise
         atomic_write(self.workspace.stage / RESOLVED_CONFIG_NAME, self.resolved_text())
+        self.progress.show(f"copying the run directory to {conn.target}:{sub.run_dir}")
         rundir.sync(conn, str(self.workspace.stage), sub.run_dir)
+        self.progress.done(keep=False)
         self.workspace.set_stamp("sync", self._tree_digest())
 
     # --- queue ---------------------------------------------------------------------------------
@@ -537,8 +544,7 @@ class Session:
         with self._progress_lock:
             self._queue_done.add(bench)
             self.queued_now.append(bench)
-            if sys.stderr.isatty() or len(self.queued_now) % 50 == 0:
-                _err(f"queued {len(self.queued_now)}/{self._queue_total}")
+            self.progress.show(f"queued {len(self.queued_now)}/{self._queue_total}")
 
     def _recover(self, executor: Any, bench: str, script: str, attempt: str, earlier: Outcome | None) -> Any:
         """The job a killed run's attempt queued, if any (a Queued, or None: queue it afresh).
@@ -659,6 +665,7 @@ class Session:
     def report_submit(self, benches: Sequence[str] | None = None) -> Any:
         from doit.exceptions import TaskFailed
 
+        self.progress.done()
         self.warn(executor=True)
         record = self.build_record(commit=self.inv.json)  # json=1 prints it as the manifest
         # resubmit reports on what it re-queued; a benchmark it was not asked about fails nothing.

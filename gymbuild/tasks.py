@@ -22,6 +22,7 @@ from typing import Any
 from doit import doit_cmd
 from doit.exceptions import TaskFailed
 
+from gymbuild import verbs
 from gymbuild.errors import UserError
 from gymbuild.invocation import READ_ONLY_VERBS, STAGE_ONLY_VERBS, Invocation, command_verbs
 from gymbuild.reporter import GymReporter
@@ -155,9 +156,14 @@ def _fail_with(error: UserError) -> Callable[[], TaskFailed]:
 
 
 def _verb(
-    doc: str, action: Callable[[], Any], task_dep: list[str] | None = None, *, needs_config: bool = True
+    name: str, action: Callable[[], Any], task_dep: list[str] | None = None, *, needs_config: bool = True
 ) -> dict[str, Any]:
-    """A top-level command; when the config did not load it fails with the config's errors instead."""
+    """A top-level command; when the config did not load it fails with the config's errors instead.
+
+    Its doc (what `doit list` shows) is its line in verbs.py, the registry `gymbuild --help` reads.
+    """
+    entry = verbs.verb(name)
+    doc = entry.does if entry else ""
     s = session()
     if needs_config and not _READ_ONLY_RUN and s.error is not None:
         return {"doc": doc, "actions": [_fail_with(s.error)], "uptodate": [False]}
@@ -175,7 +181,7 @@ def _verb(
 
 def task_resolve() -> dict[str, Any]:
     """Validate the config and print it resolved (YAML; json=1 for JSON). host: values stay references."""
-    return _verb(task_resolve.__doc__ or "", lambda: session().print_resolved())
+    return _verb("resolve", lambda: session().print_resolved())
 
 
 def _step(
@@ -212,7 +218,7 @@ def task_stage() -> Any:
 
 def task_render() -> dict[str, Any]:
     """The dry run: print the remote run dir and every job script (secrets masked); queue nothing."""
-    return _verb(task_render.__doc__ or "", _verb_action(lambda: session().print_dry_run()), ["stage"])
+    return _verb("render", _verb_action(lambda: session().print_dry_run()), ["stage"])
 
 
 def task_sync() -> dict[str, Any]:
@@ -251,7 +257,7 @@ def task_record() -> dict[str, Any]:
 
 def task_submit() -> dict[str, Any]:
     """Submit every benchmark not queued yet; print the run dir and each job id (json=1: the manifest)."""
-    return _verb(task_submit.__doc__ or "", _verb_action(lambda: session().report_submit()), ["record"])
+    return _verb("submit", _verb_action(lambda: session().report_submit()), ["record"])
 
 
 def _day_two() -> Any:
@@ -263,37 +269,36 @@ def _day_two() -> Any:
 
 def task_status() -> dict[str, Any]:
     """Per benchmark: job id, state, exit code, elapsed, nodes (one squeue and one sacct per call)."""
-    return _verb(task_status.__doc__ or "", lambda: _day_two().print_status(session()), needs_config=False)
+    return _verb("status", lambda: _day_two().print_status(session()), needs_config=False)
 
 
 def task_logs() -> dict[str, Any]:
     """Print (follow=1: follow) one benchmark's newest service and driver logs: only=<bench>."""
-    return _verb(task_logs.__doc__ or "", lambda: _day_two().print_logs(session()), needs_config=False)
+    return _verb("logs", lambda: _day_two().print_logs(session()), needs_config=False)
 
 
 def task_cancel() -> dict[str, Any]:
     """Cancel the submission's pending and running jobs (only= narrows)."""
-    return _verb(task_cancel.__doc__ or "", lambda: _day_two().cancel(session()), needs_config=False)
+    return _verb("cancel", lambda: _day_two().cancel(session()), needs_config=False)
 
 
 def task_resubmit() -> dict[str, Any]:
     """Re-queue the benchmarks whose job ended FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, PREEMPTED or
     BOOT_FAIL, into the same run directory."""
-    return _verb(task_resubmit.__doc__ or "", lambda: _day_two().resubmit(session()))
+    return _verb("resubmit", lambda: _day_two().resubmit(session()))
 
 
 def task_results() -> dict[str, Any]:
-    """Per benchmark (and agent): state and key metrics; run=<id>,<id> side by side (json=1,
-    format=csv or markdown)."""
+    """The score table (results_read.py); what the user sees is in verbs.py."""
 
     def action() -> None:
         from gymbuild import results_read
 
         results_read.print_results(session())
 
-    return _verb(task_results.__doc__ or "", action, needs_config=False)
+    return _verb("results", action, needs_config=False)
 
 
 def task_runs() -> dict[str, Any]:
     """List this machine's submissions from the local index, newest first (json=1 for scripts)."""
-    return _verb(task_runs.__doc__ or "", lambda: _day_two().print_runs(session()), needs_config=False)
+    return _verb("runs", lambda: _day_two().print_runs(session()), needs_config=False)

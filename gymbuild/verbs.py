@@ -1,0 +1,198 @@
+"""What the user can type: every verb, its one line, its arguments and examples, as data.
+
+This is the one place the command line is described. `gymbuild --help` and `gymbuild help VERB`
+(cli.py), the tasks' docs that `doit list` shows (tasks.py), README's command table and the set of
+reserved argument names (invocation.RESERVED: every name here; any other `key=value` is a config
+override) are all read from it, so a verb or an argument added here is documented everywhere at
+once. A new verb is a `task_<verb>` in tasks.py AND an entry in VERBS: tests/test_cli.py fails for a
+task without one, so no verb ships without its help.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Argument:
+    """A reserved `name=value` argument: its value's shape and what it does (one line)."""
+
+    name: str
+    value: str
+    does: str
+
+    @property
+    def usage(self) -> str:
+        return f"{self.name}={self.value}"
+
+
+@dataclass(frozen=True)
+class Verb:
+    """A verb: its one line, the reserved arguments it reads (with what each does for this verb, or
+    "" for the argument's general line) and examples a user can copy."""
+
+    name: str
+    usage: str  # after `gymbuild`, as README's table shows it
+    does: str
+    arguments: tuple[tuple[str, str], ...]
+    examples: tuple[str, ...]
+    overrides: bool = False  # takes config overrides (it loads the config)
+
+
+# The reserved arguments, in the order the help lists them.
+ARGUMENTS: tuple[Argument, ...] = (
+    Argument("config", "FILE", "the evaluation config (default: submit.yaml in this directory)"),
+    Argument("workspace", "DIR", "where gymbuild remembers each config's submission (default: .gymbuild)"),
+    Argument("only", "a,b", "these benchmarks only (comma-separated)"),
+    Argument("json", "1", "print JSON on stdout, and nothing else there"),
+    Argument("new", "1", "a fresh submission: new gym_job_id, new run directory, every benchmark"),
+    Argument(
+        "run",
+        "ID",
+        "a submission by its gym_job_id (`gymbuild runs` lists them), not the config's current one",
+    ),
+    Argument("follow", "1", "keep following the logs as they grow (Ctrl-C stops)"),
+    Argument("watch", "1", "redraw until every job has ended; exit 0 only when every benchmark completed"),
+    Argument("format", "csv|markdown", "the table as CSV (a line per metric) or as a Markdown table"),
+)
+
+_SUBMISSION = ("config", ""), ("workspace", ""), ("run", "")
+
+VERBS: tuple[Verb, ...] = (
+    Verb(
+        "resolve",
+        "resolve config=FILE",
+        "validate the config and print it resolved (json=1: JSON); host: values stay references",
+        (("config", ""), ("json", "the resolved config as JSON")),
+        (
+            "gymbuild resolve config=eval.yaml",
+            "gymbuild resolve config=eval.yaml json=1 compute.cluster.walltime=01:00:00",
+        ),
+        overrides=True,
+    ),
+    Verb(
+        "render",
+        "render config=FILE",
+        "the dry run: the remote run dir and every job script, secrets masked; queues nothing",
+        (("config", ""), ("workspace", ""), ("only", ""), ("json", "run_dir and every script as JSON")),
+        ("gymbuild render config=eval.yaml", "gymbuild render config=eval.yaml only=gpqa"),
+        overrides=True,
+    ),
+    Verb(
+        "submit",
+        "submit config=FILE",
+        "submit; again: queue only what has no job id yet; new=1 a fresh submission",
+        (
+            ("config", ""),
+            ("workspace", ""),
+            ("only", "queue these benchmarks only (the others can follow later)"),
+            ("new", ""),
+            ("json", "print the manifest (gym-job.json) and nothing else"),
+        ),
+        (
+            "gymbuild submit config=eval.yaml",
+            "gymbuild submit config=eval.yaml only=gpqa,mmlu compute.cluster.walltime=01:00:00",
+            "gymbuild submit config=eval.yaml new=1",
+        ),
+        overrides=True,
+    ),
+    Verb(
+        "status",
+        "status config=FILE",
+        "per benchmark: job id, state, exit code, elapsed, nodes; watch=1 until every job has ended",
+        (
+            *_SUBMISSION,
+            ("only", "show these benchmarks only"),
+            ("watch", ""),
+            ("json", "one JSON document (with watch=1: at the end)"),
+        ),
+        (
+            "gymbuild status config=eval.yaml",
+            "gymbuild status config=eval.yaml watch=1",
+            "gymbuild status run=gym-job-20260101T120000Z-a1b2c3 json=1",
+        ),
+    ),
+    Verb(
+        "resubmit",
+        "resubmit config=FILE",
+        "re-queue what ended FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, PREEMPTED or BOOT_FAIL",
+        (
+            ("config", ""),
+            ("workspace", ""),
+            ("only", "these benchmarks only (a CANCELLED one is re-queued only when named)"),
+            ("json", "print the manifest and nothing else"),
+        ),
+        ("gymbuild resubmit config=eval.yaml", "gymbuild resubmit config=eval.yaml only=gpqa"),
+        overrides=True,
+    ),
+    Verb(
+        "logs",
+        "logs config=FILE only=BENCH",
+        "that benchmark's newest service and driver logs (follow=1 to follow)",
+        (*_SUBMISSION, ("only", "the one benchmark whose logs to show"), ("follow", "")),
+        ("gymbuild logs config=eval.yaml only=gpqa", "gymbuild logs config=eval.yaml only=gpqa follow=1"),
+    ),
+    Verb(
+        "cancel",
+        "cancel config=FILE",
+        "cancel the submission's pending and running jobs (only= narrows)",
+        (*_SUBMISSION, ("only", "cancel these benchmarks' jobs only")),
+        ("gymbuild cancel config=eval.yaml", "gymbuild cancel run=gym-job-20260101T120000Z-a1b2c3 only=gpqa"),
+    ),
+    Verb(
+        "results",
+        "results config=FILE",
+        "the score table: per benchmark (and agent) its state and key metrics; several runs side by side",
+        (
+            ("config", ""),
+            ("workspace", ""),
+            ("run", "one run by its gym_job_id, or several, comma-separated, side by side"),
+            ("only", "these benchmarks only"),
+            ("json", "one JSON document"),
+            ("format", ""),
+        ),
+        (
+            "gymbuild results config=eval.yaml",
+            "gymbuild results run=gym-job-20260101T120000Z-a1b2c3,gym-job-20260102T090000Z-d4e5f6",
+            "gymbuild results config=eval.yaml format=markdown",
+        ),
+    ),
+    Verb(
+        "runs",
+        "runs",
+        "this machine's submissions, newest first, from the local index",
+        (("json", "one JSON list"),),
+        ("gymbuild runs", "gymbuild runs json=1"),
+    ),
+)
+
+# Steps of the submit pipeline: doit tasks, but no verb (submit and resubmit run them).
+STEPS = frozenset({"stage", "sync", "queue", "record"})
+
+# The top-level help's examples: the three things a user does first.
+EXAMPLES = (
+    "gymbuild render config=eval.yaml                      # look before you submit",
+    "gymbuild submit config=eval.yaml only=gpqa +driver.benchmarks.gpqa.run.limit=10",
+    "gymbuild status config=eval.yaml watch=1              # until every job has ended",
+)
+
+# Hydra's override grammar, as the help shows it: (form, what it does, example).
+OVERRIDES = (
+    ("key=value", "set a key the config has", "compute.cluster.walltime=01:00:00"),
+    ("+key=value", "add a key it does not have", "+driver.benchmarks.gpqa.run.limit=10"),
+    ("++key=value", "set it, whether it is there or not", "++job.output_path=/lustre/me/runs"),
+)
+
+
+def verb(name: str) -> Verb | None:
+    return next((v for v in VERBS if v.name == name), None)
+
+
+def argument(name: str) -> Argument:
+    return next(a for a in ARGUMENTS if a.name == name)
+
+
+def reserved() -> frozenset[str]:
+    """Every argument name a verb reads: these never become config overrides. (A verb names only
+    arguments of ARGUMENTS; a test checks it.)"""
+    return frozenset(a.name for a in ARGUMENTS)

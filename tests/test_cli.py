@@ -1,0 +1,200 @@
+"""The command line a new user meets: help, version, an unknown verb, and where doit's commands went.
+
+Each test runs the console script's code in a fresh process (as a shell would), in an empty
+directory, and checks what lands on stdout and stderr, the exit status, and that nothing was left
+behind: help and version must never create a workspace or touch a config.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from importlib.metadata import version as installed_version
+from pathlib import Path
+
+import pytest
+from doit.doit_cmd import DoitMain
+
+from gymbuild import cli, verbs
+from gymbuild.invocation import Invocation
+
+ROOT = Path(__file__).resolve().parents[1]
+VERB_NAMES = [v.name for v in verbs.VERBS]
+
+
+def gymbuild(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "gymbuild.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+
+
+def section(text: str, title: str) -> list[str]:
+    """The indented lines under `title:` in a help text, up to the next blank line."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(title))
+    body = []
+    for line in lines[start + 1 :]:
+        if not line.strip():
+            break
+        body.append(line)
+    return body
+
+
+@pytest.mark.parametrize("args", [["--help"], ["-h"], ["help"]])
+def test_help_says_what_gymbuild_is_its_verbs_arguments_overrides_and_examples(
+    args: list[str], tmp_path: Path
+) -> None:
+    done = gymbuild(*args, cwd=tmp_path)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    text = done.stdout
+    assert "doit -- automation tool" not in text  # gymbuild's help, not doit's
+    assert text.startswith("gymbuild: ")
+    listed = {line.split()[0]: line.split(None, 1)[1] for line in section(text, "verbs:")}
+    assert listed == {v.name: v.does for v in verbs.VERBS}
+    # Every name the help lists as an argument is one gymbuild reads itself, never a config override,
+    # and every such name is listed: the two sets are the same.
+    arguments = {line.split()[0].split("=")[0] for line in section(text, "arguments")}
+    assert arguments >= {"config", "json", "new", "only", "run", "workspace", "follow", "watch"}
+    for name in arguments:
+        assert Invocation.from_vars({name: "1"}).overrides == (), name
+    assert Invocation.from_vars({"anything.else": "1"}).overrides == ("anything.else=1",)
+    assert {v for v in verbs.reserved()} == arguments
+    forms = [line.split()[0] for line in section(text, "overrides")]
+    assert forms == ["key=value", "+key=value", "++key=value"]
+    examples = section(text, "examples:")
+    assert len(examples) == 3 and all(e.strip().startswith("gymbuild ") for e in examples)
+    assert "`gymbuild help doit`" in text
+    assert not (tmp_path / ".gymbuild").exists()
+
+
+def test_the_help_examples_are_commands_gymbuild_accepts() -> None:
+    """Each example names a verb and only arguments that verb reads, or overrides of a verb that
+    loads the config: copied into a shell, none of them would fail on its own spelling."""
+    examples = [*verbs.EXAMPLES, *(e for v in verbs.VERBS for e in v.examples)]
+    for example in examples:
+        words = example.split("#")[0].split()
+        assert words[0] == "gymbuild", example
+        verb = verbs.verb(words[1])
+        assert verb is not None, example
+        for word in words[2:]:
+            name = word.split("=", 1)[0]
+            if name in verbs.reserved():
+                assert name in dict(verb.arguments), f"{example}: {verb.name} does not read {name}="
+            else:
+                assert verb.overrides and re.fullmatch(r"\+{0,2}[a-z_][\w.]*=.+", word), example
+
+
+@pytest.mark.parametrize("name", VERB_NAMES)
+def test_help_of_a_verb_lists_its_arguments_and_examples(name: str, tmp_path: Path) -> None:
+    verb = verbs.verb(name)
+    assert verb is not None
+    done = gymbuild("help", name, cwd=tmp_path)
+    assert done.returncode == 0 and done.stderr == ""
+    assert done.stdout.splitlines()[:2] == [f"gymbuild {verb.usage}", f"  {verb.does}"]
+    listed = [line.split()[0] for line in section(done.stdout, "arguments:")]
+    expected = [verbs.argument(arg).usage for arg, _ in verb.arguments]
+    assert listed == expected + (["KEY=VALUE"] if verb.overrides else [])
+    assert [line.strip() for line in section(done.stdout, "examples:")] == list(verb.examples)
+    # `gymbuild VERB --help` is the same page, and runs nothing.
+    assert gymbuild(name, "--help", "config=missing.yaml", cwd=tmp_path).stdout == done.stdout
+    assert not (tmp_path / ".gymbuild").exists()
+
+
+def test_every_verb_argument_is_a_reserved_argument() -> None:
+    for verb in verbs.VERBS:
+        for name, _ in verb.arguments:
+            assert name in verbs.reserved(), f"{verb.name} reads {name}=, which verbs.ARGUMENTS lacks"
+
+
+def test_every_doit_task_is_a_verb_with_help_or_a_pipeline_step(tmp_path: Path) -> None:
+    """A new `task_<verb>` in tasks.py without its entry in verbs.py fails here: no verb ships
+    without help (and `doit list` would show it without a line)."""
+    listed = gymbuild("list", "--all", "--quiet", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    tasks = {line.split()[0] for line in listed.stdout.splitlines() if line.strip()}
+    top = {t for t in tasks if ":" not in t}
+    assert top - verbs.STEPS == set(VERB_NAMES), (
+        "a task without help in gymbuild/verbs.py, or help without task"
+    )
+    assert top >= verbs.STEPS
+    # doit's own list shows each verb with its line from the registry.
+    shown = dict(line.split(None, 1) for line in gymbuild("list", cwd=tmp_path).stdout.splitlines())
+    assert {name: shown[name].strip() for name in VERB_NAMES} == {v.name: v.does for v in verbs.VERBS}
+
+
+def test_version_is_gymbuilds_then_doits(tmp_path: Path) -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for flag in ("--version", "-V"):
+        done = gymbuild(flag, cwd=tmp_path)
+        assert done.returncode == 0 and done.stderr == ""
+        assert done.stdout.splitlines() == [
+            f"gymbuild {project['version']}",
+            f"doit {installed_version('doit')}",
+        ]
+
+
+def test_an_unknown_verb_is_one_message_with_the_nearest_verb_and_the_help(tmp_path: Path) -> None:
+    done = gymbuild("sumbit", "config=eval.yaml", cwd=tmp_path)
+    assert done.returncode == 1 and done.stdout == ""
+    first, fix = done.stderr.splitlines()[:2]
+    assert first == "error: 'sumbit' is not a gymbuild verb (did you mean submit?)"
+    assert fix.strip().startswith("fix: use one of resolve, render, submit")
+    assert section(done.stderr, "verbs:")  # the help follows
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / ".gymbuild").exists()
+    nothing_near = gymbuild("help", "frobnicate", cwd=tmp_path)
+    assert nothing_near.returncode == 1
+    assert nothing_near.stderr.splitlines()[0] == "error: 'frobnicate' is not a gymbuild verb"
+
+
+def test_doits_own_help_and_commands_are_still_there(tmp_path: Path) -> None:
+    doit_help = gymbuild("help", "doit", cwd=tmp_path)
+    assert doit_help.returncode == 0
+    assert doit_help.stdout.startswith("doit -- automation tool")
+    assert "gymbuild forget" in doit_help.stdout and "gymbuild list" in doit_help.stdout
+    list_help = gymbuild("help", "list", cwd=tmp_path)
+    assert list_help.returncode == 0 and "list tasks from dodo file" in list_help.stdout
+    assert not (tmp_path / ".gymbuild").exists()  # help holds no workspace
+
+
+def test_the_doit_commands_gymbuild_passes_on_are_doits() -> None:
+    assert {cmd.get_name() for cmd in DoitMain.DOIT_CMDS} == cli.DOIT_COMMANDS
+
+
+def test_gymbuild_alone_is_the_dry_run_of_submit_yaml_or_the_help_without_one(tmp_path: Path) -> None:
+    empty = gymbuild(cwd=tmp_path)
+    assert empty.returncode == 0 and empty.stdout == gymbuild("--help", cwd=tmp_path).stdout
+    assert not (tmp_path / ".gymbuild").exists()
+    (tmp_path / "submit.yaml").write_text((ROOT / "examples/minimal.yaml").read_text())
+    dry = gymbuild(cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.startswith("[dry-run] remote run dir: ")
+    assert not list((tmp_path / ".gymbuild").glob("*/outcomes"))  # nothing queued
+
+
+def test_doit_in_the_project_root_is_doit(tmp_path: Path) -> None:
+    """`doit` in the project root keeps doit's own help, and lists gymbuild's verbs with their lines."""
+    doit = [sys.executable, "-m", "doit"]
+    helped = subprocess.run([*doit, "help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert helped.returncode == 0 and helped.stdout.startswith("doit -- automation tool")
+    listed = subprocess.run(
+        [*doit, "list", f"workspace={tmp_path / 'ws'}"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert listed.returncode == 0, listed.stderr
+    shown = dict(line.split(None, 1) for line in listed.stdout.splitlines())
+    assert shown["submit"].strip() == verbs.verb("submit").does
+
+
+def test_readme_command_table_is_the_help(tmp_path: Path) -> None:
+    """README's table of commands lists the verbs `gymbuild --help` lists, in its order, each with
+    the same line."""
+    readme = (ROOT / "README.md").read_text()
+    rows = re.findall(r"^\| `gymbuild ([^`]+)` \| (.+) \|$", readme, flags=re.MULTILINE)
+    assert rows == [(v.usage, v.does) for v in verbs.VERBS], (
+        "README's command table differs from gymbuild/verbs.py; it should read:\n"
+        + "\n".join(f"| `gymbuild {v.usage}` | {v.does} |" for v in verbs.VERBS)
+    )
+    helped = gymbuild("--help", cwd=tmp_path).stdout
+    assert [line.split()[0] for line in section(helped, "verbs:")] == [u.split()[0] for u, _ in rows]
