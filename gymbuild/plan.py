@@ -950,7 +950,7 @@ def _driver(config: Config, shared: _Shared, bench: Benchmark, *, bench_dir: str
             ("run",),
             (f"+output_jsonl_fpath={hydra_value(bench_dir + '/artifacts/rollouts.jsonl')}",),
         ]
-        if policy is not None and drv.policy_model_type:
+        if drv.policy_model and drv.policy_model_type:  # also for a Ray policy, as NeMo Gym writes it
             words += [("--model-type",), (drv.policy_model_type,)]
         # NeMo Gym's order and defaults: observability_enabled first (the user's value wins, in its
         # place), the run keys, the policy, then the defaults a user did not set: the capture dir
