@@ -669,7 +669,9 @@ def _ray_steps(config: Config, svc: RayService, ports: _Ports) -> list[ServiceSt
             words.append((f"--num-gpus={svc.num_gpus}",))
         resources = svc.resources.get(pool)
         if resources:
-            text = json.dumps(dict(resources), sort_keys=True, separators=(",", ":"))
+            # amounts are floats (NeMo Gym's type); whole ones are written as NeMo Gym writes them: 4
+            whole = {k: int(v) if float(v).is_integer() else v for k, v in resources.items()}
+            text = json.dumps(whole, sort_keys=True, separators=(",", ":"))
             words.append((f"--resources={text}",))
         return tuple(words)
 
@@ -756,8 +758,8 @@ def _service_steps(config: Config, ports: _Ports) -> list[ServiceStep]:
 def _policy(config: Config) -> tuple[str, int] | None:
     """(served model name, first-choice port) of the policy service, if one is set."""
     policy = config.policy
-    if policy is None:
-        return None
+    if policy is None or isinstance(policy, RayService):
+        return None  # NeMo Gym: a policy that serves no model (a Ray cluster) wires nothing into `run`
     if not isinstance(policy, VllmService | VllmPdService):
         raise UserError(f"driver.policy_model: {policy.name!r} is not a vllm or vllm_pd service")
     return policy.model_name, policy.port
@@ -812,7 +814,7 @@ def _driver(config: Config, shared: _Shared, bench: Benchmark, *, bench_dir: str
             ("run",),
             (f"+output_jsonl_fpath={hydra_value(bench_dir + '/artifacts/rollouts.jsonl')}",),
         ]
-        if policy is not None and drv.policy_model_type:
+        if drv.policy_model and drv.policy_model_type:  # also for a Ray policy, as NeMo Gym writes it
             words += [("--model-type",), (drv.policy_model_type,)]
         # NeMo Gym's order and defaults: observability_enabled first (the user's value wins, in its
         # place), the run keys, the policy, then the defaults a user did not set: the capture dir
@@ -965,7 +967,7 @@ def _shared(config: Config, gym_job_id: str) -> _Shared:
     collector_ports = _collector_ports(config, ports)
     services = tuple(replace(s, host=node_host(config, s.nodes)) for s in _service_steps(config, ports))
     policy_port = None
-    if config.driver.policy_model:
+    if isinstance(config.policy, VllmService | VllmPdService):
         policy_port = next(s.port for s in services if s.name == config.driver.policy_model)
     drv = config.driver
     env = _otel_env(config, gym_job_id) + list(_env(drv.env, "driver"))

@@ -316,10 +316,11 @@ if ! command -v uv >/dev/null 2>&1; then
   fi
   export PATH="$__gym_tmp/bin:$PATH"
 fi
+command -v git >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq git)
 git clone --quiet -- https://github.com/NVIDIA-NeMo/Gym.git "$__gym_tmp/gym"
 cd "$__gym_tmp/gym"
 git -c advice.detachedHead=false checkout --quiet v0.7.0
-uv venv --quiet .venv
+uv venv --quiet --seed .venv
 export VIRTUAL_ENV="$PWD/.venv"
 export PATH="$VIRTUAL_ENV/bin:$PATH"
 uv pip install --quiet -e '"'"'.[telemetry]'"'"'
