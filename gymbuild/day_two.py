@@ -20,11 +20,11 @@ if TYPE_CHECKING:
 
 
 def find_record(s: Session, run: str | None = None, *, connect: bool = True) -> SubmissionRecord:
-    """`run=<id>` (or `run`): the local index, else the run directory; otherwise the config's
-    submission. The session's connection goes to the host the record names, opened now unless not
-    `connect` (`results` of finished benchmarks reads its cache and opens nothing)."""
+    """`run=<id>` (or `run`): the local index, else the run directory; otherwise (or with `run=""`)
+    the config's submission. The session's connection goes to the host the record names, opened now
+    unless not `connect` (`results` of finished benchmarks reads its cache and opens nothing)."""
     inv = s.inv
-    run = run or inv.run
+    run = inv.run if run is None else run
     if run:
         record = followup.record_from_index(run)
         if record is not None:

@@ -270,14 +270,14 @@ def _grid(runs: Sequence[RunResult]) -> tuple[list[str], list[list[str]]]:
     single = len(runs) == 1
     head = ["BENCHMARK", "AGENT"] + (["STATE", "METRIC", "VALUE"] if single else ["METRIC", *labels(runs)])
     body: list[list[str]] = []
-    last: tuple[str, str | None] | None = None
+    last_bench: str | None = None
+    last_agent: tuple[str, str | None] | None = None
     for row in rows(runs):
-        key = (row.benchmark, row.agent)
-        first_line = key != last
-        lead = [row.benchmark if row.benchmark != (last or ("",))[0] else "", row.agent or "-"]
-        if not first_line:
-            lead = ["", ""]
-        last = key
+        first_line = (row.benchmark, row.agent) != last_agent
+        lead = ["", ""]
+        if first_line:
+            lead = [row.benchmark if row.benchmark != last_bench else "", row.agent or "-"]
+        last_bench, last_agent = row.benchmark, (row.benchmark, row.agent)
         if single:
             state = (row.states[0] or "-") if first_line else ""
             value = "-" if row.metric is None else number(row.values[0])

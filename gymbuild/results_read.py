@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -128,18 +128,41 @@ class _Run:
     policy_model: str | None
     statuses: dict[str, BenchStatus]
     files: dict[str, dict[str, str]]
+    read_error: str | None = None  # why the metrics read failed, when it did
 
 
 def find_records(s: Session) -> list[SubmissionRecord]:
-    """`run=<id>,<id>,...` in that order; else the config's current submission."""
+    """`run=<id>,<id>,...` in that order; `run=all`: every submission of the config, oldest first;
+    else the config's current submission."""
     from gymbuild import day_two
 
+    if s.inv.run == "all":
+        return _config_records(s)
     ids = [i for i in (s.inv.run or "").split(",") if i.strip()]
     if not ids:
         return [day_two.find_record(s, connect=False)]
     if len(set(ids)) != len(ids):
         raise UserError(f"error: run= names a run twice: {s.inv.run}\n    fix: name each run once")
     return [day_two.find_record(s, i.strip(), connect=False) for i in ids]
+
+
+def _config_records(s: Session) -> list[SubmissionRecord]:
+    """The config's submissions from its workspace: the current one as the workspace knows it, the
+    earlier ones from the local index (one missing there is named on stderr and left out)."""
+    from gymbuild import day_two, followup
+
+    current = day_two.find_record(s, "", connect=False)  # no submission yet: its message
+    records = []
+    for sub in s.workspace.history():
+        if sub.gym_job_id == current.gym_job_id:
+            records.append(current)
+            continue
+        record = followup.record_from_index(sub.gym_job_id)
+        if record is None:
+            print(f"note: {sub.gym_job_id} is not in this machine's local index; left out", file=sys.stderr)
+        else:
+            records.append(record)
+    return records
 
 
 def _local_policy_model(s: Session, record: SubmissionRecord) -> str | None:
@@ -234,6 +257,9 @@ def _read_remote(s: Session, host: str | None, runs: Sequence[_Run]) -> None:
         if not pairs:
             return
         result = conn.run(read_script(pairs))
+        if not result.ok:  # what it did print is used; what it did not is said to be unreadable
+            for run in runs:
+                run.read_error = " ".join(result.stderr.split()) or f"the read exited {result.status}"
         for (run, bench), files in zip(wanted, parse_read(result.stdout, len(pairs)), strict=True):
             if bench is None:
                 text = files.get(_RUN_FILES[0])
@@ -286,6 +312,8 @@ def _result(run: _Run, cache: Cache) -> results.RunResult:
         bench = results.bench_result(
             job.benchmark, row.state, files, job_id=row.job_id, exit_code=row.exit_code, error=row.error
         )
+        if not files and run.read_error and job.benchmark in run.files:
+            bench = replace(bench, why=f"its artifacts could not be read: {run.read_error}")
         benches.append(bench)
         if row.state == "COMPLETED" and bench.agents:
             cached[job.benchmark] = {
@@ -319,8 +347,6 @@ def _check_only(records: Iterable[SubmissionRecord], only: Sequence[str]) -> Non
 
 def print_results(s: Session) -> None:
     """The verb: find the runs, read what is not cached, print the table (or JSON, CSV, markdown)."""
-    from dataclasses import replace
-
     from gymbuild.resources import user_cache_home
 
     fmt = s.inv.format or "table"

@@ -103,7 +103,11 @@ VERBS: tuple[Verb, ...] = (
         (
             *_SUBMISSION,
             ("only", "show these benchmarks only"),
-            ("watch", ""),
+            (
+                "watch",
+                "look again after 5, 10, 20, 40, then every 60 s (GYMBUILD_WATCH_INTERVALS) until "
+                "every job has ended; exit 0 only when every benchmark completed",
+            ),
             ("json", "one JSON document (with watch=1: at the end)"),
         ),
         (
@@ -146,7 +150,11 @@ VERBS: tuple[Verb, ...] = (
         (
             ("config", ""),
             ("workspace", ""),
-            ("run", "one run by its gym_job_id, or several, comma-separated, side by side"),
+            (
+                "run",
+                "one run by its gym_job_id, or several, comma-separated, side by side; "
+                "run=all: every submission of the config",
+            ),
             ("only", "these benchmarks only"),
             ("json", "one JSON document"),
             ("format", ""),
@@ -154,6 +162,7 @@ VERBS: tuple[Verb, ...] = (
         (
             "gymbuild results config=eval.yaml",
             "gymbuild results run=gym-job-20260101T120000Z-a1b2c3,gym-job-20260102T090000Z-d4e5f6",
+            "gymbuild results config=eval.yaml run=all",
             "gymbuild results config=eval.yaml format=markdown",
         ),
     ),

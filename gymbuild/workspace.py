@@ -95,6 +95,7 @@ class Workspace:
         self.outcomes_dir = self.dir / "outcomes"
         self.stamps_dir = self.dir / "stamps"
         self.submission_file = self.dir / "submission.json"
+        self.history_file = self.dir / "submissions.jsonl"  # every submission of the config, oldest first
         self.stage_stamps_file = self.stamps_dir / "stage.json"
         self._stage_stamps_cache: dict[str, str] | None = None
         self._stage_stamps_dirty = False
@@ -125,6 +126,27 @@ class Workspace:
         self.stage.mkdir(parents=True)
         self.stage.chmod(0o755)
         atomic_write(self.submission_file, json.dumps(asdict(submission), indent=2) + "\n")
+        with open(self.history_file, "a", encoding="utf-8") as history:  # one short line: one write
+            history.write(json.dumps(asdict(submission), separators=(",", ":")) + "\n")
+
+    def history(self) -> list[Submission]:
+        """Every submission this workspace started for the config, oldest first (`results run=all`
+        compares them); the current one even when it predates the history file."""
+        found: dict[str, Submission] = {}
+        try:
+            lines = self.history_file.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            lines = []
+        for line in lines:
+            try:
+                sub = Submission(**json.loads(line))
+            except (ValueError, TypeError):
+                continue  # a line cut short by a crash: the others still count
+            found.setdefault(sub.gym_job_id, sub)
+        current = self.submission()
+        if current is not None:
+            found.setdefault(current.gym_job_id, current)
+        return list(found.values())
 
     # --- outcomes --------------------------------------------------------------------------------
 

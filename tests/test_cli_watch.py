@@ -17,6 +17,7 @@ import fcntl
 import json
 import os
 import pty
+import re
 import select
 import shutil
 import signal
@@ -50,6 +51,16 @@ def test_the_looks_back_off_from_a_few_seconds_to_about_a_minute() -> None:
     assert first[0] <= 10  # a job failing at once is seen failing soon
     assert first == sorted(first) and first[-1] > first[0]  # then further apart ...
     assert 30 <= max(first) <= 90 and first[-3:] == [first[-1]] * 3  # ... up to a cap that holds
+
+
+def test_the_help_of_status_tells_the_waits_watch_uses() -> None:
+    from gymbuild import verbs
+
+    status = verbs.verb("status")
+    assert status is not None
+    said = dict(status.arguments)["watch"]
+    numbers = [float(n) for n in re.findall(r"\d+", said.split("(")[0])]
+    assert numbers == list(watch.INTERVALS) and watch.INTERVALS_ENV in said
 
 
 def test_the_waits_can_be_set_and_a_bad_setting_is_one_clear_error() -> None:
@@ -139,16 +150,19 @@ def finish(proc: subprocess.Popen[str], timeout: float = 300) -> Run:
     return Run(proc.returncode, out, err)
 
 
-def in_a_terminal(*args: str, cwd: Path, env: dict[str, str], timeout: float = 120) -> tuple[int, str]:
+def in_a_terminal(
+    *args: str, cwd: Path, env: dict[str, str], timeout: float = 120, ctrl_c_after: str | None = None
+) -> tuple[int, str]:
     """Run gymbuild with stdout and stderr on a pseudo-terminal (200 columns, 50 rows), as in a
-    shell window; its exit status and everything it wrote there."""
+    shell window; its exit status and everything it wrote there. With `ctrl_c_after`, SIGINT (the
+    user's Ctrl-C) is sent once that text has appeared."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
     proc = subprocess.Popen(
         gymbuild_argv(*args), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave
     )
     os.close(slave)
-    chunks: list[bytes] = []
+    screen = b""
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
@@ -160,13 +174,16 @@ def in_a_terminal(*args: str, cwd: Path, env: dict[str, str], timeout: float = 1
                     break
                 if not chunk:
                     break
-                chunks.append(chunk)
+                screen += chunk
+                if ctrl_c_after is not None and ctrl_c_after.encode() in screen:
+                    proc.send_signal(signal.SIGINT)
+                    ctrl_c_after = None
             elif proc.poll() is not None:
                 break
         else:
             proc.kill()
             pytest.fail(f"gymbuild {' '.join(args)} did not end within {timeout}s")
-        return proc.wait(timeout=30), b"".join(chunks).decode(errors="replace").replace("\r\n", "\n")
+        return proc.wait(timeout=30), screen.decode(errors="replace").replace("\r\n", "\n")
     finally:
         os.close(master)
 
@@ -242,6 +259,19 @@ def test_watch_on_a_terminal_redraws_the_table_until_the_jobs_end(
     final = draws[-1]
     assert "2 benchmarks: 0 pending, 0 running, 1 completed, 1 failed" in final
     assert "next look" not in final and "did not complete: fail (FAILED 3:0)" in final
+
+
+def test_ctrl_c_stops_the_watching_not_the_jobs(local: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    """Ctrl-C once the table is drawn: exit 1 with one line saying the jobs go on, and they do."""
+    config, env = local
+    rc, screen = in_a_terminal(
+        "status", f"config={config}", "watch=1", cwd=tmp_path, env=env, ctrl_c_after="next look in"
+    )
+    assert rc == 1, screen
+    assert "watch stopped; the jobs of gym-job-" in screen and "Traceback" not in screen
+    # The jobs went on: `ok` still completes (a job watch had ended would be FAILED or CANCELLED).
+    after = gymbuild("status", f"config={config}", "watch=1", "only=ok", cwd=tmp_path, env=env)
+    assert after.rc == 0, after.stdout + after.stderr
 
 
 def test_a_bad_watch_interval_is_one_message(local: tuple[Path, dict[str, str]], tmp_path: Path) -> None:

@@ -52,17 +52,31 @@ BENCHMARKS: dict[str, dict[str, Any]] = {
     "null": {"run": {"n": None}},
 }
 
+# Benchmarks of configs whose policy is no model (a Ray cluster: only `--model-type` is written) or
+# that compose no policy model config (policy_model_type "": no `--model-type`).
+OTHER_POLICIES: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {
+    "ray_policy": (
+        {"sandbox": {"type": "ray", "container": "ray", "node_pools": ["gpu"]}},
+        {"policy_model": "sandbox"},
+        {"run": {"x": 1}},
+    ),
+    "no_model_type": ({"policy": policy_service()}, {"policy_model_type": ""}, {"run": {"x": 1}}),
+}
+
 # Where the two tools knowingly part (docs/compatibility.md, "The real driver").
 KNOWN = {("null", "n"): (None, "None")}
 
 
 _ORACLE = r"""
-import argparse, contextlib, io, sys
+import argparse, contextlib, io, json, sys
 from nemo_gym.cli.main import _eval_submit
-out = io.StringIO()
-with contextlib.redirect_stdout(out):
-    _eval_submit(argparse.Namespace(config=sys.argv[1], resolve_only=False, dry_run=True, json=False), [])
-print(out.getvalue())
+outs = []
+for path in sys.argv[1:]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        _eval_submit(argparse.Namespace(config=path, resolve_only=False, dry_run=True, json=False), [])
+    outs.append(out.getvalue())
+print(json.dumps(outs))
 """
 
 
@@ -103,17 +117,27 @@ def _parsed(words: list[str]) -> list[tuple[str, str, str]]:
 
 @pytest.fixture(scope="module")
 def both(nemo_gym: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every benchmark's sbatch script from NeMo Gym's dry run and its plan from gymbuild."""
     tmp = tmp_path_factory.mktemp("driver-parity")
-    cfg = slurm_config("/var/tmp/runs", BENCHMARKS, services={"policy": policy_service()}, hostname=None)
-    path = write_config(tmp, cfg)
+    model = {"policy": policy_service()}
+    configs = [slurm_config("/var/tmp/runs", BENCHMARKS, services=model, hostname=None)]
+    for bench, (services, driver, benchmark) in OTHER_POLICIES.items():
+        cfg = slurm_config("/var/tmp/runs", {bench: benchmark}, services=services, hostname=None)
+        cfg["driver"].update(driver)
+        configs.append(cfg)
+    paths = [write_config(tmp, cfg, f"c{i}.yaml") for i, cfg in enumerate(configs)]
     env = {"GYM_LIMIT": "5"}
-    done = nemo_gym.run_python(_ORACLE, str(path), env={**_base_env(), **env})
+    done = nemo_gym.run_python(_ORACLE, *map(str, paths), env={**_base_env(), **env})
     assert done.returncode == 0, done.stderr
-    run_dir, scripts = _nemo_gym_scripts(done.stdout)
-    with pytest.MonkeyPatch.context() as mp:  # OmegaConf's oc.env reads the process environment
-        mp.setenv("GYM_LIMIT", env["GYM_LIMIT"])
-        config = load_config(path, environ=env).config
-    plans = plan_submission(config, run_dir=run_dir, gym_job_id=Path(run_dir).name)
+    scripts: dict[str, str] = {}
+    plans: dict[str, Any] = {}
+    for path, text in zip(paths, json.loads(done.stdout), strict=True):
+        run_dir, theirs = _nemo_gym_scripts(text)
+        with pytest.MonkeyPatch.context() as mp:  # OmegaConf's oc.env reads the process environment
+            mp.setenv("GYM_LIMIT", env["GYM_LIMIT"])
+            config = load_config(path, environ=env).config
+        scripts |= theirs
+        plans |= plan_submission(config, run_dir=run_dir, gym_job_id=Path(run_dir).name)
     return {"scripts": scripts, "plans": plans}
 
 
@@ -121,7 +145,7 @@ def _base_env() -> dict[str, str]:
     return {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
 
 
-@pytest.mark.parametrize("bench", list(BENCHMARKS))
+@pytest.mark.parametrize("bench", [*BENCHMARKS, *OTHER_POLICIES])
 def test_gym_eval_run_gets_the_overrides_nemo_gym_gives_it(both: dict[str, Any], bench: str) -> None:
     theirs_run, theirs_prepare = _nemo_gym_words(both["scripts"][bench])
     driver = both["plans"][bench].driver

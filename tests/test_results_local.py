@@ -216,6 +216,8 @@ def test_every_fate_then_only_what_is_unfinished_is_read_again_then_two_runs(
     # Both runs in one status round trip and one read.
     assert (len(shell.status_reads()), len(shell.metrics_reads())) == (1, 1)
     assert shell.invocations() == ["-s"]
+    # The runs of the config, as its workspace remembers them: the same two, oldest first.
+    assert user.ok("results", cfg, "run=all") == side
 
 
 def test_mistakes_are_one_message_and_exit_1(tmp_path: Path) -> None:

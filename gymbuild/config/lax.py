@@ -97,6 +97,8 @@ def coerce(types: str | list[str], value: Any) -> Any:
     """`value` as a field of JSON Schema type(s) `types` receives it in lax mode; unchanged when it
     already has one of the types or no lax conversion applies (the schema then reports it)."""
     wanted = [types] if isinstance(types, str) else list(types)
+    if "number" in wanted and "integer" not in wanted and _is("integer", value):
+        return float(value)  # pydantic's float field holds 4 as 4.0
     if any(_is(t, value) for t in wanted):
         return value
     for json_type in ("integer", "number", "boolean"):  # pydantic's order for int | float | bool unions

@@ -368,17 +368,15 @@ def pd_tier_trees(tree: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     for offset, tier in enumerate(("prefill", "decode"), start=1):
         sub = dict(tree[tier])
         for inherited in ("container", "model", "served_model_name"):
-            if sub.get(inherited) is None:
+            if inherited not in sub:  # written, even as null, the tier's own value wins
                 sub[inherited] = tree.get(inherited)
-        if sub.get("port") is None and isinstance(tree.get("port"), int):
+        if "port" not in sub and isinstance(tree.get("port"), int):
             sub["port"] = tree["port"] + offset
         sub["type"] = "vllm"
         tiers[tier] = sub
-    prefill_rpc = tiers["prefill"].get("data_parallel_rpc_port")
-    if prefill_rpc is None:
-        prefill_rpc = tiers["prefill"]["data_parallel_rpc_port"] = 13345
-    if tiers["decode"].get("data_parallel_rpc_port") is None and isinstance(prefill_rpc, int):
-        tiers["decode"]["data_parallel_rpc_port"] = prefill_rpc + 1
+    prefill_rpc = tiers["prefill"].setdefault("data_parallel_rpc_port", 13345)
+    if isinstance(prefill_rpc, int):
+        tiers["decode"].setdefault("data_parallel_rpc_port", prefill_rpc + 1)
     return tiers
 
 

@@ -99,7 +99,9 @@ class Rules:
         if len(entries) != 1:
             return None
         ((name, entry),) = entries.items()
-        return (name, entry) if isinstance(self.get(("compute", name)), dict) else None
+        # without a valid type no branch of the schema filled the entry's defaults: nothing to trust
+        trusted = isinstance(self.get(("compute", name)), dict) and self.ok(("compute", name, "type"))
+        return (name, entry) if trusted else None
 
     @property
     def pools(self) -> dict[str, dict[str, Any]] | None:

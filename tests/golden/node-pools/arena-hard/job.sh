@@ -261,7 +261,7 @@ for __gym_node in "${GYM_NODES[@]}"; do
   __gym_ip=$(getent ahostsv4 "$__gym_node" | awk 'NR == 1 {print $1}')
   GYM_NODE_IPS+=("${__gym_ip:-$__gym_node}")
 done
-# As NeMo Gym exports them for user code: the first node's address, and Ray's GCS on it.
+# NeMo Gym's exports for a multi-node vLLM: the first node's IP, and the Ray address on it
 HEAD_NODE_IP=${GYM_NODE_IPS[0]}
 RAY_HEAD_NODE_IP=$HEAD_NODE_IP:6379
 export HEAD_NODE_IP RAY_HEAD_NODE_IP
@@ -279,7 +279,7 @@ __gym_role=()
 __gym_args=()
 GYM_PORT=$(__gym_pick_port 8000) || exit 1
 __gym_publish policy "$GYM_PORT" || exit 1
-exec vllm serve Qwen/Qwen3-8B --host 0.0.0.0 --port "${GYM_PORT}" --tensor-parallel-size 4 --pipeline-parallel-size 1 --data-parallel-size 2 "${__gym_role[@]}" "${__gym_args[@]}"
+exec vllm serve Qwen/Qwen3-8B --port "${GYM_PORT}" --tensor-parallel-size 4 "${__gym_args[@]}" --data-parallel-size 2 "${__gym_role[@]}"
 ' \
     >logs/policy-"${GYM_JOB_ID}".log 2>&1 </dev/null &
 gym_started policy $!
@@ -297,7 +297,7 @@ __gym_role=()
 __gym_args=()
 GYM_PORT=$(__gym_pick_port 8001) || exit 1
 __gym_publish judge "$GYM_PORT" || exit 1
-exec vllm serve Qwen/Qwen3-32B --host 0.0.0.0 --port "${GYM_PORT}" --served-model-name judge --tensor-parallel-size 8 --pipeline-parallel-size 1 "${__gym_role[@]}" "${__gym_args[@]}"
+exec vllm serve Qwen/Qwen3-32B --port "${GYM_PORT}" --tensor-parallel-size 8 --served-model-name judge "${__gym_args[@]}" "${__gym_role[@]}"
 ' \
     >logs/judge-"${GYM_JOB_ID}".log 2>&1 </dev/null &
 gym_started judge $!

@@ -1,0 +1,79 @@
+"""Lay out what the real `gym eval run` needs to run offline on the test cluster.
+
+NeMo Gym starts one server per config block (the policy's openai_model, the agent, the verifier and
+the environment server), each from `<uv_venv_dir>/<kind>/<name>/.venv`; with
+`+skip_venv_if_present=true` a venv that is already there is used as is, so links to the one venv of
+nemo-gym 0.7.0 stand in for the per-server venvs gym would otherwise build with `uv` (from the
+network). The benchmark is a copy of `root/`, found through NEMO_GYM_EXTRA_ROOTS; its data is written
+by its own prepare.py, through the real `gym eval prepare`, before anything is submitted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE / "root"
+CONFIGS = HERE / "configs"
+BENCHMARK = "realgym_echo"
+CONFIG_PATH = f"benchmarks/{BENCHMARK}/config.yaml"
+DATA = Path("benchmarks") / BENCHMARK / "data" / f"{BENCHMARK}_benchmark.jsonl"
+
+# The servers realgym_echo's config composes, as `<kind>/<name>` under uv_venv_dir.
+SERVERS = (
+    "responses_api_models/openai_model",
+    "responses_api_agents/simple_agent",
+    "resources_servers/string_match",
+    "environment_servers/legacy_agent",
+)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Where the stage is: the benchmark root, the venv links, and the gym to put first on PATH."""
+
+    root: Path
+    venvs: Path
+    gym_bin: Path
+
+    def environ(self, output: Path, **extra: str) -> dict[str, str]:
+        """The REALGYM_* variables tests/realgym/configs/*.yaml read through `${oc.env:...}`."""
+        return {
+            "REALGYM_ROOT": str(self.root),
+            "REALGYM_VENVS": str(self.venvs),
+            "REALGYM_GYM_BIN": str(self.gym_bin),
+            "REALGYM_OUTPUT": str(output),
+            **extra,
+        }
+
+
+def make_stage(directory: Path, nemo_gym_venv: Path) -> Stage:
+    """Copy the benchmark root and link every server's venv to the nemo-gym venv, under `directory`
+    (a directory every node of the cluster sees)."""
+    root = directory / "root"
+    shutil.copytree(ROOT, root, ignore=shutil.ignore_patterns("__pycache__", "data", "outputs"))
+    venvs = directory / "venvs"
+    for server in SERVERS:
+        (venvs / server).mkdir(parents=True)
+        (venvs / server / ".venv").symlink_to(nemo_gym_venv, target_is_directory=True)
+    return Stage(root, venvs, nemo_gym_venv / "bin")
+
+
+def prepare(stage: Stage, timeout: float = 180) -> subprocess.CompletedProcess:
+    """`gym eval prepare` for realgym_echo, as a user runs it: from the root, where the benchmark's
+    relative prepare_script and jsonl_fpath are (NeMo Gym resolves both against the working directory)."""
+    env = {**os.environ, "NEMO_GYM_EXTRA_ROOTS": str(stage.root), "RAY_USAGE_STATS_ENABLED": "0"}
+    env["PATH"] = f"{stage.gym_bin}:{env.get('PATH', '')}"
+    return subprocess.run(
+        [str(stage.gym_bin / "gym"), "eval", "prepare", f"+config_paths=[{CONFIG_PATH}]"],
+        cwd=stage.root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
