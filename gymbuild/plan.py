@@ -1142,7 +1142,7 @@ def _shared(config: Config, gym_job_id: str) -> _Shared:
         pools=pool_ranges(config),
         # NeMo Gym 0.7.0 exports the pools' hosts whenever it places services: several nodes, or a
         # service pinned to a pool on one node (user code may read them).
-        pool_vars_needed=multi or any(s.nodes.pool for s in services if s.kind not in ("ray_head", "ray_worker")),
+        pool_vars_needed=multi or any(s.nodes.pool for s in services if not s.kind.startswith("ray_")),
         node_ips_needed=multi and (vllm or any(s.nodes.count > 1 or s.kind == "ray_head" for s in services)),
         head_ip_needed=multi and vllm,
         reserved_ports=tuple(sorted(set(ports.firsts))),
