@@ -406,9 +406,18 @@ def step_role(inner: list[dict[str, Any]]) -> str:
     if "vllm-router" in cmds:
         return "router"
     for r in inner:
-        if r["cmd"] == "vllm" and r["argv"][:1] == ["serve"]:
-            _, opts = flags(r["argv"])
-            return f"vllm:{(opts.get('--port') or ['?'])[0]}"
+        argv = r["argv"]
+        if r["cmd"] == "ray" and argv[:1] == ["symmetric-run"] and "--" in argv:
+            argv = argv[argv.index("--") + 1 :]  # the program it runs on the head
+            if argv[:1] != ["vllm"]:
+                continue
+            argv = argv[1:]
+        elif r["cmd"] != "vllm":
+            continue
+        if argv[:1] == ["serve"]:
+            _, opts = flags(argv)
+            model = argv[1] if len(argv) > 1 else "?"
+            return f"vllm:{(opts.get('--port') or ['?'])[0]}:{model}"
     if any(r["cmd"] == "python3" and r["argv"][:1] != ["-c"] for r in inner):
         return "ray-serve-gateway"
     for r in inner:

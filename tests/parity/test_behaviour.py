@@ -30,11 +30,6 @@ KNOWN: list[tuple[str, str, str]] = [
         "services: vllm_pd router flags, multi-node vLLM (ray symmetric-run, DP)",
     ),
     (
-        "steps",
-        r"step ray-(head|workers:\S+) (tasks|nodes|ntasks|srun)",
-        "services: Ray head and worker steps",
-    ),
-    (
         "env",
         r": GYM_RAY_(ADDRESS_\w+|\w+_WORKERS): ",
         "services: GYM_RAY_ADDRESS_* and GYM_RAY_*_WORKERS exports",
@@ -44,12 +39,10 @@ KNOWN: list[tuple[str, str, str]] = [
         r"collector\.yaml",
         "services: collector.yaml (span groups, renames, job names, attributes)",
     ),
+    ("steps", r"step ray-serve-gateway", "services: Ray Serve (use_ray_serve, automatic) steps"),
+    ("steps", r"step collector srun", "services: the collector step with otel.container"),
+    ("", r"^accept/vllm-pd[-\w]*@scaled ", "services: vllm_pd tiers on multi-node pools"),
     # `gym eval run` and gym_install: the `driver` work.
-    (
-        "steps",
-        r"step driver install: .*\[\"venv\", \"--seed\"\]",
-        "driver: `uv venv --seed` (pip in the venv)",
-    ),
     (
         "overrides",
         r'override \S+: NeMo Gym \{"kind": "ADD", "value": \{"str": "None"\}\}',
@@ -63,9 +56,11 @@ def suite(nemo_gym: Any) -> bh.Suite:
     return bh.run_suite(nemo_gym.python)
 
 
-def known(category: str, text: str) -> str | None:
+def known(category: str, text: str, case_id: str = "") -> str | None:
+    """Why a difference is still open (a KNOWN entry matching `<case id> <text>`), or None. An entry
+    with no category matches every category (a case that is known to differ as a whole)."""
     for cat, pattern, why in KNOWN:
-        if cat == category and re.search(pattern, text):
+        if cat in ("", category) and re.search(pattern, f"{case_id} {text}"):
             return why
     return None
 
@@ -78,9 +73,13 @@ def test_behaviour_matches_nemo_gym(suite: bh.Suite, case_id: str) -> None:
     result = suite.by_id()[case_id]
     if result.skipped.startswith("NeMo Gym refuses"):
         pytest.skip(f"not a behaviour case: {result.skipped.splitlines()[0]}")  # acceptance parity's
+    if result.skipped.startswith("gymbuild refuses"):
+        # A verdict difference: tests/parity/test_acceptance.py owns it (and fails or lists it there).
+        pytest.skip(f"acceptance parity's: {result.skipped.splitlines()[0]}")
+    if not result.compared:
+        pytest.skip("the config has no benchmark: no job to compare")
     assert not result.skipped, result.skipped
-    assert sum(result.compared.values()) > 0
-    unexpected = [f"[{cat}] {text}" for cat, text in result.differences if known(cat, text) is None]
+    unexpected = [f"[{cat}] {text}" for cat, text in result.differences if known(cat, text, case_id) is None]
     assert not unexpected, "\n".join(unexpected)
 
 
@@ -90,7 +89,7 @@ def test_every_known_difference_is_still_seen(suite: bh.Suite) -> None:
         for r in suite.results
         for cat, text in r.differences
         for c, pattern, _ in KNOWN
-        if c == cat and re.search(pattern, text)
+        if c in ("", cat) and re.search(pattern, f"{r.case.id} {text}")
     }
     stale = [f"{cat}: {pattern} ({why})" for cat, pattern, why in KNOWN if pattern not in seen]
     assert not stale, "fixed: remove from KNOWN\n" + "\n".join(stale)
