@@ -192,7 +192,7 @@ class Health(_Canonical):
 
 
 StepKind = Literal["vllm", "router", "ray_head", "ray_worker", "command"]
-VllmMode = Literal["single", "dp", "ray"]
+VllmMode = Literal["single", "dp", "ray", "per_node", "serve"]
 
 
 @dataclass(frozen=True)
@@ -208,13 +208,17 @@ class ServiceStep(_Canonical):
     env: tuple[EnvEntry, ...]
     pre_command: str  # shell text run before the server (`bash -c '<pre>; exec <cmd>'`)
     port: Port | None
-    argv: tuple[Word, ...]  # the server command (empty for `command` services)
+    argv: tuple[Word, ...]  # the server command up to the user's extra_args (empty for `command`)
     shell_args: str = ""  # user shell text appended verbatim to argv (vllm/ray extra_args)
+    argv_tail: tuple[Word, ...] = ()  # what follows the extra_args (NeMo Gym's order)
     shell_command: str = ""  # a `command` service's own shell command
     vllm_mode: VllmMode = "single"
     dp_local: int = 1  # data-parallel ranks per node (vllm_mode "dp")
     aux_ports: tuple[Port, ...] = ()  # further ports the head task settles (DP RPC, Ray GCS)
     needs: tuple[Port, ...] = ()  # ports of other steps this one waits for (router, Ray workers)
+    drop_args: tuple[str, ...] = ()  # flags (and their values) removed from this step's extra_args
+    address_var: str | None = None  # a Ray head's GYM_RAY_ADDRESS_<SERVICE>, exported once it is known
+    exported_vars: tuple[str, ...] = ()  # NeMo Gym's exports of this step's own nodes (hostnames)
     health: Health | None = None
     metrics_job: str | None = None  # the collector's scrape job name, when scraped
     host: Part = "localhost"  # the address of its first node, as the batch shell sees it
@@ -233,12 +237,15 @@ class CollectorPlan(_Canonical):
     health: Port
     attempts: int
     scrape_interval_seconds: int
-    gpu_metrics_port: int
-    node_metrics_port: int
+    gpu_metrics_port: int | None  # None: not scraped
+    node_metrics_port: int | None
     model: str
+    cluster: str  # the compute's name, as NeMo Gym's `cluster` attribute
     benchmark: str
     gym_job_id: str
     bench_dir: str
+    env: tuple[EnvEntry, ...]  # the collector's environment: the ingest token, its ports, the job id
+    gym_telemetry: bool  # the driver sends Gym's own telemetry to it (and needs its endpoints)
 
 
 @dataclass(frozen=True)
@@ -280,8 +287,8 @@ class BenchPlan(_Canonical):
     total_nodes: int
     pools: tuple[PoolRange, ...]
     pool_vars_needed: bool  # export GYM_POOL_<POOL>_NODES
-    head_ip_needed: bool  # export HEAD_NODE_IP / RAY_HEAD_NODE_IP
-    ray_head_node: int  # node index whose address RAY_HEAD_NODE_IP carries
+    node_ips_needed: bool  # GYM_NODE_IPS: every node's address (data-parallel and Ray heads)
+    head_ip_needed: bool  # export HEAD_NODE_IP / RAY_HEAD_NODE_IP (NeMo Gym: a multi-node vLLM job)
     collector: CollectorPlan | None
     services: tuple[ServiceStep, ...]
     driver: DriverStep
@@ -507,19 +514,29 @@ def _health(service: Service, port: Port | None) -> Health | None:
 _PORT = Ref("GYM_PORT")  # inside a step: the port this step settled
 
 
-def _vllm_argv(svc: VllmService, name: str) -> tuple[Word, ...]:
-    argv: list[Word] = [("vllm",), ("serve",), (svc.model,), ("--host",), ("0.0.0.0",), ("--port",), (_PORT,)]
-    if svc.served_model_name:
-        argv += [("--served-model-name",), (svc.served_model_name,)]
-    argv += [
+def _vllm_argv(svc: VllmService) -> tuple[Word, ...]:
+    """`vllm serve` up to the service's extra_args, in NeMo Gym 0.7.0's order (its _vllm_base_flags):
+    no `--host` (vLLM listens on every interface by default), `--pipeline-parallel-size` only above 1."""
+    argv: list[Word] = [
+        ("vllm",),
+        ("serve",),
+        (svc.model,),
+        ("--port",),
+        (_PORT,),
         ("--tensor-parallel-size",),
         (str(svc.tensor_parallel_size),),
-        ("--pipeline-parallel-size",),
-        (str(svc.pipeline_parallel_size),),
     ]
-    if svc.trust_remote_code:
-        argv.append(("--trust-remote-code",))
+    if svc.served_model_name:
+        argv += [("--served-model-name",), (svc.served_model_name,)]
+    if svc.pipeline_parallel_size > 1:
+        argv += [("--pipeline-parallel-size",), (str(svc.pipeline_parallel_size),)]
     return tuple(argv)
+
+
+def _kv_transfer(kv_transfer: Mapping[str, str] | None) -> list[Word]:
+    if not kv_transfer:
+        return []
+    return [("--kv-transfer-config",), (json.dumps(dict(kv_transfer), separators=(",", ":")),)]
 
 
 def _vllm_steps(
@@ -529,27 +546,72 @@ def _vllm_steps(
     *,
     name: str,
     service: str,
-    kv_role: str | None = None,
-    kv_connector: str = "",
-    nixl_port: int | None = None,
+    kv_transfer: Mapping[str, str] | None = None,
+    pre_command: str | None = None,
     scrape: bool = True,
 ) -> ServiceStep:
+    """One vLLM step. Its argv is NeMo Gym's, word for word: what precedes the user's extra_args in
+    `argv`, what follows them in `argv_tail` (data parallel, trust-remote-code, the KV transfer)."""
     nodes = place(config, svc)
     port = ports(name, svc.port)
-    argv = list(_vllm_argv(svc, name))
+    argv = _vllm_argv(svc)
+    tail: list[Word] = []
     aux: list[Port] = []
     mode: VllmMode = "single"
     dp_local = svc.number_of_instances
-    if nodes.count > 1:
+    trust: list[Word] = [("--trust-remote-code",)] if svc.trust_remote_code else []
+    env = list(_env(svc.env, f"services.{service}"))
+    shell_args = svc.extra_args
+    if svc.ray_serve:
+        # NeMo Gym's Ray Serve gateway (ours, with its command line): it starts the instances, each
+        # a `vllm serve` over Ray, and routes requests across them; over several nodes it joins the
+        # Ray cluster the step starts, as one instance over several nodes does.
+        mode = "serve"
+        gpus = [p.gpus_per_node for p in config.compute.node_pools.values() if p.gpus_per_node is not None]
+        argv = (
+            ("python3",),
+            ("ray_serve_gateway.py",),
+            ("--model",),
+            (svc.model,),
+            ("--port",),
+            (_PORT,),
+            ("--tensor-parallel-size",),
+            (str(svc.tensor_parallel_size),),
+            ("--pipeline-parallel-size",),
+            (str(svc.pipeline_parallel_size),),
+            ("--number-of-instances",),
+            (str(svc.number_of_instances),),
+        )
+        if gpus:
+            tail += [("--gpus-per-node",), (str(max(gpus)),)]
+        tail += trust
+        if svc.served_model_name:
+            tail += [("--served-model-name",), (svc.served_model_name,)]
+        if svc.extra_args:  # handed to the gateway as one word, which splits it for `vllm serve`
+            tail += [("--extra-args",), (svc.extra_args,)]
+        shell_args = ""
+        if nodes.count > 1:
+            aux.append(ports(f"{name}.ray", 6379))
+            env.append(EnvEntry("GYM_STEP_HEAD_IP", Ref(f"GYM_NODE_IPS[{nodes.first}]")))
+    elif nodes.count > 1 and svc.server_per_node:
+        # A vllm_pd tier with server_per_node: an independent single-node server on every node.
+        mode = "per_node"
+        if svc.number_of_instances > 1:
+            tail += [("--data-parallel-size",), (str(svc.number_of_instances),)]
+        tail += [*trust, *_kv_transfer(kv_transfer)]
+    elif nodes.count > 1:
         if svc.number_of_instances > 1:
             if svc.number_of_instances % nodes.count:
                 raise UserError(
                     f"services.{service}: number_of_instances {svc.number_of_instances} is not a "
                     f"multiple of its {nodes.count} nodes"
                 )
+            # vLLM's multi-node data parallel: one `vllm serve` per node, the first serving the API,
+            # the others headless from their start rank (added by the step on those nodes).
             mode, dp_local = "dp", svc.number_of_instances // nodes.count
             aux.append(ports(f"{name}.rpc", svc.data_parallel_rpc_port))
-            argv += [
+            tail += _kv_transfer(kv_transfer)
+            tail += [
                 ("--data-parallel-size",),
                 (str(svc.number_of_instances),),
                 ("--data-parallel-size-local",),
@@ -558,22 +620,22 @@ def _vllm_steps(
                 (Ref("GYM_STEP_HEAD_IP"),),
                 ("--data-parallel-rpc-port",),
                 (Ref("GYM_RPC_PORT"),),
-                ("--data-parallel-start-rank",),
-                (Ref("GYM_DP_START_RANK"),),
+                *trust,
             ]
+            # NeMo Gym: the allocation's head IP for a service on every node, its pool's first
+            # hostname for a pinned one.
+            head = Ref(f"GYM_NODES[{nodes.first}]") if nodes.pool else Ref(f"GYM_NODE_IPS[{nodes.first}]")
+            env.append(EnvEntry("GYM_STEP_HEAD_IP", head))
         else:
+            # One instance over several nodes through vLLM's Ray executor (`ray symmetric-run`).
             mode = "ray"
             aux.append(ports(f"{name}.ray", 6379))
-            argv += [("--distributed-executor-backend",), ("ray",)]
-    elif svc.number_of_instances > 1:
-        argv += [("--data-parallel-size",), (str(svc.number_of_instances),)]
-    env = list(_env(svc.env, f"services.{service}"))
-    if nodes.count > 1:
-        env.append(EnvEntry("GYM_STEP_HEAD_IP", Ref(f"GYM_NODE_IPS[{nodes.first}]")))
-    if kv_role:
-        transfer = json.dumps({"kv_connector": kv_connector, "kv_role": kv_role}, separators=(",", ":"))
-        argv += [("--kv-transfer-config",), (transfer,)]
-        env.append(EnvEntry("VLLM_NIXL_SIDE_CHANNEL_PORT", str(nixl_port)))
+            tail += [*trust, *_kv_transfer(kv_transfer), ("--distributed-executor-backend",), ("ray",)]
+            env.append(EnvEntry("GYM_STEP_HEAD_IP", Ref(f"GYM_NODE_IPS[{nodes.first}]")))
+    else:
+        if svc.number_of_instances > 1:
+            tail += [("--data-parallel-size",), (str(svc.number_of_instances),)]
+        tail += [*trust, *_kv_transfer(kv_transfer)]
     return ServiceStep(
         name=name,
         service=service,
@@ -582,10 +644,12 @@ def _vllm_steps(
         nodes=nodes,
         mounts=_mounts(svc.mounts, f"services.{service}"),
         env=tuple(env),
-        pre_command=svc.pre_command,
+        pre_command=svc.pre_command if pre_command is None else pre_command,
         port=port,
-        argv=tuple(argv),
-        shell_args=svc.extra_args,
+        argv=argv,
+        argv_tail=tuple(tail),
+        shell_args=shell_args,
+        drop_args=("--api-server-count",) if mode == "dp" else (),
         vllm_mode=mode,
         dp_local=dp_local,
         aux_ports=tuple(aux),
@@ -594,39 +658,64 @@ def _vllm_steps(
     )
 
 
+def _nixl_pre_command(tier: VllmService) -> str:
+    """NeMo Gym's exports before a tier's `vllm serve`: the side-channel host is the node's own
+    name, known only on the node, so these are shell statements ahead of the user's pre_command."""
+    nixl = (
+        "export VLLM_NIXL_SIDE_CHANNEL_HOST=$(hostname)\n"
+        f"export VLLM_NIXL_SIDE_CHANNEL_PORT={tier.nixl_side_channel_port}"
+    )
+    return f"{nixl}\n{tier.pre_command}" if tier.pre_command else nixl
+
+
 def _vllm_pd_steps(config: Config, svc: VllmPdService, ports: _Ports) -> list[ServiceStep]:
-    """Prefill and decode tiers on their pools, then the router under the service's own name."""
+    """Prefill and decode tiers on their pools, then NeMo Gym's vllm-router under the service's name,
+    addressing each tier's first node (or, with server_per_node, every node of the tier)."""
     assert svc.prefill is not None and svc.decode is not None
-    tiers = []
-    for tier, role in ((svc.prefill, "kv_producer"), (svc.decode, "kv_consumer")):
-        tiers.append(
-            _vllm_steps(
-                config,
-                tier,
-                ports,
-                name=tier.name,
-                service=svc.name,
-                kv_role=role,
-                kv_connector=svc.kv_connector,
-                nixl_port=svc.nixl_side_channel_port,
-            )
+    tiers = [
+        _vllm_steps(
+            config,
+            tier,
+            ports,
+            name=tier.name,
+            service=svc.name,
+            kv_transfer=tier.kv_transfer_config,
+            pre_command=_nixl_pre_command(tier),
         )
+        for tier in (svc.prefill, svc.decode)
+    ]
     port = ports(svc.name, svc.port)
-    prefill, decode = (t.port for t in tiers)
-    assert prefill is not None and decode is not None
+    endpoints: list[Word] = []
+    needs: list[Port] = []
+    env = list(_env(svc.env, f"services.{svc.name}"))
+    for flag, step in (("--prefill", tiers[0]), ("--decode", tiers[1])):
+        assert step.port is not None
+        count = step.nodes.count if step.vllm_mode == "per_node" else 1
+        for i in range(count):
+            need = step.port if count == 1 else ports(f"{step.port.key}.{i}", step.port.first)
+            host = f"GYM_{shell_name(flag[2:])}_HOST_{i}"
+            env.append(EnvEntry(host, node_host(config, Nodes(step.nodes.first + i, 1))))
+            needs.append(need)
+            endpoints += [(flag,), ("http://", Ref(host), ":", Ref(need.var))]
     argv: tuple[Word, ...] = (
         ("vllm-router",),
+        ("--prefill-policy",),
+        (svc.prefill_policy,),
+        ("--decode-policy",),
+        (svc.decode_policy,),
+        ("--vllm-pd-disaggregation",),
+        *endpoints,
+        # All interfaces: the driver and the health probe reach it over localhost.
         ("--host",),
         ("0.0.0.0",),
         ("--port",),
         (_PORT,),
-        ("--policy",),
-        (svc.prefill_policy,),
-        ("--vllm-pd-disaggregation",),
-        ("--prefill",),
-        ("http://", Ref("GYM_PREFILL_HOST"), ":", Ref(prefill.var)),
-        ("--decode",),
-        ("http://", Ref("GYM_DECODE_HOST"), ":", Ref(decode.var)),
+        ("--intra-node-data-parallel-size",),
+        (str(svc.intra_node_data_parallel_size),),
+        ("--request-timeout-secs",),
+        (str(svc.request_timeout_secs),),
+        ("--log-level",),
+        (svc.log_level,),
     )
     router = ServiceStep(
         name=svc.name,
@@ -635,82 +724,126 @@ def _vllm_pd_steps(config: Config, svc: VllmPdService, ports: _Ports) -> list[Se
         container=svc.container,
         nodes=place(config, svc),
         mounts=_mounts(svc.mounts, f"services.{svc.name}"),
-        env=(
-            *_env(svc.env, f"services.{svc.name}"),
-            EnvEntry("GYM_PREFILL_HOST", node_host(config, tiers[0].nodes)),
-            EnvEntry("GYM_DECODE_HOST", node_host(config, tiers[1].nodes)),
-        ),
+        env=tuple(env),
         pre_command=svc.pre_command,
         port=port,
         argv=argv,
-        needs=(prefill, decode),
+        needs=tuple(needs),
         health=_health(svc, port),
+        metrics_job=f"{config.otel.component}/{svc.name}",  # NeMo Gym scrapes every model service
     )
     return [*tiers, router]
 
 
+# `ray start` refuses these on a worker; they reach workers through the service's shared extra_args.
+_RAY_HEAD_ONLY_FLAGS = ("--port", "--redis-shard-ports", "--include-dashboard")
+
+
+def _ray_resources(resources: Mapping[str, float] | None) -> list[Word]:
+    """`--resources=<json>` as NeMo Gym writes it: sorted keys, a whole number as an int."""
+    if not resources:
+        return []
+    whole = {k: int(v) if float(v).is_integer() else v for k, v in resources.items()}
+    return [(f"--resources={json.dumps(whole, sort_keys=True)}",)]
+
+
+def ray_address_var(service: str) -> str:
+    """The variable with a Ray service's head `ip:port` (NeMo Gym's GYM_RAY_ADDRESS_<SERVICE>)."""
+    return f"GYM_RAY_ADDRESS_{shell_name(service)}"
+
+
+def ray_workers_var(service: str, pool: str) -> str:
+    """The variable with a Ray service's worker hosts in one pool (NeMo Gym's name)."""
+    return f"GYM_RAY_{shell_name(service)}_{shell_name(pool)}_WORKERS"
+
+
 def _ray_steps(config: Config, svc: RayService, ports: _Ports) -> list[ServiceStep]:
-    """A head on the first node of the first pool, then one worker step per pool on its other nodes."""
-    if not svc.node_pools:
-        raise UserError(f"services.{svc.name}.node_pools: a Ray service needs at least one pool")
-    pools = [_pool_nodes(config, p) for p in svc.node_pools]
-    port = ports(svc.name, svc.port)
+    """NeMo Gym's Ray cluster: the head on the driver's node, then one worker step per spanned pool
+    on that pool's other nodes. Without node_pools, a single-node cluster: the head alone."""
     where = f"services.{svc.name}"
+    driver = driver_nodes(config)
+    port = ports(svc.name, svc.port)
+    address = ray_address_var(svc.name)
+    multi = config.compute.total_nodes > 1
+    ranges = {rng.name: rng for rng in pool_ranges(config)}
+    head_pool = next(
+        (name for name, rng in ranges.items() if rng.first <= driver.first < rng.first + rng.count), None
+    )
 
-    def argv(pool: str, head: bool) -> tuple[Word, ...]:
-        words: list[Word] = [("ray",), ("start",), ("--block",)]
-        if head:
-            words += [("--head",), ("--port=", _PORT)]
-        else:
-            words.append(("--address=", Ref("RAY_HEAD_NODE_IP"), ":", Ref(port.var)))
-        if svc.num_cpus is not None:
-            words.append((f"--num-cpus={svc.num_cpus}",))
-        if svc.num_gpus is not None:
-            words.append((f"--num-gpus={svc.num_gpus}",))
-        resources = svc.resources.get(pool)
-        if resources:
-            # amounts are floats (NeMo Gym's type); whole ones are written as NeMo Gym writes them: 4
-            whole = {k: int(v) if float(v).is_integer() else v for k, v in resources.items()}
-            text = json.dumps(whole, sort_keys=True, separators=(",", ":"))
-            words.append((f"--resources={text}",))
-        return tuple(words)
+    def resources(pool: str | None) -> list[Word]:
+        return _ray_resources(svc.resources.get(pool) if pool is not None else None)
 
-    common = {
-        "service": svc.name,
-        "container": svc.container,
-        "mounts": _mounts(svc.mounts, where),
-        "env": _env(svc.env, where),
-        "pre_command": svc.pre_command,
-        "shell_args": svc.extra_args,
-    }
-    head_pool = pools[0]
+    common: list[Word] = []
+    if svc.num_cpus is not None:
+        common += [("--num-cpus",), (str(svc.num_cpus),)]
+    if svc.num_gpus is not None:
+        common += [("--num-gpus",), (str(svc.num_gpus),)]
+    # The head binds the address workers and the driver dial: its node's IP (a single node finds
+    # its own, in the step).
+    head_env = (EnvEntry("GYM_STEP_HEAD_IP", Ref(f"GYM_NODE_IPS[{driver.first}]")),) if multi else ()
+    head_argv: tuple[Word, ...] = (
+        ("ray",),
+        ("start",),
+        ("--block",),
+        ("--head",),
+        ("--port",),
+        (_PORT,),
+        ("--node-ip-address",),
+        (Ref("GYM_STEP_HEAD_IP"),),
+        *common,
+        *resources(head_pool if head_pool in svc.node_pools else None),
+    )
+    env = _env(svc.env, where)
     steps = [
         ServiceStep(
-            name=f"{svc.name}-head",
+            name=svc.name,
+            service=svc.name,
             kind="ray_head",
-            nodes=Nodes(head_pool.first, 1, None),
+            container=svc.container,
+            nodes=Nodes(driver.first, 1, None),
+            mounts=_mounts(svc.mounts, where),
+            env=(*env, *head_env),
+            pre_command=svc.pre_command,
             port=port,
-            argv=argv(head_pool.pool or "", True),
+            argv=head_argv,
+            shell_args=svc.extra_args,
             health=_health(svc, port),
-            **common,
+            address_var=address,
         )
     ]
-    for pool in pools:
-        first, count = pool.first, pool.count
-        if pool is head_pool:
+    # A worker only joins a running head, and the head may still be installing.
+    wait = f'until ray status --address "${address}" >/dev/null 2>&1; do sleep 5; done'
+    pre = f"{svc.pre_command.rstrip()}\n{wait}".lstrip()
+    for pool in svc.node_pools:
+        rng = ranges[pool]
+        first, count = rng.first, rng.count
+        if first == driver.first:
             first, count = first + 1, count - 1
         if count <= 0:
             continue
-        whole = pool.pool if (first, count) == (pool.first, pool.count) else None
         steps.append(
             ServiceStep(
-                name=f"{svc.name}-{pool.pool}",
+                name=f"{svc.name}_{pool}_workers",
+                service=svc.name,
                 kind="ray_worker",
-                nodes=Nodes(first, count, whole),
+                container=svc.container,
+                nodes=Nodes(first, count, pool if (first, count) == (rng.first, rng.count) else None),
+                mounts=_mounts(svc.mounts, where),
+                env=env,
+                pre_command=pre,
                 port=None,
-                argv=argv(pool.pool or "", False),
-                needs=(port,),
-                **common,
+                argv=(
+                    ("ray",),
+                    ("start",),
+                    ("--block",),
+                    ("--address",),
+                    (Ref(address),),
+                    *common,
+                    *resources(pool),
+                ),
+                shell_args=svc.extra_args,
+                drop_args=_RAY_HEAD_ONLY_FLAGS,
+                exported_vars=(ray_workers_var(svc.name, pool),),
             )
         )
     return steps
@@ -737,8 +870,10 @@ def _command_step(config: Config, svc: CommandService, ports: _Ports) -> Service
 
 
 def _service_steps(config: Config, ports: _Ports) -> list[ServiceStep]:
+    """Every service's steps, in NeMo Gym's order: the config's services, Ray clusters last."""
     steps: list[ServiceStep] = []
-    for svc in config.services.values():
+    ordered = sorted(config.services.values(), key=lambda svc: isinstance(svc, RayService))
+    for svc in ordered:
         if isinstance(svc, VllmPdService):
             steps += _vllm_pd_steps(config, svc, ports)
         elif isinstance(svc, VllmService):
@@ -756,33 +891,34 @@ def _service_steps(config: Config, ports: _Ports) -> list[ServiceStep]:
 
 
 def _policy(config: Config) -> tuple[str, int] | None:
-    """(served model name, first-choice port) of the policy service, if one is set."""
+    """(served model name, first-choice port) of the policy service, if one is set.
+
+    A policy that serves no model (a Ray cluster) wires nothing into the benchmarks, as in NeMo Gym."""
     policy = config.policy
     if policy is None or isinstance(policy, RayService):
-        return None  # NeMo Gym: a policy that serves no model (a Ray cluster) wires nothing into `run`
+        return None
     if not isinstance(policy, VllmService | VllmPdService):
         raise UserError(f"driver.policy_model: {policy.name!r} is not a vllm or vllm_pd service")
     return policy.model_name, policy.port
 
 
 def _otel_env(config: Config, gym_job_id: str) -> list[EnvEntry]:
-    """Applied before driver.env so the user's values win; the endpoint is composed by the job."""
+    """NeMo Gym's driver_telemetry_env, with gym telemetry on: applied before driver.env so the
+    user's values win. The endpoints are composed by the job (the collector's ports are settled at
+    run time): traces and metrics over OTLP/HTTP, logs over gRPC (nemo-lens's log exporter is gRPC
+    whatever the protocol says)."""
     otel = config.otel
-    if not otel.enabled:
+    if not (otel.enabled and otel.gym_telemetry):
         return []
-    env = []
-    if otel.gym_telemetry:
-        env += [
-            EnvEntry("NEMO_GYM_OTEL_ENABLED", "1"),
-            EnvEntry("NEMO_GYM_OTEL_RUN_ID", gym_job_id),
-            EnvEntry("NEMO_GYM_OTEL_SPAN_GROUPS", otel.gym_span_groups),
-            EnvEntry("NEMO_GYM_OTEL_LOGS_ENABLED", "1" if otel.gym_logs else "0"),
-        ]
-    env += [
+    return [
+        EnvEntry("NEMO_GYM_OTEL_ENABLED", "1"),
+        EnvEntry("NEMO_GYM_OTEL_RUN_ID", gym_job_id),
+        EnvEntry("NEMO_GYM_OTEL_SPAN_GROUPS", otel.gym_span_groups),
+        EnvEntry("NEMO_GYM_OTEL_LOGS_ENABLED", "1" if otel.gym_logs else "0"),
         EnvEntry("OTEL_EXPORTER_OTLP_ENDPOINT", Ref("GYM_OTEL_ENDPOINT")),
         EnvEntry("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+        EnvEntry("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", Ref("GYM_OTEL_LOGS_ENDPOINT")),
     ]
-    return env
 
 
 def _driver(config: Config, shared: _Shared, bench: Benchmark, *, bench_dir: str) -> DriverStep:
@@ -919,9 +1055,18 @@ def _collector(
         gpu_metrics_port=otel.gpu_metrics_port,
         node_metrics_port=otel.node_metrics_port,
         model=shared.policy[0] if shared.policy else "",
+        cluster=config.compute.name,
         benchmark=bench,
         gym_job_id=gym_job_id,
         bench_dir=bench_dir,
+        env=(
+            # NeMo Gym's `env OTEL_TOKEN=${OTEL_TOKEN} SLURM_JOB_ID=${SLURM_JOB_ID}`; the token is the
+            # one the header read and unset, so no other step inherits it.
+            EnvEntry(otel.token_env, Ref("__gym_otel_token")),
+            EnvEntry("SLURM_JOB_ID", Ref("GYM_JOB_ID")),
+            *(EnvEntry(port.var, Ref(port.var)) for port in (grpc, http, health)),
+        ),
+        gym_telemetry=otel.gym_telemetry,
     )
 
 
@@ -956,8 +1101,8 @@ class _Shared:
     walltime_seconds: int | None
     pools: tuple[PoolRange, ...]
     pool_vars_needed: bool
+    node_ips_needed: bool
     head_ip_needed: bool
-    ray_head_node: int
     reserved_ports: tuple[int, ...]
 
 
@@ -966,8 +1111,9 @@ def _shared(config: Config, gym_job_id: str) -> _Shared:
     ports = _Ports()
     collector_ports = _collector_ports(config, ports)
     services = tuple(replace(s, host=node_host(config, s.nodes)) for s in _service_steps(config, ports))
+    policy = _policy(config)
     policy_port = None
-    if isinstance(config.policy, VllmService | VllmPdService):
+    if policy is not None:
         policy_port = next(s.port for s in services if s.name == config.driver.policy_model)
     drv = config.driver
     env = _otel_env(config, gym_job_id) + list(_env(drv.env, "driver"))
@@ -978,13 +1124,13 @@ def _shared(config: Config, gym_job_id: str) -> _Shared:
         extras = ("telemetry",) if config.otel.enabled and config.otel.gym_telemetry else ()
         install = GymInstallPlan(drv.gym_install.repo, drv.gym_install.ref, extras)
     multi = config.compute.total_nodes > 1
-    ray_heads = [s.nodes.first for s in services if s.kind == "ray_head"]
+    vllm = any(s.kind == "vllm" for s in services)
     before, after = _config_directives(config)
     walltime = config.compute.walltime
     return _Shared(
         collector_ports=collector_ports,
         services=services,
-        policy=_policy(config),
+        policy=policy,
         policy_port=policy_port,
         driver_nodes=driver_nodes(config),
         driver_env=tuple(env),
@@ -995,8 +1141,8 @@ def _shared(config: Config, gym_job_id: str) -> _Shared:
         walltime_seconds=walltime_seconds(walltime) if walltime else None,
         pools=pool_ranges(config),
         pool_vars_needed=multi and any(s.nodes.pool for s in services),
-        head_ip_needed=multi and (bool(ray_heads) or any(s.nodes.count > 1 for s in services)),
-        ray_head_node=ray_heads[0] if ray_heads else 0,
+        node_ips_needed=multi and (vllm or any(s.nodes.count > 1 or s.kind == "ray_head" for s in services)),
+        head_ip_needed=multi and vllm,
         reserved_ports=tuple(sorted(set(ports.firsts))),
     )
 
@@ -1047,8 +1193,8 @@ def _plan(config: Config, shared: _Shared, bench: str, *, run_dir: str, gym_job_
         total_nodes=config.compute.total_nodes,
         pools=shared.pools,
         pool_vars_needed=shared.pool_vars_needed,
+        node_ips_needed=shared.node_ips_needed,
         head_ip_needed=shared.head_ip_needed,
-        ray_head_node=shared.ray_head_node,
         collector=collector,
         services=shared.services,
         driver=driver,

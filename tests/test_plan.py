@@ -91,7 +91,7 @@ def test_multi_node_vllm_without_pool_spans_every_node() -> None:
     t["services"]["policy"]["number_of_instances"] = 6
     policy = plan(t).services[0]
     assert (policy.vllm_mode, policy.dp_local) == ("dp", 2)
-    assert ("--data-parallel-size",) in policy.argv and ("6",) in policy.argv
+    assert ("--data-parallel-size",) in policy.argv_tail and ("6",) in policy.argv_tail
 
 
 def test_multi_node_other_unpinned_service_runs_beside_the_driver() -> None:
@@ -143,16 +143,31 @@ def test_vllm_pd_tiers_on_their_pools_and_the_router_under_the_service_name() ->
     assert p.driver.policy_port == router.port
 
 
-def test_ray_head_and_one_worker_step_per_pool() -> None:
+def test_ray_head_and_one_worker_step_per_pool_after_the_other_services() -> None:
     t = tree(head=1, workers=2)
-    t["services"]["sandbox"] = {"type": "ray", "container": "ray", "node_pools": ["head", "workers"]}
+    t["services"] = {
+        "sandbox": {"type": "ray", "container": "ray", "node_pools": ["head", "workers"]},
+        **t["services"],
+    }
     p = plan(t)
-    ray = [(s.name, s.kind, s.nodes) for s in p.services if s.service == "sandbox"]
-    assert ray == [
-        ("sandbox-head", "ray_head", Nodes(0, 1)),
-        ("sandbox-workers", "ray_worker", Nodes(1, 2, "workers")),
+    ray = [(s.name, s.kind, s.nodes) for s in p.services]
+    assert ray == [  # NeMo Gym's order and step names
+        ("policy", "vllm", Nodes(0, 3)),
+        ("sandbox", "ray_head", Nodes(0, 1)),
+        ("sandbox_workers_workers", "ray_worker", Nodes(1, 2, "workers")),
     ]
-    assert p.head_ip_needed and p.ray_head_node == 0
+    assert p.head_ip_needed and p.node_ips_needed
+
+
+def test_head_ip_is_exported_as_nemo_gym_does_only_beside_a_multi_node_vllm() -> None:
+    t = tree(head=1, workers=2)
+    t["services"]["policy"]["node_pool"] = "head"
+    t["services"]["sandbox"] = {"type": "ray", "container": "ray", "node_pools": ["head", "workers"]}
+    assert plan(t).head_ip_needed  # a vLLM service in a multi-node job, pinned or not
+    del t["services"]["policy"]
+    del t["driver"]["policy_model"]
+    p = plan(t)
+    assert not p.head_ip_needed and p.node_ips_needed  # the Ray head still needs its node's address
 
 
 # --- overrides -----------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ step.sh.j2 and driver.sh.j2: what runs inside a step) from what is Slurm's (slur
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -165,6 +166,19 @@ def keep_compiled_templates(directory: Path) -> None:
         _ENV.bytecode_cache = FileSystemBytecodeCache(str(directory))
 
 
+def ray_serve_gateway_b64() -> str:
+    """gymbuild's Ray Serve gateway (templates/ray_serve_gateway.py), base64: a step that runs it
+    writes it from its own script, so the model's container needs nothing of gymbuild."""
+    global _GATEWAY
+    if _GATEWAY is None:
+        source, _, _ = _ENV.loader.get_source(_ENV, "ray_serve_gateway.py")  # type: ignore[union-attr]
+        _GATEWAY = base64.b64encode(source.encode()).decode()
+    return _GATEWAY
+
+
+_GATEWAY: str | None = None
+
+
 def _environment() -> Environment:
     env = Environment(
         loader=PackageLoader("gymbuild.render", "templates"),
@@ -179,7 +193,13 @@ def _environment() -> Environment:
         comment_end_string="##}",
     )
     env.filters.update(sh=sh, sh_words=sh_words, sbatch=sbatch_value, yaml=yaml_str)
-    env.globals.update(secret_var=secret_var, port_file=port_file, log_file=log_file, once=once)
+    env.globals.update(
+        secret_var=secret_var,
+        port_file=port_file,
+        log_file=log_file,
+        once=once,
+        ray_serve_gateway_b64=ray_serve_gateway_b64,
+    )
     return env
 
 

@@ -261,14 +261,16 @@ GYM_PORT_OTEL_HTTP=$(__gym_pick_port 4318) || exit 1
 GYM_PORT_OTEL_HEALTH=$(__gym_pick_port 13133) || exit 1
 gym_write_target otel/targets/node.json localhost:9100
 gym_write_target otel/targets/dcgm.json localhost:9400
-OTEL_TOKEN="$__gym_otel_token" \
+OTEL_TOKEN="${__gym_otel_token}" \
+SLURM_JOB_ID="${GYM_JOB_ID}" \
 GYM_PORT_OTEL_GRPC="${GYM_PORT_OTEL_GRPC}" \
 GYM_PORT_OTEL_HTTP="${GYM_PORT_OTEL_HTTP}" \
 GYM_PORT_OTEL_HEALTH="${GYM_PORT_OTEL_HEALTH}" \
-  otelcol-contrib --config=/runs/gym-job-20260101T000000Z-abcdef/gpqa/otel/collector.yaml >logs/otel-collector-"${GYM_JOB_ID}".log 2>&1 </dev/null &
+  otelcol-contrib --config /runs/gym-job-20260101T000000Z-abcdef/gpqa/otel/collector.yaml >logs/otel_collector-"${GYM_JOB_ID}".log 2>&1 </dev/null &
 __gym_collector_pid=$!
-gym_wait_ready otel-collector "$__gym_collector_pid" localhost GYM_PORT_OTEL_HEALTH '' / 60 || exit 1
+gym_wait_ready otel_collector "$__gym_collector_pid" localhost GYM_PORT_OTEL_HEALTH '' / 60 || exit 1
 GYM_OTEL_ENDPOINT=http://localhost:$GYM_PORT_OTEL_HTTP
+GYM_OTEL_LOGS_ENDPOINT=http://localhost:$GYM_PORT_OTEL_GRPC
 
 # --- service step policy (vllm): 1 node(s) from node 0
 # shellcheck disable=SC2016  # the step's script is expanded by the step's own bash, not by this one
@@ -283,7 +285,7 @@ __gym_role=()
 __gym_args=()
 GYM_PORT=$(__gym_pick_port 8000) || exit 1
 __gym_publish policy "$GYM_PORT" || exit 1
-exec vllm serve Qwen/Qwen3-8B --host 0.0.0.0 --port "${GYM_PORT}" --tensor-parallel-size 1 --pipeline-parallel-size 1 "${__gym_role[@]}" "${__gym_args[@]}"
+exec vllm serve Qwen/Qwen3-8B --port "${GYM_PORT}" --tensor-parallel-size 1 "${__gym_args[@]}" "${__gym_role[@]}"
 ' \
     >logs/policy-"${GYM_JOB_ID}".log 2>&1 </dev/null &
 gym_started policy $!
@@ -300,6 +302,7 @@ NEMO_GYM_OTEL_SPAN_GROUPS=rollout,model_call \
 NEMO_GYM_OTEL_LOGS_ENABLED=1 \
 OTEL_EXPORTER_OTLP_ENDPOINT="${GYM_OTEL_ENDPOINT}" \
 OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf \
+OTEL_EXPORTER_OTLP_LOGS_ENDPOINT="${GYM_OTEL_LOGS_ENDPOINT}" \
 GYM_POLICY_PORT="${GYM_PORT_POLICY}" \
   srun --overlap --nodes=1 --ntasks=1 \
     --job-name=gym-driver \

@@ -259,7 +259,7 @@ __gym_role=()
 __gym_args=()
 GYM_PORT=$(__gym_pick_port 8000) || exit 1
 __gym_publish policy "$GYM_PORT" || exit 1
-exec vllm serve Qwen/Qwen3-8B --host 0.0.0.0 --port "${GYM_PORT}" --tensor-parallel-size 1 --pipeline-parallel-size 1 "${__gym_role[@]}" "${__gym_args[@]}"
+exec vllm serve Qwen/Qwen3-8B --port "${GYM_PORT}" --tensor-parallel-size 1 "${__gym_args[@]}" "${__gym_role[@]}"
 ' \
     >logs/policy-"${GYM_JOB_ID}".log 2>&1 </dev/null &
 gym_started policy $!

@@ -256,6 +256,15 @@ GYM_POOL_POLICY_NODES=$(gym_nodes 0 1)
 export GYM_POOL_POLICY_NODES
 GYM_POOL_JUDGE_NODES=$(gym_nodes 1 1)
 export GYM_POOL_JUDGE_NODES
+GYM_NODE_IPS=()
+for __gym_node in "${GYM_NODES[@]}"; do
+  __gym_ip=$(getent ahostsv4 "$__gym_node" | awk 'NR == 1 {print $1}')
+  GYM_NODE_IPS+=("${__gym_ip:-$__gym_node}")
+done
+# NeMo Gym's exports for a multi-node vLLM: the first node's IP, and the Ray address on it
+HEAD_NODE_IP=${GYM_NODE_IPS[0]}
+RAY_HEAD_NODE_IP=$HEAD_NODE_IP:6379
+export HEAD_NODE_IP RAY_HEAD_NODE_IP
 
 # --- service step policy (vllm): 1 node(s) from node 0
 # shellcheck disable=SC2016  # the step's script is expanded by the step's own bash, not by this one
@@ -270,7 +279,7 @@ __gym_role=()
 __gym_args=()
 GYM_PORT=$(__gym_pick_port 8000) || exit 1
 __gym_publish policy "$GYM_PORT" || exit 1
-exec vllm serve Qwen/Qwen3-8B --host 0.0.0.0 --port "${GYM_PORT}" --tensor-parallel-size 4 --pipeline-parallel-size 1 --data-parallel-size 2 "${__gym_role[@]}" "${__gym_args[@]}"
+exec vllm serve Qwen/Qwen3-8B --port "${GYM_PORT}" --tensor-parallel-size 4 "${__gym_args[@]}" --data-parallel-size 2 "${__gym_role[@]}"
 ' \
     >logs/policy-"${GYM_JOB_ID}".log 2>&1 </dev/null &
 gym_started policy $!
@@ -288,7 +297,7 @@ __gym_role=()
 __gym_args=()
 GYM_PORT=$(__gym_pick_port 8001) || exit 1
 __gym_publish judge "$GYM_PORT" || exit 1
-exec vllm serve Qwen/Qwen3-32B --host 0.0.0.0 --port "${GYM_PORT}" --served-model-name judge --tensor-parallel-size 8 --pipeline-parallel-size 1 "${__gym_role[@]}" "${__gym_args[@]}"
+exec vllm serve Qwen/Qwen3-32B --port "${GYM_PORT}" --tensor-parallel-size 8 --served-model-name judge "${__gym_args[@]}" "${__gym_role[@]}"
 ' \
     >logs/judge-"${GYM_JOB_ID}".log 2>&1 </dev/null &
 gym_started judge $!

@@ -256,13 +256,16 @@ GYM_POOL_POLICY_NODES=$(gym_nodes 0 1)
 export GYM_POOL_POLICY_NODES
 GYM_POOL_WORKERS_NODES=$(gym_nodes 1 2)
 export GYM_POOL_WORKERS_NODES
+GYM_RAY_SANDBOX_WORKERS_WORKERS=$(gym_nodes 1 2)
+export GYM_RAY_SANDBOX_WORKERS_WORKERS
 GYM_NODE_IPS=()
 for __gym_node in "${GYM_NODES[@]}"; do
   __gym_ip=$(getent ahostsv4 "$__gym_node" | awk 'NR == 1 {print $1}')
   GYM_NODE_IPS+=("${__gym_ip:-$__gym_node}")
 done
+# NeMo Gym's exports for a multi-node vLLM: the first node's IP, and the Ray address on it
 HEAD_NODE_IP=${GYM_NODE_IPS[0]}
-RAY_HEAD_NODE_IP=${GYM_NODE_IPS[0]}
+RAY_HEAD_NODE_IP=$HEAD_NODE_IP:6379
 export HEAD_NODE_IP RAY_HEAD_NODE_IP
 
 # --- service step policy (vllm): 1 node(s) from node 0
@@ -278,13 +281,14 @@ __gym_role=()
 __gym_args=()
 GYM_PORT=$(__gym_pick_port 8000) || exit 1
 __gym_publish policy "$GYM_PORT" || exit 1
-exec vllm serve Qwen/Qwen3-8B --host 0.0.0.0 --port "${GYM_PORT}" --tensor-parallel-size 8 --pipeline-parallel-size 1 "${__gym_role[@]}" "${__gym_args[@]}"
+exec vllm serve Qwen/Qwen3-8B --port "${GYM_PORT}" --tensor-parallel-size 8 "${__gym_args[@]}" "${__gym_role[@]}"
 ' \
     >logs/policy-"${GYM_JOB_ID}".log 2>&1 </dev/null &
 gym_started policy $!
 
-# --- service step sandbox-head (ray_head): 1 node(s) from node 0
+# --- service step sandbox (ray_head): 1 node(s) from node 0
 # shellcheck disable=SC2016  # the step's script is expanded by the step's own bash, not by this one
+GYM_STEP_HEAD_IP="${GYM_NODE_IPS[0]}" \
   srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="${GYM_NODES[0]}" \
     --no-container-mount-home --container-image=rayproject/ray:2.49.0-py312 \
     --container-mounts=/runs/gym-job-20260101T000000Z-abcdef/livecodebench/.gym_ports:/runs/gym-job-20260101T000000Z-abcdef/livecodebench/.gym_ports \
@@ -295,13 +299,24 @@ __gym_task=${SLURM_PROCID:-0}
 __gym_role=()
 __gym_args=()
 GYM_PORT=$(__gym_pick_port 6379) || exit 1
+# The Ray head'"'"'s address, as NeMo Gym exports it: its node'"'"'s IP and its port
+if [[ -z ${GYM_STEP_HEAD_IP:-} ]]; then
+  GYM_STEP_HEAD_IP=$(getent ahostsv4 "$(hostname)" | awk '"'"'NR == 1 {print $1}'"'"')
+  GYM_STEP_HEAD_IP=${GYM_STEP_HEAD_IP:-$(hostname)}
+fi
+export GYM_RAY_ADDRESS_SANDBOX="$GYM_STEP_HEAD_IP:$GYM_PORT"
+__gym_publish sandbox.address "$GYM_RAY_ADDRESS_SANDBOX" || exit 1
 __gym_publish sandbox "$GYM_PORT" || exit 1
-exec ray start --block --head --port="${GYM_PORT}" --num-cpus=32 "${__gym_role[@]}" "${__gym_args[@]}"
+exec ray start --block --head --port "${GYM_PORT}" --node-ip-address "${GYM_STEP_HEAD_IP}" --num-cpus 32 "${__gym_args[@]}" "${__gym_role[@]}"
 ' \
-    >logs/sandbox-head-"${GYM_JOB_ID}".log 2>&1 </dev/null &
-gym_started sandbox-head $!
+    >logs/sandbox-"${GYM_JOB_ID}".log 2>&1 </dev/null &
+gym_started sandbox $!
+# Its workers, the steps after it and the driver get the head's address (NeMo Gym's export)
+gym_wait_ready sandbox "${GYM_STEP_PIDS[-1]}" "${GYM_NODES[0]}" GYM_PORT_SANDBOX "${GYM_PORT_DIR}"/sandbox-"${GYM_JOB_ID}" '' 120 || exit 1
+GYM_RAY_ADDRESS_SANDBOX=$(<"${GYM_PORT_DIR}"/sandbox.address-"${GYM_JOB_ID}")
+export GYM_RAY_ADDRESS_SANDBOX
 
-# --- service step sandbox-workers (ray_worker): 2 node(s) from node 1
+# --- service step sandbox_workers_workers (ray_worker): 2 node(s) from node 1
 # shellcheck disable=SC2016  # the step's script is expanded by the step's own bash, not by this one
   srun --overlap --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist="${GYM_POOL_WORKERS_NODES}" \
     --no-container-mount-home --container-image=rayproject/ray:2.49.0-py312 \
@@ -312,16 +327,18 @@ eval "$GYM_STEP_LIB"
 __gym_task=${SLURM_PROCID:-0}
 __gym_role=()
 __gym_args=()
-GYM_PORT_SANDBOX=$(__gym_wait_port sandbox) || exit 1
-exec ray start --block --address="${RAY_HEAD_NODE_IP}":"${GYM_PORT_SANDBOX}" --num-cpus=32 '"'"'--resources={"code_sandbox":16}'"'"' "${__gym_role[@]}" "${__gym_args[@]}"
+# shellcheck disable=SC2016  # user text, kept literal here; it is evaluated below, on purpose
+__gym_pre='"'"'until ray status --address "$GYM_RAY_ADDRESS_SANDBOX" >/dev/null 2>&1; do sleep 5; done'"'"'
+eval "$__gym_pre"
+exec ray start --block --address "${GYM_RAY_ADDRESS_SANDBOX}" --num-cpus 32 '"'"'--resources={"code_sandbox": 16}'"'"' "${__gym_args[@]}" "${__gym_role[@]}"
 ' \
-    >logs/sandbox-workers-"${GYM_JOB_ID}".log 2>&1 </dev/null &
-gym_started sandbox-workers $!
+    >logs/sandbox_workers_workers-"${GYM_JOB_ID}".log 2>&1 </dev/null &
+gym_started sandbox_workers_workers $!
 
 # --- readiness: the port each step settled, then its health check
 gym_wait_ready policy "${GYM_STEP_PIDS[0]}" "${GYM_NODES[0]}" GYM_PORT_POLICY "${GYM_PORT_DIR}"/policy-"${GYM_JOB_ID}" \
   /health 12 '' '' || exit 1
-gym_wait_ready sandbox-head "${GYM_STEP_PIDS[1]}" "${GYM_NODES[0]}" GYM_PORT_SANDBOX "${GYM_PORT_DIR}"/sandbox-"${GYM_JOB_ID}" \
+gym_wait_ready sandbox "${GYM_STEP_PIDS[1]}" "${GYM_NODES[0]}" GYM_PORT_SANDBOX "${GYM_PORT_DIR}"/sandbox-"${GYM_JOB_ID}" \
   '' 120 '' '' || exit 1
 
 # --- driver: gym eval run, with the bench dir at the same path

@@ -267,7 +267,7 @@ __gym_role=()
 __gym_args=()
 GYM_PORT=$(__gym_pick_port 8000) || exit 1
 __gym_publish policy "$GYM_PORT" || exit 1
-exec vllm serve meta-llama/Llama-3.1-8B-Instruct --host 0.0.0.0 --port "${GYM_PORT}" --tensor-parallel-size 1 --pipeline-parallel-size 1 "${__gym_role[@]}" "${__gym_args[@]}"
+exec vllm serve meta-llama/Llama-3.1-8B-Instruct --port "${GYM_PORT}" --tensor-parallel-size 1 "${__gym_args[@]}" "${__gym_role[@]}"
 ' \
     >logs/policy-"${GYM_JOB_ID}".log 2>&1 </dev/null &
 gym_started policy $!

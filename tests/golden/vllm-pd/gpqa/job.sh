@@ -256,10 +256,18 @@ GYM_POOL_PREFILL_NODES=$(gym_nodes 0 1)
 export GYM_POOL_PREFILL_NODES
 GYM_POOL_DECODE_NODES=$(gym_nodes 1 1)
 export GYM_POOL_DECODE_NODES
+GYM_NODE_IPS=()
+for __gym_node in "${GYM_NODES[@]}"; do
+  __gym_ip=$(getent ahostsv4 "$__gym_node" | awk 'NR == 1 {print $1}')
+  GYM_NODE_IPS+=("${__gym_ip:-$__gym_node}")
+done
+# NeMo Gym's exports for a multi-node vLLM: the first node's IP, and the Ray address on it
+HEAD_NODE_IP=${GYM_NODE_IPS[0]}
+RAY_HEAD_NODE_IP=$HEAD_NODE_IP:6379
+export HEAD_NODE_IP RAY_HEAD_NODE_IP
 
 # --- service step policy-prefill (vllm): 1 node(s) from node 0
 # shellcheck disable=SC2016  # the step's script is expanded by the step's own bash, not by this one
-VLLM_NIXL_SIDE_CHANNEL_PORT=5600 \
   srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="${GYM_POOL_PREFILL_NODES}" \
     --no-container-mount-home --container-image=vllm/vllm-openai:v0.10.1 \
     --container-mounts=/runs/gym-job-20260101T000000Z-abcdef/gpqa/.gym_ports:/runs/gym-job-20260101T000000Z-abcdef/gpqa/.gym_ports \
@@ -269,16 +277,19 @@ eval "$GYM_STEP_LIB"
 __gym_task=${SLURM_PROCID:-0}
 __gym_role=()
 __gym_args=()
+# shellcheck disable=SC2016  # user text, kept literal here; it is evaluated below, on purpose
+__gym_pre='"'"'export VLLM_NIXL_SIDE_CHANNEL_HOST=$(hostname)
+export VLLM_NIXL_SIDE_CHANNEL_PORT=5600'"'"'
+eval "$__gym_pre"
 GYM_PORT=$(__gym_pick_port 8001) || exit 1
 __gym_publish policy-prefill "$GYM_PORT" || exit 1
-exec vllm serve Qwen/Qwen3-8B --host 0.0.0.0 --port "${GYM_PORT}" --served-model-name qwen3-8b --tensor-parallel-size 8 --pipeline-parallel-size 1 --kv-transfer-config '"'"'{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'"'"' "${__gym_role[@]}" "${__gym_args[@]}"
+exec vllm serve Qwen/Qwen3-8B --port "${GYM_PORT}" --tensor-parallel-size 8 --served-model-name qwen3-8b "${__gym_args[@]}" --kv-transfer-config '"'"'{"kv_connector":"NixlConnector","kv_role":"kv_producer","kv_load_failure_policy":"fail"}'"'"' "${__gym_role[@]}"
 ' \
     >logs/policy-prefill-"${GYM_JOB_ID}".log 2>&1 </dev/null &
 gym_started policy-prefill $!
 
 # --- service step policy-decode (vllm): 1 node(s) from node 1
 # shellcheck disable=SC2016  # the step's script is expanded by the step's own bash, not by this one
-VLLM_NIXL_SIDE_CHANNEL_PORT=5600 \
   srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="${GYM_POOL_DECODE_NODES}" \
     --no-container-mount-home --container-image=vllm/vllm-openai:v0.10.1 \
     --container-mounts=/runs/gym-job-20260101T000000Z-abcdef/gpqa/.gym_ports:/runs/gym-job-20260101T000000Z-abcdef/gpqa/.gym_ports \
@@ -288,17 +299,21 @@ eval "$GYM_STEP_LIB"
 __gym_task=${SLURM_PROCID:-0}
 __gym_role=()
 __gym_args=()
+# shellcheck disable=SC2016  # user text, kept literal here; it is evaluated below, on purpose
+__gym_pre='"'"'export VLLM_NIXL_SIDE_CHANNEL_HOST=$(hostname)
+export VLLM_NIXL_SIDE_CHANNEL_PORT=5601'"'"'
+eval "$__gym_pre"
 GYM_PORT=$(__gym_pick_port 8002) || exit 1
 __gym_publish policy-decode "$GYM_PORT" || exit 1
-exec vllm serve Qwen/Qwen3-8B --host 0.0.0.0 --port "${GYM_PORT}" --served-model-name qwen3-8b --tensor-parallel-size 4 --pipeline-parallel-size 1 --data-parallel-size 2 --kv-transfer-config '"'"'{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'"'"' "${__gym_role[@]}" "${__gym_args[@]}"
+exec vllm serve Qwen/Qwen3-8B --port "${GYM_PORT}" --tensor-parallel-size 4 --served-model-name qwen3-8b "${__gym_args[@]}" --data-parallel-size 2 --kv-transfer-config '"'"'{"kv_connector":"NixlConnector","kv_role":"kv_consumer","kv_load_failure_policy":"fail"}'"'"' "${__gym_role[@]}"
 ' \
     >logs/policy-decode-"${GYM_JOB_ID}".log 2>&1 </dev/null &
 gym_started policy-decode $!
 
 # --- service step policy (router): 1 node(s) from node 0
 # shellcheck disable=SC2016  # the step's script is expanded by the step's own bash, not by this one
-GYM_PREFILL_HOST="${GYM_NODES[0]}" \
-GYM_DECODE_HOST="${GYM_NODES[1]}" \
+GYM_PREFILL_HOST_0="${GYM_NODES[0]}" \
+GYM_DECODE_HOST_0="${GYM_NODES[1]}" \
   srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="${GYM_NODES[0]}" \
     --no-container-mount-home --container-image=vllm/vllm-openai:v0.10.1 \
     --container-mounts=/runs/gym-job-20260101T000000Z-abcdef/gpqa/.gym_ports:/runs/gym-job-20260101T000000Z-abcdef/gpqa/.gym_ports \
@@ -312,7 +327,7 @@ GYM_PORT_POLICY_PREFILL=$(__gym_wait_port policy-prefill) || exit 1
 GYM_PORT_POLICY_DECODE=$(__gym_wait_port policy-decode) || exit 1
 GYM_PORT=$(__gym_pick_port 8000) || exit 1
 __gym_publish policy "$GYM_PORT" || exit 1
-exec vllm-router --host 0.0.0.0 --port "${GYM_PORT}" --policy cache_aware --vllm-pd-disaggregation --prefill http://"${GYM_PREFILL_HOST}":"${GYM_PORT_POLICY_PREFILL}" --decode http://"${GYM_DECODE_HOST}":"${GYM_PORT_POLICY_DECODE}" "${__gym_role[@]}" "${__gym_args[@]}"
+exec vllm-router --prefill-policy cache_aware --decode-policy cache_aware --vllm-pd-disaggregation --prefill http://"${GYM_PREFILL_HOST_0}":"${GYM_PORT_POLICY_PREFILL}" --decode http://"${GYM_DECODE_HOST_0}":"${GYM_PORT_POLICY_DECODE}" --host 0.0.0.0 --port "${GYM_PORT}" --intra-node-data-parallel-size 1 --request-timeout-secs 86400 --log-level error "${__gym_args[@]}" "${__gym_role[@]}"
 ' \
     >logs/policy-"${GYM_JOB_ID}".log 2>&1 </dev/null &
 gym_started policy $!
