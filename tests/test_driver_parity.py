@@ -21,6 +21,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from gymbuild.config import load_config
 from gymbuild.plan import Ref, plan_submission
+from tests.realgym.stage import CONFIGS, Stage
 
 POLICY_PORT = 8000  # the vllm service's default port: NeMo Gym writes it into policy_base_url
 
@@ -173,3 +174,20 @@ def test_policy_port_is_the_one_nemo_gym_writes(both: dict[str, Any]) -> None:
     plan = both["plans"]["plain"]
     assert any(isinstance(p, Ref) and p.name == "GYM_POLICY_PORT" for w in plan.driver.run for p in w)
     assert json.dumps(POLICY_PORT) in both["scripts"]["plain"]
+
+
+_RESOLVE = r"""
+import argparse, contextlib, io, sys
+from nemo_gym.cli.main import _eval_submit
+for path in sys.argv[1:]:
+    with contextlib.redirect_stdout(io.StringIO()):
+        _eval_submit(argparse.Namespace(config=path, resolve_only=True, dry_run=False, json=False), [])
+"""
+
+
+def test_the_real_driver_configs_are_configs_nemo_gym_accepts(nemo_gym: Any, tmp_path: Path) -> None:
+    """tests/realgym/configs drive the real-driver e2e: they must stay NeMo Gym 0.7.0 submit configs."""
+    env = {**_base_env(), **Stage(tmp_path, tmp_path, tmp_path).environ(tmp_path, REALGYM_LIMIT="4")}
+    configs = sorted(CONFIGS.glob("*.yaml"))
+    done = nemo_gym.run_python(_RESOLVE, *map(str, configs), env=env)
+    assert len(configs) == 2 and done.returncode == 0, done.stderr

@@ -693,3 +693,53 @@ def test_ray_without_node_pools_is_a_single_node_cluster_beside_the_driver(tmp_p
     assert head.argv == ["start", "--block", "--head", "--port", port, "--node-ip-address", ip]
     (driver,) = of(calls, "gym")
     assert driver.env["GYM_RAY_ADDRESS_SANDBOX"] == head.env["GYM_RAY_ADDRESS_SANDBOX"] == f"{ip}:{port}"
+
+
+GATEWAY_PARITY = """
+import importlib.util, json, sys, types
+# The venv's Ray lacks Serve's extras: its decorators stand aside here (only the pure parts are compared).
+serve = types.ModuleType("ray.serve")
+serve.deployment = lambda cls: cls
+serve.ingress = lambda app: (lambda cls: cls)
+sys.modules["ray.serve"] = serve
+import ray
+ray.serve = serve
+from nemo_gym.orchestration import ray_serve_gateway as theirs
+spec = importlib.util.spec_from_file_location("gymbuild_gateway", sys.argv[1])
+ours = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ours)
+out = []
+for argv in json.loads(sys.argv[2]):
+    a, b = ours.parse(argv), theirs.parse_args(argv)
+    out.append({
+        "args": [vars(a), vars(b)],
+        "command": [
+            ours.vllm_command(a, 4321),
+            theirs.build_instance_command(
+                b.model, b.tensor_parallel_size, b.pipeline_parallel_size, b.trust_remote_code, 4321,
+                b.served_model_name, b.extra_args,
+            ),
+        ],
+        "per_node": [
+            ours.replicas_per_node(a),
+            theirs.max_replicas_per_node(b.tensor_parallel_size, b.pipeline_parallel_size, b.gpus_per_node),
+        ],
+    })
+print(json.dumps(out))
+"""
+
+
+def test_gateway_reads_nemo_gyms_command_line_and_starts_the_same_vllm(nemo_gym: Any) -> None:
+    """Our gateway, imported where Ray Serve is installed (the oracle's venv), beside NeMo Gym's."""
+    argvs = [
+        ["--model", "m/q", "--port", "8000"],
+        ["--model", "m", "--port", "1", "--tensor-parallel-size", "16", "--number-of-instances", "2",
+         "--gpus-per-node", "8", "--pipeline-parallel-size", "2", "--trust-remote-code",
+         "--served-model-name", "q", "--extra-args", "--max-model-len 4096 --hf-overrides '{\"a\": 1}'"],
+        ["--model", "m", "--port", "1", "--tensor-parallel-size", "2", "--gpus-per-node", "8"],
+    ]  # fmt: skip
+    out = nemo_gym.run_python(GATEWAY_PARITY, str(GATEWAY), json.dumps(argvs))
+    assert out.returncode == 0, out.stderr
+    for case in json.loads(out.stdout):
+        for ours, theirs in case.values():
+            assert ours == theirs
