@@ -814,7 +814,7 @@ def compare(result: Result, pairs: list[Pair], hydra: Mapping[str, Any]) -> None
                 count("steps")
                 diff_values("steps", f"{where} step {role} {key}", os_[key], ts[key], result.differences)
         for key in sorted(set(t.env) | set(o.env)):
-            if key.split("/")[0] not in t.steps or key.split("/")[0] not in o.steps:
+            if key.rsplit("/", 1)[0] not in t.steps or key.rsplit("/", 1)[0] not in o.steps:
                 continue
             compare_mapping("env", f"{where} env of {key}:", o.env.get(key, {}), t.env.get(key, {}), result)
         count("overrides")
