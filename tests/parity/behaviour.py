@@ -34,6 +34,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -59,6 +60,7 @@ SUBMIT_ENV = {
     "GYM_OTEL_TOKEN": "otel-token-value",
     "NEMO_GYM_OTEL_TOKEN": "otel-token-value",
 }
+_ENVIRON_LOCK = threading.Lock()
 CATEGORIES = ("directives", "steps", "env", "overrides", "collector", "status", "resume")
 
 # What is normalized before comparing, and why (docs/compatibility.md, "Behaviour", lists the same).
@@ -199,7 +201,9 @@ def gymbuild_files(case: Case) -> tuple[dict[str, dict[str, str]], Any] | str:
     from gymbuild.render import render_job
 
     try:
-        with mock.patch.dict(os.environ, SUBMIT_ENV):
+        # Cases render in threads: patch.dict saves and restores the whole environment, so two
+        # patches at once would leave the submit-time values (tokens) in pytest's environment.
+        with _ENVIRON_LOCK, mock.patch.dict(os.environ, SUBMIT_ENV):
             resolved = load_config(case.config, environ={**os.environ, **SUBMIT_ENV})
         plans = plan_submission(resolved.config, run_dir=case.run_dir, gym_job_id=GYM_JOB_ID)
         out = {}
