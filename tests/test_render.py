@@ -13,12 +13,10 @@ monitor loop are checked by what actually ran, not by matching strings.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -37,6 +35,7 @@ from gymbuild.config.validate import validate
 from gymbuild.plan import plan_benchmark, plan_submission
 from gymbuild.render import _ENV, dry_run_chunks, mask_secrets, render_job, sh
 from gymbuild.shell import quote
+from tests.script_runs import run_job_script
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -305,22 +304,7 @@ def _run_job(tmp_path: Path, bench: str, port: int, **fake: str) -> tuple[subpro
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "4242", **fake}
-    proc = subprocess.Popen(
-        ["bash", str(script)],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=120)
-    finally:
-        # the job's leftover servers (Slurm would stop them when the job ends)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), bench_dir
+    return run_job_script(script, cwd=tmp_path, env=env), bench_dir
 
 
 def _nul(path: Path) -> list[str]:

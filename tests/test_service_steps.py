@@ -10,12 +10,10 @@ SLURM_PROCID / SLURM_NODEID set, as Slurm does) and the servers (`vllm`, `vllm-r
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import os
 import shutil
-import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +26,7 @@ from gymbuild.config.model import Config, build_config
 from gymbuild.config.validate import validate
 from gymbuild.plan import plan_benchmark
 from gymbuild.render import _ENV, render_job
+from tests.script_runs import run_job_script
 
 NODES = ("gpu-a", "gpu-b", "gpu-c", "gpu-d")
 IPS = {name: f"10.9.0.{i + 11}" for i, name in enumerate(NODES)}
@@ -166,26 +165,13 @@ def run_job(tmp_path: Path, t: dict[str, Any], **environ: str) -> tuple[subproce
         "FAKE_NODES": " ".join(NODES[: cfg.compute.total_nodes]),
         **environ,
     }
-    proc = subprocess.Popen(
-        ["bash", str(bench_dir / "job.sh")],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=120)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+    result = run_job_script(bench_dir / "job.sh", cwd=tmp_path, env=env)
     calls = []
     for path in sorted((bench_dir / "calls").glob("*.argv")):
         program = path.name.split(".")[0]
         env_path = path.with_suffix(".env")
         calls.append(Call(program, _nul(path), dict(e.split("=", 1) for e in _nul(env_path))))
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), calls
+    return result, calls
 
 
 def settled(tmp_path: Path, key: str) -> str:
