@@ -111,6 +111,8 @@ def cancel(s: Session) -> None:
     executor = followup.executor_module(record.executor)
     live = followup.live_job_ids(rows, s.inv.only, executor.LIVE)
     if not live:
+        # A job killed without its EXIT trap (SIGKILL, a lost node) left its secrets file behind.
+        executor.forget_secrets(s.connection(), record.gym_job_id, [r.benchmark for r in rows])
         print(f"nothing to cancel: no job of {record.gym_job_id} is pending or running")
         return
     job_dirs = {j.benchmark: j.job_dir for j in record.benchmarks}
@@ -118,6 +120,8 @@ def cancel(s: Session) -> None:
     result = executor.cancel(s.connection(), dirs)
     if not result.ok:
         raise UserError(f"error: cancelling {', '.join(live)} failed: {result.stderr.strip()}")
+    # Their successors are cancelled too, so no later run reads these benchmarks' secrets again.
+    executor.forget_secrets(s.connection(), record.gym_job_id, [r.benchmark for r in rows])
     print(f"cancelled {len(live)} job(s) of {record.gym_job_id}: {', '.join(live)}")
 
 

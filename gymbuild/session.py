@@ -274,8 +274,7 @@ class Session:
                 self.progress.show(f"rendering job scripts {done}/{len(benches)}")
             plan = self.plan(bench)
             job = render.render_job(plan, secrets)
-            if not plan.secrets:  # the dry run's masked text is the same text: render it once
-                self._rendered[bench] = job
+            self._rendered[bench] = job  # job.sh holds no secret value: the dry run prints this text
             files = {rel: (f.text, f.mode) for rel, f in job.files.items()}
             # No empty dirs: the sync makes logs/ (Slurm opens logs/slurm-<id>.log before the job
             # runs), and the job makes the rest (artifacts/, model-calls/, ...) as it starts.
@@ -511,11 +510,11 @@ class Session:
                         _, attempt, stamp_written = stamped.popleft()
                     stamp_written.result()  # durable before the command is sent
                     if command is None:  # the local executor: one call at a time
-                        result = executor.queue(self.connection(), script, self.job_environment())
+                        result = executor.queue(self.connection(), script, self.secrets_file(bench))
                         done(bench, earlier, result)
                         continue
                     marker = self.connection().send(
-                        command(script, self.job_environment(), attempt), in_session=True
+                        command(script, self.secrets_file(bench), attempt), in_session=True
                     )
                     in_flight.append((bench, earlier, marker))
                     if len(in_flight) >= QUEUE_PIPELINE:
@@ -564,12 +563,16 @@ class Session:
         )
         return executor.Queued(job_id, None) if job_id else None
 
-    def job_environment(self) -> dict[str, str]:
-        """What the job reads from the environment it is queued with: the collector's ingest token,
-        which DESIGN keeps out of every file in the run directory, job.sh included."""
+    def secrets_file(self, bench: str) -> Any:
+        """The benchmark's secrets file, written just before its job is queued (and again by each
+        resubmit): its `host:` values and the collector's ingest token, which DESIGN keeps out of the
+        run directory, the batch script and sbatch's environment, all of which Slurm stores."""
+        from gymbuild.executors.slurm import SecretsFile
+        from gymbuild.render import secret_values
+
         assert self.resolved is not None
-        otel = self.config.otel
-        return {otel.token_env: self.resolved.secrets[otel.token_env]} if otel.enabled else {}
+        values = secret_values(self.plan(bench), self.resolved.secrets)
+        return SecretsFile(self.submission().gym_job_id, bench, values, tuple(sorted(self.resolved.secrets)))
 
     # --- record --------------------------------------------------------------------------------
 

@@ -25,3 +25,19 @@ def quote(value: object) -> str:
 def join(argv: Iterable[object]) -> str:
     """A command line whose words bash reads back as exactly `argv`."""
     return " ".join(quote(a) for a in argv)
+
+
+SECRETS_DIR = ".gymbuild-secrets"  # under the submitting user's home on the submit target
+
+
+def secrets_path(gym_job_id: str, bench: str = "") -> str:
+    """The bash word naming a benchmark's secrets file (or, without `bench`, its submission's dir):
+    `~/.gymbuild-secrets/<gym_job_id>/<bench>` on the submit target, read again by the job.
+
+    In the home directory, not the run directory (which is shared with a collection job under another
+    account) nor `.gymbuild/` (the default workspace, when gymbuild runs in the home directory). `~`
+    is expanded by the shell that reads it: `$HOME`, else the user's passwd entry; a Slurm cluster's
+    home is the same on its login and compute nodes.
+    """
+    word = f"~/{SECRETS_DIR}/{quote(gym_job_id)}"
+    return f"{word}/{quote(bench)}" if bench else word

@@ -8,6 +8,7 @@ import signal
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 
 def run_job_script(
@@ -30,3 +31,17 @@ def run_job_script(
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def stage_secrets(home: Path, plan: Any, secrets: Mapping[str, str]) -> None:
+    """Write `plan`'s secrets file under `home` as a submit does (the same bash, on a shell's stdin),
+    for a job run by hand with HOME=home: the job reads its secret values from that file."""
+    from gymbuild.executors.slurm import SecretsFile
+    from gymbuild.render import secret_values
+
+    values = secret_values(plan, secrets)
+    if not values:
+        return
+    home.mkdir(parents=True, exist_ok=True)
+    write = SecretsFile(plan.gym_job_id, plan.bench, values).write()
+    subprocess.run(["bash", "-s"], input=write, text=True, env={"HOME": str(home)}, check=True)

@@ -35,13 +35,15 @@ def test_render_prints_each_script_with_secrets_masked_and_queues_nothing(tmp_pa
     done = gymbuild("render", f"config={ROOT / 'examples/secrets.yaml'}", cwd=tmp_path, env=SECRETS)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("[dry-run] remote run dir: /")
-    assert "<host:HF_TOKEN>" in done.stdout
+    # the script reads HF_TOKEN from its secrets file (issue 19): the dry run shows where, never the value
+    assert "__gym_secrets_file=~/.gymbuild-secrets/" in done.stdout
+    assert 'HF_TOKEN="${__gym_secret_HF_TOKEN}"' in done.stdout
     for value in SECRETS.values():
         assert value not in done.stdout + done.stderr
     staged = next((tmp_path / ".gymbuild").glob("secrets-*/stage"))
     job = next(staged.glob("*/job.sh"))
-    assert SECRETS["HF_TOKEN"] in job.read_text()  # the real script holds the value ...
-    assert job.stat().st_mode & 0o777 == 0o600  # ... and only its owner can read it
+    assert SECRETS["HF_TOKEN"] not in job.read_text()  # the real script is the one printed ...
+    assert job.stat().st_mode & 0o777 == 0o600  # ... and still only its owner can read it
     assert not (staged.parent / "outcomes").exists()  # nothing was queued
 
 
@@ -79,8 +81,8 @@ def test_render_is_incremental_and_keeps_its_run_dir(tmp_path):
 
 
 def test_render_rewrites_exactly_the_scripts_whose_inputs_changed(tmp_path):
-    """A benchmark's own entry changes its script alone; a shared value or a secret changes every
-    script, and the staged script carries the new value (a stale token would fail on the cluster)."""
+    """A benchmark's own entry changes its script alone; a shared value changes every script. A secret
+    is in no script: each queue writes the shell's current value to the secrets file (issue 19)."""
     config = f"config={ROOT / 'examples/resumable.yaml'}"
 
     def render(*args: str, env: dict[str, str] | None = None) -> dict[str, int]:
@@ -99,9 +101,9 @@ def test_render_rewrites_exactly_the_scripts_whose_inputs_changed(tmp_path):
     secret = f"config={ROOT / 'examples/secrets.yaml'}"
     gymbuild("render", secret, cwd=tmp_path, env=SECRETS)
     job = next((tmp_path / ".gymbuild").glob("secrets-*/stage/ifeval/job.sh"))
-    assert SECRETS["HF_TOKEN"] in job.read_text()
+    assert SECRETS["HF_TOKEN"] not in job.read_text() and "__gym_secret_HF_TOKEN" in job.read_text()
     gymbuild("render", secret, cwd=tmp_path, env={**SECRETS, "HF_TOKEN": "hf-rotated"})
-    assert "hf-rotated" in job.read_text() and SECRETS["HF_TOKEN"] not in job.read_text()
+    assert "hf-rotated" not in job.read_text() and SECRETS["HF_TOKEN"] not in job.read_text()
 
 
 def test_render_json_is_one_object(tmp_path):

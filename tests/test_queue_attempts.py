@@ -8,6 +8,7 @@ backs it up, `find_queued`).
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,9 +37,9 @@ def _job_script(cluster: Cluster, run_dir: Path, bench: str) -> str:
     return str(script)
 
 
-def _queue(conn: Connection, script: str, attempt: str, environment: dict[str, str] | None = None) -> Result:
+def _queue(conn: Connection, script: str, attempt: str, secrets: slurm.SecretsFile | None = None) -> Result:
     """As Session.queue_many sends it: in the session's own shell, not a subshell."""
-    return conn.receive(conn.send(slurm.queue_command(script, environment or {}, attempt), in_session=True))
+    return conn.receive(conn.send(slurm.queue_command(script, secrets, attempt), in_session=True))
 
 
 def _scancel(*ids: str | None) -> None:
@@ -50,9 +51,16 @@ def test_an_attempt_that_ran_is_recovered_from_the_queue_log(cluster: Cluster) -
     script = _job_script(cluster, run_dir, "a")
     with Connection(None) as first:
         slurm.hold_queue_lock(first, str(run_dir))
-        queued = slurm.queued(_queue(first, script, "a1b2c3", {"GYM_QUEUE_TEST_TOKEN": "s3cret"}))
-        # The job's environment went to sbatch alone: the session's shell does not keep it.
+        first.run_in_session("export GYM_QUEUE_TEST_TOKEN=s3cret")  # the user's own, in the login shell
+        secrets = slurm.SecretsFile(
+            run_dir.name, "a", {"__gym_secret_T": "s3cret"}, ("GYM_QUEUE_TEST_TOKEN",)
+        )
+        queued = slurm.queued(_queue(first, script, "a1b2c3", secrets))
+        # The value went to the secrets file alone: neither sbatch nor the session's shell keeps it.
         assert first.run('printf %s "${GYM_QUEUE_TEST_TOKEN-unset}"').stdout == "unset"
+        stored = Path(os.path.expanduser(f"~/.gymbuild-secrets/{run_dir.name}/a"))
+        assert stored.read_bytes() == b"__gym_secret_T\0s3cret\0" and stored.stat().st_mode & 0o777 == 0o600
+        assert slurm.forget_secrets(first, run_dir.name, ["a"]).ok and not stored.parent.exists()
     try:
         assert queued.job_id is not None, queued
         with Connection(None) as later:

@@ -15,11 +15,12 @@ import os
 import signal
 import subprocess
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from e2e_helpers import gymbuild_argv, sacct_jobs
+from e2e_helpers import gymbuild_argv, sacct_jobs, user_env
 
 BLOCK_SECONDS = 600
 
@@ -167,3 +168,12 @@ def jobs_queued(job_name: str, under: Path | str, expected: str | None, timeout:
         if expected in found or time.monotonic() > deadline:
             return sorted(found, key=int)
         time.sleep(0.5)
+
+
+SECRET_NAMES = ("HF_TOKEN", "WANDB_API_KEY", "OTEL_TOKEN")  # two host: values and the collector's token
+
+
+def secret_user(home: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """Random values for the secrets a scan looks for, and the submitting shell's environment with them."""
+    secrets = {name: f"SEKRET-{name}-{uuid.uuid4()}" for name in SECRET_NAMES}
+    return secrets, user_env(home, **secrets)

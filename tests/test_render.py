@@ -33,9 +33,9 @@ from gymbuild.config import load_config
 from gymbuild.config.model import Config, build_config
 from gymbuild.config.validate import validate
 from gymbuild.plan import plan_benchmark, plan_submission
-from gymbuild.render import _ENV, dry_run_chunks, mask_secrets, render_job, sh
+from gymbuild.render import _ENV, dry_run_chunks, mask_secrets, render_job, secret_values, sh
 from gymbuild.shell import quote
-from tests.script_runs import run_job_script
+from tests.script_runs import run_job_script, stage_secrets
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -195,14 +195,18 @@ def test_masked_rendering_prints_no_secret() -> None:
             assert value not in text
 
 
-def test_secret_values_appear_once_and_only_as_an_unexported_assignment() -> None:
+def test_secret_values_are_not_in_job_sh_but_in_its_secrets_file() -> None:
+    """Slurm keeps every batch script: job.sh names its secrets file, reads it into unexported
+    variables, and hands each value to its step by a prefix assignment (issue 19)."""
     resolved = load_config(ROOT / "examples" / "secrets.yaml", environ=FAKE_ENV)
     for plan in plan_submission(resolved.config, run_dir=RUN_DIR, gym_job_id=JOB_ID).values():
         text = render_job(plan, resolved.secrets).files["job.sh"].text
+        assert f"__gym_secrets_file=~/.gymbuild-secrets/{JOB_ID}/{plan.bench}\n" in text
+        wanted = {f"__gym_secret_{n}": FAKE_ENV[n] for n in plan.secrets}
+        assert secret_values(plan, resolved.secrets) == wanted
         for name in plan.secrets:
-            value = FAKE_ENV[name]
-            lines = [line for line in text.splitlines() if value in line]
-            assert lines == [f"__gym_secret_{name}={value}"]
+            assert FAKE_ENV[name] not in text
+            assert f"    __gym_secret_{name}) __gym_secret_{name}=$__gym_value ;;" in text
             assert f'{name}="${{__gym_secret_{name}}}" \\' in text
 
 
@@ -292,7 +296,9 @@ def _free_port() -> int:
 def _run_job(tmp_path: Path, bench: str, port: int, **fake: str) -> tuple[subprocess.CompletedProcess, Path]:
     cfg = config(_run_tree(port))
     plan = plan_benchmark(cfg, bench, run_dir=str(tmp_path / "run"), gym_job_id="gym-job-t")
-    job = render_job(plan, {"SECRET_TOKEN": NASTY + "-secret"})
+    secrets = {"SECRET_TOKEN": NASTY + "-secret"}
+    job = render_job(plan, secrets)
+    stage_secrets(tmp_path / "home", plan, secrets)
     bench_dir = Path(plan.bench_dir)
     (bench_dir / "calls" / "www").mkdir(parents=True)
     (bench_dir / "calls" / "www" / "health").write_text("ok")
@@ -304,6 +310,7 @@ def _run_job(tmp_path: Path, bench: str, port: int, **fake: str) -> tuple[subpro
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "4242", **fake}
+    env["HOME"] = str(tmp_path / "home")  # where the job finds its secrets file
     return run_job_script(script, cwd=tmp_path, env=env), bench_dir
 
 
@@ -332,7 +339,7 @@ def test_job_runs_with_values_byte_exact_and_ports_settled_at_run_time(tmp_path:
     env = _env_of(bench / "calls" / "vllm.env")
     assert env["NASTY_LIT"] == NASTY and env["PRE_SEEN"] == NASTY
     assert env["SECRET_TOKEN"] == NASTY + "-secret"
-    assert env["R"] == os.environ["HOME"]
+    assert env["R"] == str(tmp_path / "home")  # runtime:HOME: the job's HOME
     assert (bench / "calls" / "command.out").read_text() == NASTY
 
     gym = _nul(bench / "calls" / "gym-run.argv")

@@ -26,7 +26,7 @@ from gymbuild.config.model import Config, build_config
 from gymbuild.config.validate import validate
 from gymbuild.plan import plan_benchmark
 from gymbuild.render import _ENV, render_job
-from tests.script_runs import run_job_script
+from tests.script_runs import run_job_script, stage_secrets
 
 NODES = ("gpu-a", "gpu-b", "gpu-c", "gpu-d")
 IPS = {name: f"10.9.0.{i + 11}" for i, name in enumerate(NODES)}
@@ -129,7 +129,11 @@ def run_job(tmp_path: Path, t: dict[str, Any], **environ: str) -> tuple[subproce
     cfg = config(t)
     bench = next(iter(cfg.driver.benchmarks))
     plan = plan_benchmark(cfg, bench, run_dir=str(tmp_path / "run"), gym_job_id="gym-job-t")
-    job = render_job(plan, {name: f"secret-{name}" for name in plan.secrets})
+    secrets = {name: f"secret-{name}" for name in plan.secrets}
+    if plan.collector is not None:  # the token a submitter has goes to the file, not the job's environment
+        secrets[plan.collector.token_env] = environ.pop(plan.collector.token_env, "otel-token-value")
+    job = render_job(plan, secrets)
+    stage_secrets(tmp_path / "home", plan, secrets)
     lint(plan, job.files["job.sh"].text, tmp_path / "lint")
     bench_dir = Path(plan.bench_dir)
     (bench_dir / "calls").mkdir(parents=True)
@@ -163,6 +167,7 @@ def run_job(tmp_path: Path, t: dict[str, Any], **environ: str) -> tuple[subproce
         "SLURM_JOB_ID": "4242",
         "SLURM_JOB_NODELIST": "gpu-[a-d]",
         "FAKE_NODES": " ".join(NODES[: cfg.compute.total_nodes]),
+        "HOME": str(tmp_path / "home"),  # where the job finds its secrets file
         **environ,
     }
     result = run_job_script(bench_dir / "job.sh", cwd=tmp_path, env=env)

@@ -13,7 +13,8 @@ import socket
 from collections.abc import Mapping
 
 from gymbuild.executors.connection import Connection, Result
-from gymbuild.executors.slurm import JobState, Queued, exports
+from gymbuild.executors.slurm import JobState, Queued, SecretsFile
+from gymbuild.executors.slurm import forget_secrets as forget_secrets  # `cancel` calls it here too
 from gymbuild.shell import join, quote
 
 NAME = "local"
@@ -36,16 +37,25 @@ def metadata() -> dict[str, str]:
     return {"hostname": socket.gethostname()}
 
 
-def queue(conn: Connection, script: str, environment: Mapping[str, str]) -> Queued:
-    """Start the job detached from this terminal; the submit returns at once."""
+def queue(conn: Connection, script: str, secrets: SecretsFile | None) -> Queued:
+    """Start the job detached from this terminal; the submit returns at once. Its secrets file is
+    written first, as on Slurm (the job reads it and removes it when it ends), and this shell's own
+    secret variables are unset, so the job does not inherit them."""
     bench_dir = script.rsplit("/", 1)[0]
+    write = (
+        f"if ! {{ {secrets.write()}\n}}; then echo {quote(secrets.failed)} >&2; exit 1; fi\n"
+        if secrets
+        else ""
+    )
     result = conn.run(
-        f"{exports(environment)}{_SETSID}\ncd {quote(bench_dir)} && mkdir -p logs && "
+        f"{write}{_SETSID}\ncd {quote(bench_dir)} && mkdir -p logs && "
         f'{{ "${{__gym_setsid[@]}}" bash -c {quote(_INNER)} bash {quote(script)} '
         "</dev/null >/dev/null 2>&1 & echo $!; }"
     )
     job_id = result.stdout.strip()
     if not result.ok or not job_id.isdigit():
+        if secrets:
+            conn.run(secrets.remove())
         return Queued(None, " ".join((result.stderr or f"could not start {script}").split()))
     return Queued(job_id, None)
 

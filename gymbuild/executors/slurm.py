@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from gymbuild.errors import UserError
 from gymbuild.executors.connection import Connection, Result
-from gymbuild.shell import join, quote
+from gymbuild.shell import SECRETS_DIR, join, quote, secrets_path
 
 NAME = "slurm"
 
@@ -32,10 +32,58 @@ def parse_job_id(stdout: str) -> str | None:
     return job_id if job_id.isdigit() else None
 
 
-def exports(environment: Mapping[str, str]) -> str:
-    """`export` lines for values a job reads from its environment (the collector's token): they
-    travel on the session's stdin, never on a command line where `ps` would show them."""
-    return "".join(f"export {name}={quote(value)}\n" for name, value in environment.items())
+@dataclass(frozen=True)
+class SecretsFile:
+    """A benchmark's secrets file on the submit target (`render.secrets_path`: 0600, in 0700
+    directories, outside the run directory), which its job reads at start: Slurm stores every batch
+    script and job environment, so neither may hold a `host:` value or the collector's token.
+
+    `values`: the job's variable -> value (`render.secret_values`). `scrub`: the submitting shell's
+    own secret variables, unset before the job is started or queued, so it never inherits one (the
+    local executor's job inherits that shell's environment; sbatch passes it on).
+    """
+
+    gym_job_id: str
+    bench: str
+    values: Mapping[str, str]
+    scrub: tuple[str, ...] = ()
+
+    def write(self) -> str:
+        """Bash writing the file, for the session's stdin: `printf` is a builtin, so no value is ever
+        on a command line (`ps`). NUL-separated names and values: data the job reads with `read`,
+        never code it runs. Builtins only while the directory exists: `mkdir` runs once a submission.
+        Its status is the write's."""
+        unset = f"unset {join(self.scrub)}\n" if self.scrub else ""
+        if not self.values:
+            return f"{unset}true"
+        path = secrets_path(self.gym_job_id, self.bench)
+        words = join(word for pair in self.values.items() for word in pair)
+        write = f"printf '%s\\0' {words} >{path}"
+        return (
+            f"{unset}__gym_umask=${{__gym_umask:-$(umask)}}; umask 077\n"
+            f"{{ {write}; }} 2>/dev/null || {{ mkdir -p {secrets_path(self.gym_job_id)} && {write}; }}\n"
+            '__gym_w=$?; umask "$__gym_umask"; [ "$__gym_w" = 0 ]'
+        )
+
+    @property
+    def failed(self) -> str:
+        """What a submit says when the file cannot be written (the shell says why on the next line)."""
+        return f"could not write the secrets file ~/{SECRETS_DIR}/{self.gym_job_id}/{self.bench}"
+
+    def remove(self) -> str:
+        """Bash removing the file (a refused sbatch: no job will), and the submission's dir if empty."""
+        return _remove_secrets(self.gym_job_id, [self.bench]) if self.values else "true"
+
+
+def _remove_secrets(gym_job_id: str, benches: Iterable[str]) -> str:
+    files = " ".join(secrets_path(gym_job_id, bench) for bench in benches)
+    return f"rm -f -- {files}; rmdir -- {secrets_path(gym_job_id)} 2>/dev/null; true"
+
+
+def forget_secrets(conn: Connection, gym_job_id: str, benches: Iterable[str]) -> Result:
+    """Remove the benchmarks' secrets files, and their submission's directory once it is empty: what
+    `cancel` does (a job removes its own when it ends: gym_secrets_needed in slurm.j2)."""
+    return conn.run(_remove_secrets(gym_job_id, benches))
 
 
 QUEUE_LOCK_WAIT = 60  # seconds a run waits for a killed run's shell to finish what it was sent
@@ -73,21 +121,29 @@ def _queue_log(script: str) -> str:
     return quote(f"{script.rsplit('/', 2)[0]}/{QUEUE_LOG}")
 
 
-def queue_command(script: str, environment: Mapping[str, str], attempt: str) -> str:
+def queue_command(script: str, secrets: SecretsFile | None, attempt: str) -> str:
     """The command that queues one job.sh as attempt `attempt`; Session pipelines these in the session's
     own shell (`send(..., in_session=True)`: no subshell per sbatch), which holds the queue lock and
-    the queue log (`hold_queue_lock`). The environment is exported inside sbatch's command
-    substitution only, so nothing of it stays in the session.
+    the queue log (`hold_queue_lock`). The benchmark's secrets file is written first (nothing is
+    queued if it cannot be), and removed again if sbatch refuses the job.
 
     An attempt refuses to run once a later run has revoked it, and appends the first line of sbatch's
     answer to the queue log, where that later run finds it (`recover`): a job is queued exactly once
     whichever of the two gets the lock first. Only bash builtins besides sbatch itself, and no file
-    made per attempt: creating one per sbatch cost the login node about a millisecond each.
+    made per attempt but the secrets file (written by a builtin redirection, no process): creating
+    one per sbatch with a process cost the login node about a millisecond each.
     """
+    write = (
+        f"elif ! {{ {secrets.write()}\n}}; then echo {quote(secrets.failed)} >&2; __gym_q=1\n"
+        if secrets
+        else ""
+    )
+    refused = f'; [ "$__gym_q" = 0 ] || {{ {secrets.remove()}; }}' if secrets and secrets.values else ""
     return (
         f"if [ -e {_revoked_file(script, attempt)} ]; then "
         f'echo "queue attempt {attempt} was revoked by a later run" >&2; __gym_q=75\n'
-        f"else __gym_out=$({exports(environment)}sbatch --parsable {quote(script)}); __gym_q=$?\n"
+        f"{write}"
+        f"else __gym_out=$(sbatch --parsable {quote(script)}); __gym_q=$?{refused}\n"
         f"printf '%s %s\\n' {attempt} \"${{__gym_out%%$'\\n'*}}\" >&8; printf '%s\\n' \"$__gym_out\"; fi\n"
         '__gym_status "$__gym_q"'
     )

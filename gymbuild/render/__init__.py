@@ -2,12 +2,12 @@
 
 Every value that reaches bash goes through one filter, `sh`: literal text is `shlex.quote`d, and the
 only things left for a shell to expand are gymbuild's own variables (rendered `"${NAME}"`) and the
-user's `runtime:VAR` (`"${VAR-}"`: empty when unset, as NeMo Gym reads it). Secret values never
-appear on a command line: they are assigned once, near the top of job.sh (mode 0600), to unexported
-shell variables, and handed to a step with a prefix assignment
-(`HF_TOKEN="${__gym_secret_HF_TOKEN}" srun ...`), so they reach the step's environment and nothing
-else. The collector's ingest token is not written at all: the job reads it from its own environment
-(the submitter passes it to sbatch through the environment), per DESIGN.md.
+user's `runtime:VAR` (`"${VAR-}"`: empty when unset, as NeMo Gym reads it). Secret values (`host:`
+values and the collector's ingest token) are in no file rendered here: Slurm keeps every batch script
+and job environment, so the submitter writes them to an owner-only file outside the run directory
+(`secrets_path`), which job.sh reads at start into unexported shell variables and hands to a step with
+a prefix assignment (`HF_TOKEN="${__gym_secret_HF_TOKEN}" srun ...`): they reach that step's
+environment and nothing else, and never a command line (DESIGN.md, Secrets).
 
 The templates split what every executor shares (lib.sh.j2: ports, health checks, monitor loop;
 step.sh.j2 and driver.sh.j2: what runs inside a step) from what is Slurm's (slurm.j2: directives,
@@ -32,7 +32,7 @@ from jinja2.environment import TemplateModule
 from gymbuild.config.model import EnvValue
 from gymbuild.errors import UserError
 from gymbuild.plan import BenchPlan, Ref, canonical_json
-from gymbuild.shell import quote
+from gymbuild.shell import quote, secrets_path
 
 __all__ = [
     "RenderedFile",
@@ -41,6 +41,8 @@ __all__ = [
     "keep_compiled_templates",
     "mask_secrets",
     "render_job",
+    "secret_values",
+    "secrets_path",
     "sh",
 ]
 
@@ -67,6 +69,22 @@ class RenderedJob:
 def secret_var(name: str) -> str:
     """The unexported batch-shell variable that holds a secret's value."""
     return f"__gym_secret_{name}"
+
+
+OTEL_TOKEN_VAR = "__gym_otel_token"  # the batch-shell variable holding the collector's ingest token
+
+
+def secret_vars(plan: BenchPlan) -> tuple[str, ...]:
+    """The batch-shell variables the job reads from its secrets file, in the file's order."""
+    return (*map(secret_var, sorted(plan.secrets)), *((OTEL_TOKEN_VAR,) if plan.collector else ()))
+
+
+def secret_values(plan: BenchPlan, secrets: Mapping[str, str]) -> dict[str, str]:
+    """What goes into the benchmark's secrets file: batch-shell variable -> value (empty: no file)."""
+    values = {secret_var(name): secrets[name] for name in sorted(plan.secrets)}
+    if plan.collector is not None:
+        values[OTEL_TOKEN_VAR] = secrets[plan.collector.token_env]
+    return values
 
 
 def _ref(name: str, unset: str = "") -> str:
@@ -199,6 +217,8 @@ def _environment() -> Environment:
     env.filters.update(sh=sh, sh_words=sh_words, sbatch=sbatch_value, yaml=yaml_str)
     env.globals.update(
         secret_var=secret_var,
+        secret_vars=secret_vars,
+        secrets_path=secrets_path,
         port_file=port_file,
         log_file=log_file,
         once=once,
@@ -216,13 +236,14 @@ def mask_secrets(names: Iterable[str]) -> dict[str, str]:
 
 
 def render_job(plan: BenchPlan, secrets: Mapping[str, str]) -> RenderedJob:
-    """job.sh (0600: it holds the host: values) and, with the collector on, otel/collector.yaml."""
+    """job.sh and, with the collector on, otel/collector.yaml. job.sh holds no secret value (the job
+    reads them from its secrets file), so the dry run's text is the submitted text; it stays 0600 all
+    the same. `secrets` must name every host: variable the plan uses (a dry run passes stand-ins)."""
     missing = [name for name in plan.secrets if name not in secrets]
     if missing:
         raise UserError(f"benchmark {plan.bench}: no value for host: variable(s) {', '.join(missing)}")
-    values = {name: secrets[name] for name in plan.secrets}
     executor = _ENV.get_template("local.j2" if plan.executor == "local" else "slurm.j2").module
-    text = _ENV.get_template("job.sh.j2").module.job(plan, values, executor)  # type: ignore[attr-defined]
+    text = _ENV.get_template("job.sh.j2").module.job(plan, executor)  # type: ignore[attr-defined]
     files = {"job.sh": RenderedFile(text, 0o600)}
     if plan.collector is not None:
         text = _ENV.get_template("collector.yaml.j2").render(plan=plan, otel=plan.collector)

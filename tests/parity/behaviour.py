@@ -44,6 +44,8 @@ from unittest import mock
 
 import yaml
 
+from tests.script_runs import stage_secrets
+
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 STUBS = HERE / "stubs"
@@ -754,7 +756,11 @@ def run_case(
             for tool_files, the_plan in ((files, None), (ours_files[bench], plan)):
                 text = tool_files["job.sh"]
                 extra = {k: v for k, v in tool_files.items() if k != "job.sh"}
-                run = run_script(text, bench_dir, bin_dir, home, nodes, scenario, job_env, extra)
+                env = job_env  # NeMo Gym's sbatch passes the token in the job's environment
+                if the_plan is not None:  # gymbuild's job reads it, and its host: values, from a file
+                    stage_secrets(home, the_plan, resolved.secrets)
+                    env = {}
+                run = run_script(text, bench_dir, bin_dir, home, nodes, scenario, env, extra)
                 got = behaviour(
                     run, text, keys, the_plan, str(bench_dir), otel.token_env if otel.enabled else ""
                 )

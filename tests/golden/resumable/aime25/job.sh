@@ -262,6 +262,7 @@ __gym_prev_job=${1:-}
 __gym_successor=
 if grep -qx "$GYM_JOB_ID" .gym_job_chain 2>/dev/null; then
   echo "gym: job $GYM_JOB_ID restarted; its successor is already queued"
+  __gym_successor_queued=1
 else
   if [[ -n $__gym_prev_job ]]; then
     __gym_state=
@@ -308,6 +309,7 @@ else
   if __gym_successor=$(sbatch --parsable --dependency="afternotok:$GYM_JOB_ID" --kill-on-invalid-dep=yes /runs/gym-job-20260101T000000Z-abcdef/aime25/job.sh "$GYM_JOB_ID"); then
     __gym_successor=${__gym_successor%%;*}
     echo "gym: successor $__gym_successor queued in case this job does not complete"
+    __gym_successor_queued=1
   else
     echo "gym: could not queue a successor; this job will not resume" >&2
     __gym_successor=

@@ -13,10 +13,29 @@
 # gymbuild job for benchmark ifeval of gym-job-20260101T000000Z-abcdef. Generated: re-render, do not edit.
 set -uo pipefail
 
-# Secret values: unexported, so no step inherits them; each step that needs one gets it through its
-# environment (a prefix assignment), never on a command line. This file is owner-only (0600).
-__gym_secret_HF_TOKEN='<host:HF_TOKEN>'
-__gym_secret_WANDB_API_KEY='<host:WANDB_API_KEY>'
+# Secret values are in neither this script nor the job's environment (Slurm keeps both, and its
+# accounting may keep them for ever): the submitter wrote them to an owner-only file outside the run
+# directory, read here into unexported variables, so no step inherits them; each step that needs one
+# gets it through its environment (a prefix assignment), never on a command line.
+__gym_secrets_file=~/.gymbuild-secrets/gym-job-20260101T000000Z-abcdef/ifeval
+if [[ ! -r $__gym_secrets_file ]]; then
+  echo "gym: no secrets file $__gym_secrets_file (cancel and the job's end remove it); resubmit to write it again" >&2
+  exit 1
+fi
+__gym_missing=
+while IFS= read -r -d '' __gym_name && IFS= read -r -d '' __gym_value; do
+  case $__gym_name in
+    __gym_secret_HF_TOKEN) __gym_secret_HF_TOKEN=$__gym_value ;;
+    __gym_secret_WANDB_API_KEY) __gym_secret_WANDB_API_KEY=$__gym_value ;;
+  esac
+done <"$__gym_secrets_file"
+unset __gym_value
+[[ -v __gym_secret_HF_TOKEN ]] || __gym_missing+=" __gym_secret_HF_TOKEN"
+[[ -v __gym_secret_WANDB_API_KEY ]] || __gym_missing+=" __gym_secret_WANDB_API_KEY"
+if [[ -n $__gym_missing ]]; then
+  echo "gym: $__gym_secrets_file holds no value for$__gym_missing; resubmit to write it again" >&2
+  exit 1
+fi
 
 GYM_BENCH_DIR=/runs/gym-job-20260101T000000Z-abcdef/ifeval
 GYM_PORT_DIR=$GYM_BENCH_DIR/.gym_ports
@@ -43,6 +62,21 @@ mkdir -p logs artifacts model-calls .gym_ports
 gym_on_exit() {
   local status=$?
   printf '%s\n' "$status" >"$GYM_BENCH_DIR/.gym_exit-$GYM_JOB_ID"
+  if ! gym_secrets_needed "$status"; then  # the last run of this benchmark: its secrets go with it
+    rm -f -- "$__gym_secrets_file"
+    rmdir -- "${__gym_secrets_file%/*}" 2>/dev/null  # the submission's last file: its dir too
+  fi
+}
+# gym_secrets_needed STATUS: Slurm requeues this very job (slurmctld's restart count is past the one
+# this run started with), or the resume chain's successor runs because this job did not complete.
+# When slurmctld cannot be asked, the file stays (`cancel` removes it).
+# shellcheck disable=SC2317  # called by gym_on_exit
+gym_secrets_needed() {
+  local restarts
+  restarts=$(scontrol show job "$SLURM_JOB_ID" 2>/dev/null | grep -o 'Restarts=[0-9]*')
+  [[ -n $restarts ]] || return 0
+  ((${restarts#Restarts=} > ${SLURM_RESTART_COUNT:-0})) && return 0
+  [[ $1 != 0 && -n ${__gym_successor_queued:-} ]]
 }
 trap gym_on_exit EXIT
 trap 'exit 129' HUP
