@@ -389,13 +389,13 @@ def _each(
     """`act` on each cell's session (sharing the one connection): each cell's output under a heading
     naming its values, or (json=1) one JSON document with each cell's under `field`."""
     shared = Shared(s)
-    docs, results, failures = [], [], []
+    docs, results, failures, said = [], [], [], io.StringIO()
     for cell, label in zip(cells, labels(cells), strict=True):
         cs = cell_session(s, cell)
         shared.lend(cs)
         out = io.StringIO()
         try:
-            with contextlib.redirect_stdout(out):
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(said):
                 results.append(act(cs))
         except UserError as err:
             failures.append((label, err))
@@ -410,11 +410,18 @@ def _each(
             docs.append({"label": label, "values": list(cell.values), "gym_job_id": gym_job_id, field: doc})
         else:
             sys.stdout.write(f"== {label}  ({gym_job_id or 'not submitted'})\n{out.getvalue()}")
+    _say_once(said)
     if as_json:
         sys.stdout.write(json.dumps({"sweep_id": ident, "cells": docs}, indent=2) + "\n")
     if failures:
         raise _combined(failures)
     return results
+
+
+def _say_once(said: io.StringIO) -> None:
+    """What the cells printed on stderr (their warnings are the config's, the same for each), once."""
+    for line in dict.fromkeys(said.getvalue().splitlines()):
+        print(line, file=sys.stderr)
 
 
 # --- submit ----------------------------------------------------------------------------------------
@@ -556,8 +563,7 @@ def _report(
             docs.append({"label": label, "values": list(cell.values), "gym_job_id": gym_job_id, **manifest})
         else:
             sys.stdout.write(f"== {label}  ({gym_job_id})\n{out.getvalue()}")
-    for line in dict.fromkeys(said.getvalue().splitlines()):
-        print(line, file=sys.stderr)
+    _say_once(said)
     if s.inv.json:
         sys.stdout.write(json.dumps({"sweep_id": ident, "cells": docs}, indent=2) + "\n")
     if failures:
