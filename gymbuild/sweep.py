@@ -821,7 +821,25 @@ def results(s: Session) -> None:
     sys.stdout.write(tables.render(runs, as_json=s.inv.json, fmt=fmt))
 
 
+def logs(s: Session) -> None:
+    """Logs are one submission's: with run=<gym_job_id> they are shown; else the sweep's ids are named."""
+    if s.inv.run:
+        return _day_two().print_logs(s)
+    record = find_sweep(s)
+    cells = _submitted(s, record)
+    named = [
+        f"  {label}: run={c.get('gym_job_id') or '(not submitted)'}"
+        for label, c in zip(labels(cells), record["cells"], strict=True)
+    ]
+    raise UserError(
+        f"error: logs shows one submission's logs, and the sweep {record['sweep_id']} has {len(cells)}:\n"
+        + "\n".join(named)
+        + "\n    fix: name one: gymbuild logs run=<gym_job_id> only=<benchmark>"
+    )
+
+
 VERBS: dict[str, Callable[[Session], None]] = {
+    "logs": logs,
     "resolve": resolve,
     "render": render,
     "submit": submit,

@@ -239,6 +239,14 @@ def test_a_local_sweep_globs_here_and_evaluates_each_new_checkpoint_once(tmp_pat
         time.sleep(1)
     assert [cell["label"] for cell in doc["cells"]] == [f"command={ckpts}/iter_{n}" for n in (20, 30, 100)]
     assert states == ["COMPLETED"] * 3
+    # Logs are one submission's: the sweep names each combination's, to pick one with run=.
+    logs = subprocess.run([gym, "logs", *line[:2]], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert logs.returncode == 1 and "Traceback" not in logs.stderr
+    assert [ln.split(": run=")[0].strip() for ln in logs.stderr.splitlines() if ": run=" in ln] == [
+        cell["label"] for cell in doc["cells"]
+    ]
+    picked = doc["cells"][0]["gym_job_id"]
+    assert f"runs/{picked}/demo/logs/" in run("logs", *line[:2], f"run={picked}", "only=demo").stdout
     table = run("results", "config=eval.yaml", "multirun=1", "format=csv").stdout
     scores = [row.split(",") for row in table.splitlines() if ",score," in row]
     assert [(row[1].rsplit("/", 1)[-1], row[-3]) for row in scores] == [
