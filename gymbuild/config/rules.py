@@ -13,14 +13,15 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gymbuild.config import lax
+from gymbuild.config.model import job_groups, resumable_setting
+from gymbuild.config.walltime import FORMS, is_walltime
 from gymbuild.errors import Problem
+from gymbuild.shell import is_shell_name
 
 Path = tuple[Any, ...]
 
 NAME = re.compile(r"^[A-Za-z0-9._-]+$")
-VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS (Slurm's --time forms).
-WALLTIME = re.compile(r"^(\d+(:\d{1,2}){0,2}|\d+-\d{1,2}(:\d{1,2}){0,2})$")
 ENV_FIX = (
     "write lit:<value> for a literal, host:VAR to read VAR from your shell, "
     "or runtime:VAR to expand it on the cluster"
@@ -452,6 +453,58 @@ def command_benchmarks(r: Rules) -> None:
             )
 
 
+def _per_job(r: Rules) -> int | str | None:
+    """driver.benchmarks_per_job as the model reads it: 1 when unset, `all`, or an integer >= 1; integer
+    text (`${oc.env:N}`) is the integer, as lax mode reads an int. None (reported) for anything else."""
+    path = ("driver", "benchmarks_per_job")
+    if not r.ok(path) or not isinstance(r.get(("driver",)), dict):
+        return None
+    value = r.get(path)
+    if value is None:
+        return 1
+    if isinstance(value, str) and value != "all":
+        ok, number = lax.to_int(value)
+        if not ok or number < 1:
+            r.error(
+                path, f"`{value}` is neither a number of benchmarks nor `all`", "write an integer >= 1 or all"
+            )
+            return None
+        value = r.tree["driver"]["benchmarks_per_job"] = number
+    return value
+
+
+@rule
+def shared_jobs(r: Rules) -> None:
+    """benchmarks_per_job packs benchmarks into jobs in config order; what a job has once (its resume
+    chain, its concurrency) must fit every benchmark packed into it."""
+    per_job = _per_job(r)
+    concurrent = r.get(("driver", "concurrent_benchmarks"))
+    size = per_job if isinstance(per_job, int) else None  # None: `all`, or a value already refused
+    concurrent_ok = isinstance(concurrent, int) and r.ok(("driver", "concurrent_benchmarks"))
+    if concurrent_ok and size is not None and concurrent > size:
+        r.error(
+            ("driver", "concurrent_benchmarks"),
+            f"{concurrent} benchmarks at once, but a job holds {size} (driver.benchmarks_per_job)",
+            f"set concurrent_benchmarks to at most {size}, or raise driver.benchmarks_per_job",
+        )
+    if per_job is None or size == 1:
+        return
+    benches = {path[-1]: bench for path, bench in r.benchmarks() if r.ok((*path, "resumable"))}
+    for group in job_groups(benches, None if per_job == "all" else size):
+        first = group[0]
+        wanted = resumable_setting(benches[first].get("resumable"))
+        for name in group[1:]:
+            if resumable_setting(benches[name].get("resumable")) != wanted:
+                r.error(
+                    ("driver", "benchmarks", name, "resumable"),
+                    f"`{name}` shares a job with `{first}` (driver.benchmarks_per_job: {per_job} packs "
+                    "benchmarks in config order), and a job resumes as a whole, but their resumable "
+                    "settings differ",
+                    "give the benchmarks of one job the same resumable setting, put the resumable ones "
+                    "next to each other, or lower driver.benchmarks_per_job",
+                )
+
+
 @rule
 def benchmarks_present(r: Rules) -> None:
     if r.ok(("driver", "benchmarks")) and r.get(("driver", "benchmarks")) == {}:
@@ -498,14 +551,14 @@ def env_values(r: Rules) -> None:
     for env in _env_paths(r):
         for key, value in r.mapping(env).items():
             path = (*env, key)
-            if not (isinstance(key, str) and VAR.match(key)):
+            if not (isinstance(key, str) and is_shell_name(key)):
                 r.error(path, f"`{key}` is not a valid environment variable name", VAR_FIX)
             if not isinstance(value, str) or not r.ok(path):
                 continue
             kind, sep, var = value.partition(":")
             if not sep or kind not in ("lit", "host", "runtime"):
                 r.error(path, f"the value of {key} has no lit:, host: or runtime: prefix", ENV_FIX)
-            elif kind != "lit" and not VAR.match(var):
+            elif kind != "lit" and not is_shell_name(var):
                 r.error(
                     path,
                     f"{kind}:{var} does not name a valid environment variable",
@@ -515,11 +568,11 @@ def env_values(r: Rules) -> None:
 
 def _walltime(r: Rules, path: Path) -> None:
     value = r.get(path)
-    if isinstance(value, str) and not WALLTIME.match(value):
+    if isinstance(value, str) and not is_walltime(value):
         r.error(
             path,
             f"`{value}` is not a Slurm time",
-            "use MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. 04:00:00 or 1-00:00:00)",
+            f"use {FORMS} (e.g. 04:00:00 or 1-00:00:00)",
         )
 
 
@@ -584,7 +637,7 @@ def otel(r: Rules) -> None:
     """With the collector on (the default) it needs a destination, and Gym telemetry needs gym_install."""
     section = r.mapping(("otel",))
     token = section.get("token_env")
-    if isinstance(token, str) and not VAR.match(token):  # NeMo Gym checks it even with the collector off
+    if isinstance(token, str) and not is_shell_name(token):  # NeMo Gym checks it even with the collector off
         r.error(("otel", "token_env"), f"`{token}` is not a valid environment variable name", VAR_FIX)
     if section.get("enabled") is not True or not r.ok(("otel", "enabled")):
         return

@@ -32,7 +32,7 @@ from jinja2.environment import TemplateModule
 from gymbuild.config.model import EnvValue
 from gymbuild.errors import UserError
 from gymbuild.plan import BenchPlan, Ref, canonical_json
-from gymbuild.shell import quote, secrets_path
+from gymbuild.shell import SHELL_NAME, quote, secrets_path
 
 __all__ = [
     "RenderedFile",
@@ -46,7 +46,7 @@ __all__ = [
     "sh",
 ]
 
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[0-9]+\])?$")
+_NAME = re.compile(rf"{SHELL_NAME}(\[[0-9]+\])?")  # a name, or one element of an array
 _SBATCH_PLAIN = re.compile(r"^[A-Za-z0-9_./:%@+=,-]*$")
 RULE = "=" * 100
 
@@ -89,7 +89,7 @@ def secret_values(plan: BenchPlan, secrets: Mapping[str, str]) -> dict[str, str]
 
 def _ref(name: str, unset: str = "") -> str:
     """`"${name}"`; with `unset="-"`, `"${name-}"`: empty, not an error under `set -u`, when unset."""
-    if not _NAME.match(name):  # names come from gymbuild or validated runtime:VAR; never user text
+    if not _NAME.fullmatch(name):  # names come from gymbuild or validated runtime:VAR; never user text
         raise ValueError(f"{name!r} is not a shell variable name")
     return f'"${{{name}{unset}}}"'
 
@@ -162,7 +162,7 @@ def once(macro: Callable[..., str], *args: Any) -> str:
     readiness checks) are the same for every benchmark of a submission, and rendering them again for
     each of 1000 benchmarks was a quarter of a render. Arguments are compared by their canonical
     JSON, which keeps types apart (1, 1.0 and True render differently) and is kept on each plan
-    part (plan.py), so a lookup costs little more than a dict access. Pure: macros do no I/O.
+    part (gymbuild/plan), so a lookup costs little more than a dict access. Pure: macros do no I/O.
     """
     key = (macro, *map(_once_key, args))
     text = _ONCE.get(key)
