@@ -93,6 +93,13 @@ class User:
                 return rows
             time.sleep(1)
 
+    def wait_for(self, bench: str, timeout: float = 90) -> dict[str, Any]:
+        """Poll `status` until `bench`'s job no longer runs."""
+        deadline = time.monotonic() + timeout
+        while (row := self.status()[bench])["state"] == "RUNNING" and time.monotonic() < deadline:
+            time.sleep(1)
+        return row
+
     @property
     def record(self) -> dict[str, Any]:
         (run_dir,) = (self.home / "runs").glob("gym-job-*")
@@ -332,3 +339,34 @@ def test_a_slurm_job_records_its_exit_status_in_the_same_file(user: Any, cluster
     result = cluster.wait_for_job(job_id, timeout=180)
     assert (result.state, result.exit_code) == ("FAILED", 3)
     assert (run_dir / "bad" / f".gym_exit-{job_id}").read_text() == "3\n"
+
+
+def test_a_secret_reaches_the_step_that_asked_from_a_file_that_goes_with_the_job(user: Any) -> None:
+    """Issue 19 on this machine too: the host: value is written to ~/.gymbuild-secrets/<id>/<bench>
+    (0600), not to job.sh nor the job's environment; the driver that asked for it gets it; the file
+    goes when its job ends, and `cancel` removes the rest."""
+    secret = f"local-secret-{os.getpid()}-{time.time_ns()}"
+    got = 'printenv LOCAL_SECRET >"$NEMO_GYM_BENCH_DIR/got"'
+    config = local_config({"done": {"command": got}, "long": {"command": f"{got}; sleep 1000"}})
+    config["driver"]["env"]["LOCAL_SECRET"] = "host:LOCAL_SECRET"
+    u = user(config)
+    u.env["LOCAL_SECRET"] = secret  # the submitting shell's: its job must not inherit it
+    u.submit()
+    files = Path.home() / ".gymbuild-secrets" / u.record["gym_job_id"]
+    long_id = int(u.job_id("long"))
+    deadline = time.monotonic() + 60
+    while not (u.bench_dir("long") / "got").exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert stat_mode(files) == 0o700 and stat_mode(files / "long") == 0o600
+    assert secret.encode() not in Path(f"/proc/{long_id}/environ").read_bytes()  # the batch shell's
+    assert u.wait_for("done")["state"] == "COMPLETED"
+    assert not (files / "done").exists() and (files / "long").exists()  # its end removed its own
+    for bench in ("done", "long"):
+        assert (u.bench_dir(bench) / "got").read_text() == f"{secret}\n"
+        assert secret not in (u.bench_dir(bench) / "job.sh").read_text()
+    assert u.run("cancel").returncode == 0
+    assert not files.exists()
+
+
+def stat_mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
