@@ -42,6 +42,8 @@ class Invocation:
     workspace: Path
     format: str | None = None  # results: table (the default), csv or markdown
     verbs: tuple[str, ...] = ()  # the verbs (and doit commands or task names) the command line names
+    multirun: bool = False  # the overrides' sweep syntax makes a sweep (sweep.py)
+    sweep: str | None = None  # a sweep by its id, for the day-two verbs
 
     @classmethod
     def from_argv(cls, argv: Sequence[str]) -> Invocation:
@@ -82,4 +84,11 @@ class Invocation:
             run=variables.get("run") or None,
             workspace=Path(variables.get("workspace", DEFAULT_WORKSPACE)),
             format=variables.get("format") or None,
+            multirun=flag("multirun"),
+            sweep=variables.get("sweep") or None,
         )
+
+    @property
+    def is_sweep(self) -> bool:
+        """A run on a sweep: multirun=1, or a sweep named by its id."""
+        return self.multirun or self.sweep is not None

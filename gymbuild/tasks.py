@@ -175,6 +175,10 @@ class Graph:
         """A top-level command; when the config did not load it fails with the config's errors instead."""
         ctx = self.ctx
         doc = _verb_doc(name)
+        if ctx.inv.is_sweep and name in verbs.SWEEP_VERBS:  # sweep.py drives one submission per combination
+            from gymbuild import sweep
+
+            action, task_dep, needs_config = sweep.verb_action(name, ctx), [], False
         if needs_config and not ctx.inv.read_only and ctx.error is not None:
             return {"doc": doc, "actions": [_fail_with(ctx.error)], "uptodate": [False]}
         return {
@@ -218,8 +222,14 @@ class Graph:
     def _pipeline_ready(self) -> bool:
         """The run builds its pipeline tasks: not for read-only verbs (doit calls every task_*
         generator before it runs anything, and `status` of a thousand jobs must not compose and
-        validate a thousand benchmarks), nor when the config did not load (the verb says why)."""
-        return not self.ctx.inv.read_only and self.ctx.error is None
+        validate a thousand benchmarks), not for a sweep (its verbs hand the run to sweep.py), nor
+        when the config did not load (the verb says why)."""
+        inv = self.ctx.inv
+        return not inv.read_only and not inv.is_sweep and self.ctx.error is None
+
+    def _stops_at_stage(self) -> bool:
+        """No sync, queue or record task: the run's verbs stop at the staged tree, or it is a sweep."""
+        return self.ctx.inv.stage_only or self.ctx.inv.is_sweep
 
     # --- the steps --------------------------------------------------------------------------------
 
@@ -253,7 +263,7 @@ class Graph:
             show.print_resolved(ctx)
 
         task = self.verb("resolve", action)
-        if ctx.error is None and writes:
+        if not ctx.inv.is_sweep and writes and ctx.error is None:
             task["targets"] = [str(stage.resolved_path(ctx))]
         return task
 
@@ -290,7 +300,7 @@ class Graph:
     def task_sync(self) -> dict[str, Any]:
         """Check mounts and copy the staged tree to the run directory (only when something will be queued)."""
         ctx = self.ctx
-        if ctx.inv.stage_only:
+        if self._stops_at_stage():
             return {"actions": []}
         if ctx.error is not None:
             return {"actions": [_fail_with(ctx.error)]}
@@ -321,7 +331,7 @@ class Graph:
     def task_queue(self) -> Any:
         """Queue each benchmark that has no job id yet (one sbatch each, in the run's shell session)."""
         ctx = self.ctx
-        if ctx.inv.stage_only or ctx.error is not None:
+        if self._stops_at_stage() or ctx.error is not None:
             return
         synced = ctx.workspace.stamps_dir / sync.SYNC_STAMP
         for bench in ctx.selected():
@@ -338,7 +348,7 @@ class Graph:
     def task_record(self) -> dict[str, Any]:
         """Write the record: the local index first (best-effort), then gym-job.json in the run directory."""
         ctx = self.ctx
-        if ctx.inv.stage_only:
+        if self._stops_at_stage():
             return {"actions": []}
         if ctx.error is not None:
             return {"actions": [_fail_with(ctx.error)]}

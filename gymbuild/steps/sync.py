@@ -28,7 +28,7 @@ def tree_digest(ctx: Session) -> str:
 
 def synced(ctx: Session) -> bool:
     """Nothing to queue (so nothing to copy), or the run directory already has this staged tree."""
-    return not ctx.to_queue() or ctx.workspace.stamp("sync") == tree_digest(ctx)
+    return not ctx.to_queue() or ctx.workspace.stamp(SYNC_STAMP) == tree_digest(ctx)
 
 
 def sync(ctx: Session) -> None:
@@ -36,13 +36,26 @@ def sync(ctx: Session) -> None:
     tree into it; the stamp says which tree was sent."""
     from gymbuild.executors import rundir
 
+    prepare_sync(ctx)
+    sub, conn = ctx.submission(), ctx.connection()
+    ctx.progress.show(f"copying the run directory to {conn.target}:{sub.run_dir}")
+    rundir.sync(conn, str(ctx.workspace.stage), sub.run_dir)
+    ctx.progress.done(keep=False)
+    synced_now(ctx)
+
+
+def prepare_sync(ctx: Session, *, check_mounts: bool = True) -> None:
+    """Everything of the sync before the copy: the mounts checked (unless a sweep checked them for
+    all its combinations at once), the run directory made, the resolved config staged."""
+    from gymbuild.executors import rundir
+
     sub = ctx.submission()
     conn = ctx.connection()
-    if ctx.executor_name == "slurm":  # the local executor runs no containers: nothing is mounted
+    if check_mounts and ctx.executor_name == "slurm":  # the local executor mounts nothing
         rundir.check_mounts(conn, rundir.mount_sources(ctx.config), str(ctx.inv.config))
     # The intent is stamped before the directory is made: a run killed after the remote mkdir must
     # not find its own run directory "already existing" and refuse to go on (only new=1 would help).
-    fresh = ctx.workspace.stamp("sync") is None and ctx.workspace.stamp("run-dir") != sub.run_dir
+    fresh = ctx.workspace.stamp(SYNC_STAMP) is None and ctx.workspace.stamp("run-dir") != sub.run_dir
     if fresh:
         ctx.workspace.set_stamp("run-dir", sub.run_dir)
     try:
@@ -51,7 +64,8 @@ def sync(ctx: Session) -> None:
         (ctx.workspace.stamps_dir / "run-dir").unlink(missing_ok=True)  # not ours after all
         raise
     stage.write_resolved(ctx)
-    ctx.progress.show(f"copying the run directory to {conn.target}:{sub.run_dir}")
-    rundir.sync(conn, str(ctx.workspace.stage), sub.run_dir)
-    ctx.progress.done(keep=False)
-    ctx.workspace.set_stamp("sync", tree_digest(ctx))
+
+
+def synced_now(ctx: Session) -> None:
+    """The staged tree is in the run directory: say so for the next run's uptodate check."""
+    ctx.workspace.set_stamp(SYNC_STAMP, tree_digest(ctx))
