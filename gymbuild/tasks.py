@@ -23,10 +23,12 @@ done. `doit clean` removes staged files of benchmarks not queued yet, never an o
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from doit.dependency import TimestampChecker
 from doit.exceptions import TaskFailed
 
 from gymbuild import pipeline, verbs
@@ -52,8 +54,7 @@ def doit_config(inv: Invocation) -> dict[str, Any]:
 
     `continue` because one benchmark's failure must never stop the others; the json backend because
     doit's default (dbm) falls back to dbm.dumb here and corrupts under concurrent runs; file_dep by
-    timestamp, because the steps' own checks already know what changed and an md5 of the resolved
-    config per stage task would cost seconds for a thousand benchmarks.
+    timestamp (WorkspaceFiles).
 
     A run of read-only verbs holds no lock and keeps doit's database in memory: `status` must answer
     while a long submit holds the workspace, and `status run=<id>` or `runs` must leave no
@@ -65,11 +66,34 @@ def doit_config(inv: Invocation) -> dict[str, Any]:
         "default_tasks": ["render"],  # bare `gymbuild` is the dry run, never a submit
         "dep_file": ":memory:" if inv.read_only else str(inv.workspace / "doit-db.json"),
         "backend": "sqlite3" if inv.read_only else "json",
-        "check_file_uptodate": "timestamp",
+        "check_file_uptodate": WorkspaceFiles,
         "continue": True,
         "verbosity": 2,
         "reporter": GymReporter,
     }
+
+
+class WorkspaceFiles(TimestampChecker):
+    """doit's file_dep check: by timestamp, because the steps' own uptodate checks already know what
+    changed (an md5 of the resolved config per stage task would cost seconds for a thousand
+    benchmarks); and a file that is not there yet, because a step held its error before writing it
+    (no sync stamp after an unreachable host), is "changed", never doit's own error: the held error
+    stays the verb's one message and exit 1."""
+
+    def info(self, file_path: str) -> os.stat_result | None:  # type: ignore[override]
+        try:
+            return os.stat(file_path)
+        except FileNotFoundError:
+            return None
+
+    def check_modified(self, file_path: str, file_stat: os.stat_result | None, state: Any) -> bool:
+        return file_stat is None or file_stat.st_mtime != state
+
+    def get_state(self, dep: str, current_state: Any) -> float | None:
+        try:
+            return os.path.getmtime(dep)
+        except FileNotFoundError:
+            return None  # nothing saved: the file counts as changed once it appears
 
 
 def user_action(func: Callable[..., Any]) -> Callable[..., Any]:
