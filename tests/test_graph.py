@@ -54,7 +54,8 @@ def test_info_of_a_queue_task_names_its_script_the_sync_and_its_outcome_file(tmp
     assert done.stderr == "" and "up-to-date" not in done.stdout  # nothing is staged, nothing queued
     (ws,) = (tmp_path / ".gymbuild").glob("minimal-*")
     ws_rel = ws.relative_to(tmp_path)
-    assert sorted(section(done.stdout, "file_dep")) == [f"{ws_rel}/stage/gpqa/job.sh", f"{ws_rel}/stamps/sync"]
+    reads = sorted(section(done.stdout, "file_dep"))
+    assert reads == [f"{ws_rel}/stage/gpqa/job.sh", f"{ws_rel}/stamps/sync"]
     assert section(done.stdout, "task_dep") == ["sync"]
     assert section(done.stdout, "targets") == [f"{ws_rel}/outcomes/gpqa.json"]
     stage = gymbuild("info", "stage:gpqa", config, cwd=tmp_path).stdout
