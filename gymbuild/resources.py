@@ -10,6 +10,7 @@ import json
 import os
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -22,7 +23,7 @@ def schema_dir() -> Path:
 
 
 @cache
-def load_schema(name: str) -> dict:
+def load_schema(name: str) -> dict[str, Any]:
     """A JSON Schema by file name, parsed once per process."""
     return json.loads((schema_dir() / name).read_text(encoding="utf-8"))
 

@@ -591,7 +591,10 @@ def submit(s: Session) -> None:
     records = Records(s.workspace)
     if not cells:
         records.save(merged(records.load(ident), ident, s.inv.config, overrides, []))
-        print(f"nothing to submit: the sweep {ident} has no combination yet")
+        if s.inv.json:
+            sys.stdout.write(json.dumps({"sweep_id": ident, "cells": []}, indent=2) + "\n")
+        else:
+            print(f"nothing to submit: the sweep {ident} has no combination yet")
         return
     sessions = _sessions(s, cells)
     try:

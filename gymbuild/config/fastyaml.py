@@ -58,7 +58,7 @@ def _no_duplicate_keys(self: Any, node: yaml.MappingNode, deep: bool = False) ->
 _C_LOADER: type | None = None
 
 
-def _c_loader(pure: type) -> type:
+def _c_loader(pure: type[yaml.SafeLoader]) -> type:
     """A CSafeLoader resolving and constructing as `pure` (OmegaConf's loader class) does. OmegaConf
     makes a new, identical class per call, so the first one's tables serve for the process."""
     global _C_LOADER

@@ -123,12 +123,12 @@ def sbatch_value(value: str) -> str:
     return value if _SBATCH_PLAIN.match(value) else f'"{value}"'
 
 
-def yaml_str(value: Any) -> str:
+def yaml_str(value: object) -> str:
     """A YAML scalar for collector.yaml; `$` doubled because the collector expands `${...}` itself."""
     return json.dumps(str(value)).replace("$", "$$")
 
 
-def _once_key(arg: Any) -> str:
+def _once_key(arg: object) -> str:
     """An argument of `once` as its canonical JSON; an executor's macros (a template module) by name."""
     return f"template:{arg.__name__}" if isinstance(arg, TemplateModule) else canonical_json(arg)
 
