@@ -1,4 +1,4 @@
-"""The `#SBATCH` directives of a job, and the Slurm time grammar they carry."""
+"""The `#SBATCH` directives of a job."""
 
 from __future__ import annotations
 
@@ -9,27 +9,9 @@ from gymbuild.config.model import Config
 from gymbuild.errors import UserError
 
 _DIRECTIVE_UNSAFE = re.compile(r'["\n\r\\]')
-_WALLTIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 
 
-def walltime_seconds(text: str) -> int:
-    """Slurm time (`MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`, `D-HH:MM:SS`) in seconds."""
-    m = _WALLTIME.match(text.strip())
-    if not m:
-        raise UserError(f"walltime {text!r} is not a Slurm time (MM, MM:SS, HH:MM:SS, D-HH[:MM[:SS]])")
-    days, a, b, c = m.groups()
-    nums = [int(x) for x in (a, b, c) if x is not None]
-    if days is not None:  # D-HH, D-HH:MM, D-HH:MM:SS
-        h, mi, s = [*nums, 0, 0][:3]
-        return int(days) * 86400 + h * 3600 + mi * 60 + s
-    if len(nums) == 1:
-        return nums[0] * 60
-    if len(nums) == 2:
-        return nums[0] * 60 + nums[1]
-    return nums[0] * 3600 + nums[1] * 60 + nums[2]
-
-
-def _directive(key: str, value: Any, where: str) -> tuple[str, str | None]:
+def _directive(key: str, value: object, where: str) -> tuple[str, str | None]:
     """sbatch reads `#SBATCH` lines itself (double quotes group words); refuse what it cannot carry."""
     text = None if value is None or value is True else str(value)  # None: a bare flag
     for part in (key, text or ""):
@@ -55,7 +37,7 @@ def _config_directives(
         before.append(_directive("account", compute.account, f"{where}.account"))
     if compute.walltime:
         before.append(_directive("time", compute.walltime, f"{where}.walltime"))
-    after = [("output", "logs/slurm-%j.log")]
+    after: list[tuple[str, str | None]] = [("output", "logs/slurm-%j.log")]
     pools = list(compute.node_pools.values())
     if pools:
         first = pools[0]
