@@ -16,6 +16,7 @@ from functools import cache
 from typing import Any
 
 from jsonschema import Draft202012Validator, ValidationError, validators
+from jsonschema.protocols import Validator
 
 from gymbuild.config.lax import coerce
 from gymbuild.errors import Problem
@@ -124,7 +125,7 @@ def _is_integer(_checker: Any, instance: Any) -> bool:
 
 
 @cache
-def _validator() -> Any:
+def _validator() -> Validator:
     """The filling validator, compiled once per process (the schema never changes while we run)."""
     cls = validators.extend(
         Draft202012Validator,
@@ -135,7 +136,7 @@ def _validator() -> Any:
 
 
 @cache
-def _plain() -> Any:
+def _plain() -> Validator:
     """A validator that never fills: used to decide which `if` branch applies when naming valid keys."""
     return Draft202012Validator(_root())
 
@@ -216,6 +217,8 @@ def _problems_of(error: ValidationError) -> list[Problem]:
     where = dotted(path)
     kind = error.validator
     value = error.instance
+    # The failed keyword's value (jsonschema's stubs allow Unset, which a reported error never has).
+    keyword: Any = error.validator_value
     schema = error.schema if isinstance(error.schema, Mapping) else {}
 
     if kind in ("additionalProperties", "unevaluatedProperties") and isinstance(value, Mapping):
@@ -231,12 +234,11 @@ def _problems_of(error: ValidationError) -> list[Problem]:
                 f"missing required key `{key}`",
                 f"add `{key}:`" + (f" ({_description(props[key])})" if key in props else ""),
             )
-            for key in error.validator_value
+            for key in keyword
             if key not in value
         ]
     if kind == "type":
-        wanted = error.validator_value
-        wanted = wanted if isinstance(wanted, list) else [wanted]
+        wanted: list[str] = keyword if isinstance(keyword, list) else [keyword]
         if wanted == ["null"]:
             return [Problem(where, "must not be set here", _description(schema) or f"remove `{where}`")]
         expected = " or ".join(_JSON_TYPES.get(w, w) for w in wanted)
@@ -246,7 +248,7 @@ def _problems_of(error: ValidationError) -> list[Problem]:
         fix += f" ({desc})" if desc else ""
         return [Problem(where, f"expected {expected}, got {_type_name(value)}{_shown(path, value)}", fix)]
     if kind in ("enum", "const"):
-        allowed = error.validator_value if kind == "enum" else [error.validator_value]
+        allowed = keyword if kind == "enum" else [keyword]
         names = [str(a) for a in allowed]
         close = difflib.get_close_matches(str(value), names, n=1, cutoff=0.6)
         hint = f"did you mean `{close[0]}`? " if close else ""
@@ -268,7 +270,7 @@ def _problems_of(error: ValidationError) -> list[Problem]:
             )
         ]
     if kind in ("minProperties", "maxProperties") and isinstance(value, Mapping):
-        names = ", ".join(map(str, value)) or "none"
+        listed = ", ".join(map(str, value)) or "none"
         low, high = schema.get("minProperties", 0), schema.get("maxProperties")
         if high == 0:
             return [Problem(where, "must be empty here", _description(schema) or f"remove `{where}`")]
@@ -276,7 +278,7 @@ def _problems_of(error: ValidationError) -> list[Problem]:
         return [
             Problem(
                 where,
-                f"has {len(value)} entries ({names}); it needs {need}",
+                f"has {len(value)} entries ({listed}); it needs {need}",
                 "keep one entry" if low == high == 1 else f"give it {need}",
             )
         ]
@@ -302,11 +304,13 @@ def schema_problems(tree: dict[str, Any]) -> tuple[list[Problem], list[Path]]:
         base: Path = tuple(error.absolute_path)
         problems += _problems_of(error)
         value = error.instance
+        schema = error.schema if isinstance(error.schema, Mapping) else {}
         if error.validator in _UNKNOWN_KEYS and isinstance(value, Mapping):
-            valid = set(_known_keys(error.schema, value)) | set(error.schema.get("properties", {}))
+            valid = set(_known_keys(schema, value)) | set(schema.get("properties", {}))
             bad += [(*base, key) for key in value if key not in valid]
         elif error.validator == "required" and isinstance(value, Mapping):
-            bad += [(*base, key) for key in error.validator_value if key not in value]
+            required: Any = error.validator_value  # jsonschema's stubs allow Unset, never reported
+            bad += [(*base, key) for key in required if key not in value]
         else:
             bad.append(base)
     return problems, bad
