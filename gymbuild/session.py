@@ -76,6 +76,9 @@ class Session:
         self._connection: Any = None
         self._stage_digests: dict[str, str] = {}
         self._plans: dict[str, Any] = {}
+        self._packings: dict[tuple[str, ...], dict[str, tuple[str, ...]]] = {}
+        self._shared_plans: dict[tuple[str, ...], Any] = {}
+        self._queue_packing: dict[str, tuple[str, ...]] | None = None  # set while queueing
         self._planner: Any = None
         self._rendered: dict[str, Any] = {}  # bench -> RenderedJob of a plan without secrets
         self._queue_total: int | None = None
@@ -253,7 +256,7 @@ class Session:
     def staged(self, bench: str) -> bool:
         """Up to date when queued already (its script is never touched again) or staged from these
         inputs (stage_digest). The digest first: it settles the submission (new=1 empties the stamps)."""
-        wanted = self.stage_digest(bench)
+        wanted = self._stage_want(bench)
         if self.workspace.stage_stamp(bench) == wanted:
             return True
         outcome = self._current_outcome(bench)
@@ -269,6 +272,9 @@ class Session:
         plan the config cannot express) stops the pass, as a held error stops the steps after it."""
         assert self.resolved is not None
         render, secrets = _render(), self.resolved.secrets
+        packing = self.packing()
+        self._stage_shared([b for b in benches if b in packing], packing)
+        benches = [b for b in benches if b not in packing]
         for done, bench in enumerate(benches):
             if done % 25 == 0 and len(benches) >= 100:
                 self.progress.show(f"rendering job scripts {done}/{len(benches)}")
@@ -283,6 +289,62 @@ class Session:
             self.workspace.set_stage_stamp(bench, self.stage_digest(bench))
         self.progress.done(keep=False)
 
+    # --- shared jobs (driver.benchmarks_per_job; see sharing.py) ------------------------------------
+
+    def packing(self, benches: list[str] | None = None) -> dict[str, tuple[str, ...]]:
+        """bench -> its shared job's benchmarks, for the benchmarks to queue now (or `benches`)."""
+        from gymbuild import sharing
+
+        if not self.config.driver.shares_jobs:
+            return {}
+        if benches is None and self._queue_packing is not None:
+            return self._queue_packing
+        key = tuple(self._to_queue() if benches is None else benches)
+        found = self._packings.get(key)
+        if found is None:
+            found = self._packings[key] = sharing.pack(self.config, key)
+        return found
+
+    def shared_plan(self, group: tuple[str, ...]) -> Any:
+        found = self._shared_plans.get(group)
+        if found is None:
+            from gymbuild.plan.shared import plan_shared_job
+
+            plans = [self.plan(b) for b in group]
+            found = self._shared_plans[group] = plan_shared_job(
+                plans, self.config.driver.concurrent_benchmarks
+            )
+        return found
+
+    def _stage_want(self, bench: str) -> str:
+        """The stage stamp that says `bench` is staged for this run: its own digest, and for a member
+        of a shared job also the job it is packed into (a resubmit packs anew)."""
+        group = self.packing().get(bench)
+        own = self.stage_digest(bench)
+        return own if group is None else digest(own, list(group))
+
+    def _stage_shared(self, benches: list[str], packing: dict[str, tuple[str, ...]]) -> None:
+        """Render each shared job of `benches` into the staged tree (under +jobs/), once per job."""
+        from gymbuild import sharing
+        from gymbuild.plan.shared import JOBS_DIR
+        from gymbuild.render.shared import render_shared_job
+
+        assert self.resolved is not None
+        if benches:
+            (self.workspace.stage / JOBS_DIR).mkdir(mode=0o755, parents=True, exist_ok=True)
+        for group in dict.fromkeys(packing[b] for b in benches):
+            job = render_shared_job(self.shared_plan(group), self.resolved.secrets)
+            self.workspace.write_staged(
+                sharing.job_rel_dir(group), {r: (f.text, f.mode) for r, f in job.files.items()}
+            )
+            for bench in group:
+                self.workspace.set_stage_stamp(bench, self._stage_want(bench))
+
+    def _unit_plan(self, bench: str) -> Any:
+        """The plan of what is queued for `bench`: its own, or its shared job's as a whole."""
+        group = self.packing().get(bench)
+        return self.plan(bench) if group is None else self.shared_plan(group).job
+
     def print_resolved(self) -> None:
         from gymbuild.config.output import dump_tree
 
@@ -296,7 +358,17 @@ class Session:
         assert self.resolved is not None
         self.warn(executor=True)
         mask = render.mask_secrets(self.resolved.secrets)
-        jobs = {b: self._rendered.get(b) or render.render_job(self.plan(b), mask) for b in self.selected()}
+        packing = self.packing(self.selected())
+        jobs = {}
+        for b in self.selected():
+            group = packing.get(b)
+            if group is None:
+                jobs[b] = self._rendered.get(b) or render.render_job(self.plan(b), mask)
+            elif group[0] == b:
+                from gymbuild import sharing
+                from gymbuild.render.shared import render_shared_job
+
+                jobs[sharing.job_rel_dir(group)] = render_shared_job(self.shared_plan(group), mask)
         run_dir = self.submission().run_dir
         if self.inv.json:
             payload = {
@@ -387,13 +459,24 @@ class Session:
         outcomes = self.workspace.outcomes()
         return [b for b in self.selected() if not (b in outcomes and outcomes[b].job_id)]
 
+    def _run_dirs_to_make(self) -> list[str]:
+        """The directories (relative to the run dir) whose logs/ must exist before their job is queued:
+        each benchmark's, and each shared job's own."""
+        from gymbuild import sharing
+
+        to_queue, packing = self._to_queue(), self.packing()
+        return [
+            *to_queue,
+            *(sharing.job_rel_dir(g) for g in dict.fromkeys(packing[b] for b in to_queue if b in packing)),
+        ]
+
     def _tree_digest(self) -> str:
         """What the synced tree was made from: each staged benchmark and the resolved config (as JSON:
         the YAML text is only written when the tree is synced)."""
         from gymbuild.config.model import thaw
 
         assert self.resolved is not None
-        return digest([self.stage_digest(b) for b in self.selected()], thaw(self.resolved.tree))
+        return digest([self._stage_want(b) for b in self.selected()], thaw(self.resolved.tree))
 
     @functools.cache  # noqa: B019 (one Session per run; the YAML dump of 1000 benchmarks is ~0.06 s)
     def resolved_text(self) -> str:
@@ -432,7 +515,7 @@ class Session:
         if fresh:
             self.workspace.set_stamp("run-dir", sub.run_dir)
         try:
-            rundir.prepare_run_dir(conn, sub.run_dir, self._to_queue(), fresh=fresh)
+            rundir.prepare_run_dir(conn, sub.run_dir, self._run_dirs_to_make(), fresh=fresh)
         except rundir.RunDirExists:
             (self.workspace.stamps_dir / "run-dir").unlink(missing_ok=True)  # not ours after all
             raise
@@ -470,11 +553,15 @@ class Session:
         few benchmarks and the outcomes are written (and fsynced) on IO threads, because two fsyncs a
         benchmark in this thread were most of a submit's local time.
         """
+        from gymbuild import sharing
         from gymbuild.followup import executor_module
 
         executor = executor_module(self.executor_name)
         command = getattr(executor, "queue_command", None)
         self._keep_benchmark_order()
+        # Packed once for the pass: the benchmarks left to queue shrink as their outcomes are written.
+        packing = self._queue_packing = self.packing()
+        benches = sharing.units(benches, packing)
         if self._queue_total is None:  # once per run: reading every outcome per sbatch was O(N^2)
             self._queue_total = len(self._to_queue())
         run_dir = self.submission().run_dir
@@ -503,7 +590,7 @@ class Session:
 
             try:
                 for bench in benches:
-                    script = f"{run_dir}/{bench}/job.sh"
+                    script = f"{self._unit_plan(bench).bench_dir}/job.sh"
                     earlier = earlier_outcomes.get(bench)
                     if bench in lost:
                         if command is not None:
@@ -542,20 +629,23 @@ class Session:
         """Write what queueing `bench` gave (on an IO thread), then drop its in-flight stamp."""
         from gymbuild.jobs import utc_now, utc_timestamp
 
-        self.workspace.save_outcome(
-            Outcome(
-                benchmark=bench,
-                job_id=result.job_id,
-                error=result.error,
-                script_digest=self.stage_digest(bench),
-                at=utc_timestamp(utc_now()),
-                previous_job_ids=earlier.previous_job_ids if earlier else (),
+        members = self.packing().get(bench, (bench,))  # a shared job: every member gets its id
+        for member in members:
+            before = earlier if member == bench else self.workspace.outcome(member)
+            self.workspace.save_outcome(
+                Outcome(
+                    benchmark=member,
+                    job_id=result.job_id,
+                    error=result.error,
+                    script_digest=self.stage_digest(member),
+                    at=utc_timestamp(utc_now()),
+                    previous_job_ids=before.previous_job_ids if before else (),
+                )
             )
-        )
         (self.workspace.stamps_dir / f"inflight-{bench}").unlink(missing_ok=True)
         with self._progress_lock:
-            self._queue_done.add(bench)
-            self.queued_now.append(bench)
+            self._queue_done.update(members)
+            self.queued_now.extend(members)
             self.progress.show(f"queued {len(self.queued_now)}/{self._queue_total}")
 
     def _recover(self, executor: Any, bench: str, script: str, attempt: str, earlier: Outcome | None) -> Any:
@@ -570,7 +660,7 @@ class Session:
         if adopted is not None:
             return adopted
         known = frozenset(earlier.previous_job_ids) if earlier else frozenset()
-        plan = self.plan(bench)
+        plan = self._unit_plan(bench)
         job_id = executor.find_queued(
             self.connection(), plan.bench_dir, dict(plan.directives)["job-name"], known
         )
