@@ -109,6 +109,9 @@ class ServiceStep(_Canonical):
     needs: tuple[Port, ...] = ()  # ports of other steps this one waits for (router, Ray workers)
     drop_args: tuple[str, ...] = ()  # flags (and their values) removed from this step's extra_args
     address_var: str | None = None  # a Ray head's GYM_RAY_ADDRESS_<SERVICE>, exported once it is known
+    # The batch shell settles the port (the step runs on its node) and exports address_var before any
+    # step starts, so every step sees it, as in NeMo Gym (elsewhere the head's own step settles it).
+    batch_port: bool = False
     exported_vars: tuple[str, ...] = ()  # NeMo Gym's exports of this step's own nodes (hostnames)
     health: Health | None = None
     metrics_job: str | None = None  # the collector's scrape job name, when scraped

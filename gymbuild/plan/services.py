@@ -320,6 +320,7 @@ def _ray_steps(config: Config, svc: RayService, ports: _Ports) -> list[ServiceSt
             shell_args=svc.extra_args,
             health=_health(svc, port),
             address_var=address,
+            batch_port=driver.first == 0,
         )
     ]
     # A worker only joins a running head, and the head may still be installing.
