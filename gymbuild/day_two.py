@@ -11,8 +11,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gymbuild import followup
+from gymbuild import followup, pipeline
 from gymbuild.errors import UserError
+from gymbuild.steps import show
+from gymbuild.steps.record import build_record
 
 if TYPE_CHECKING:
     from gymbuild.jobs import SubmissionRecord
@@ -49,7 +51,7 @@ def find_record(s: Session, run: str | None = None, *, connect: bool = True) -> 
     s.adopt_submission(current)
     if connect:
         s.connection(current.hostname, use_config=False)
-    return s.build_record(commit=False)
+    return build_record(s, commit=False)
 
 
 def _find_checked(s: Session) -> SubmissionRecord:
@@ -136,8 +138,8 @@ def print_logs(s: Session) -> None:
 def resubmit(s: Session) -> None:
     """Re-queue what ended FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, PREEMPTED or BOOT_FAIL.
 
-    Each such benchmark's outcome gives up its job id (kept in its history), then the usual
-    stage, sync, queue and record steps run for exactly those benchmarks.
+    Each such benchmark's outcome gives up its job id (kept in its history), then the submit
+    pipeline (pipeline.run) runs for exactly those benchmarks.
     """
     if s.error is not None:
         raise s.error
@@ -158,13 +160,7 @@ def resubmit(s: Session) -> None:
     states = {r.benchmark: r.state for r in rows}
     for bench in picked:
         s.workspace.release(bench, states[bench])
-    stale = [bench for bench in picked if not s.staged(bench)]
-    if stale:
-        s.stage_many(stale)
-    if not s.synced():
-        s.sync()
-    s.queue_many(picked)
-    s.record()
-    failure = s.report_submit(picked)
+    pipeline.run(s, picked)
+    failure = show.report_submit(s, picked)
     if failure is not None:
-        raise UserError(failure.message)
+        raise UserError(failure)

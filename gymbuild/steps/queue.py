@@ -1,0 +1,169 @@
+"""Queue: one sbatch (or local start) per benchmark, its outcome written the moment its answer is read,
+and the recovery of what a killed run left in flight.
+
+The one batched step: every benchmark a run queues goes through one pipelined pass (queue_many) in
+the run's shell, whatever doit task or verb asked for it (pipeline.py).
+"""
+
+from __future__ import annotations
+
+import collections
+import secrets
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from gymbuild.steps import stage
+from gymbuild.steps.record import keep_benchmark_order
+from gymbuild.workspace import Outcome
+
+if TYPE_CHECKING:
+    from gymbuild.session import Session
+
+IO_THREADS = 4  # outcome and stamp writes (each fsynced) at once while sbatch calls are in flight
+QUEUE_PIPELINE = 16  # sbatch calls in flight at once in the run's shell (a few KB of pipe either way)
+
+
+def queued(ctx: Session, bench: str) -> bool:
+    """`bench` has a job id in the current submission (its outcome file, queue:<bench>'s target)."""
+    outcome = ctx.current_outcome(bench)
+    return outcome is not None and outcome.job_id is not None
+
+
+def queue_many(ctx: Session, benches: list[str]) -> None:
+    """sbatch each benchmark and write its outcome the moment its answer is read.
+
+    Up to QUEUE_PIPELINE sbatch calls are in flight in the run's shell at once (each still its own
+    command, with its own status and output), so writing outcomes and stamps here overlaps sbatch
+    there: one at a time, a thousand benchmarks waited for ~10 ms of local work per sbatch. Each
+    in-flight stamp is durable before its sbatch is sent, so a run killed with calls in flight
+    leaves the next one what it needs to recover them (`slurm.recover`); the stamps of the next
+    few benchmarks and the outcomes are written (and fsynced) on IO threads, because two fsyncs a
+    benchmark in this thread were most of a submit's local time.
+    """
+    from gymbuild import sharing
+    from gymbuild.followup import executor_module
+
+    executor = executor_module(ctx.executor_name)
+    command = getattr(executor, "queue_command", None)
+    keep_benchmark_order(ctx)
+    # A shared job is queued once, by its first benchmark (sharing.py), packed once for the pass.
+    benches = sharing.units(benches, sharing.freeze_packing(ctx))
+    if ctx.queue_total is None:  # once per run: reading every outcome per sbatch was O(N^2)
+        ctx.queue_total = len(ctx.to_queue())
+    run_dir = ctx.submission().run_dir
+    if command is not None and not ctx.queue_locked:  # once per session: it holds the lock
+        executor.hold_queue_lock(ctx.connection(), run_dir)
+        ctx.queue_locked = True
+    # Read before any new stamp is written: these are the attempts of a killed run.
+    lost = {b: a for b in benches if (a := ctx.workspace.stamp(f"inflight-{b}")) is not None}
+    earlier_outcomes = ctx.workspace.outcomes()  # once: only this run writes them (it holds the lock)
+    fresh = collections.deque(b for b in benches if b not in lost)
+    stamped: collections.deque[tuple[str, str, Future[None]]] = collections.deque()
+    in_flight: collections.deque[tuple[str, Outcome | None, bytes]] = collections.deque()
+    with ThreadPoolExecutor(IO_THREADS, thread_name_prefix="gymbuild-io") as io:
+        writes: list[Future[None]] = []
+
+        def stamp(bench: str) -> tuple[str, Future[None]]:
+            attempt = secrets.token_hex(6)
+            return attempt, io.submit(ctx.workspace.set_stamp, f"inflight-{bench}", attempt)
+
+        def done(bench: str, earlier: Outcome | None, result: Any) -> None:
+            writes.append(io.submit(_queued, ctx, bench, earlier, result))
+
+        def receive_one() -> None:
+            bench, earlier, marker = in_flight.popleft()
+            done(bench, earlier, executor.queued(ctx.connection().receive(marker)))
+
+        try:
+            for bench in benches:
+                script = f"{sharing.unit_plan(ctx, bench).bench_dir}/job.sh"
+                earlier = earlier_outcomes.get(bench)
+                if bench in lost:
+                    if command is not None:
+                        while in_flight:  # answers come back in order: read those sent before
+                            receive_one()
+                        adopted = _recover(ctx, executor, bench, script, lost[bench], earlier)
+                        if adopted is not None:
+                            done(bench, earlier, adopted)
+                            continue
+                    attempt, stamp_written = stamp(bench)
+                else:
+                    # A few benchmarks ahead are stamped at once, no more: a run killed now
+                    # leaves each stamped benchmark one recovery round trip for the next run.
+                    while fresh and len(stamped) < QUEUE_PIPELINE:
+                        ahead = fresh.popleft()
+                        stamped.append((ahead, *stamp(ahead)))
+                    _, attempt, stamp_written = stamped.popleft()
+                stamp_written.result()  # durable before the command is sent
+                if command is None:  # the local executor: one call at a time
+                    result = executor.queue(ctx.connection(), script, job_environment(ctx))
+                    done(bench, earlier, result)
+                    continue
+                marker = ctx.connection().send(
+                    command(script, job_environment(ctx), attempt), in_session=True
+                )
+                in_flight.append((bench, earlier, marker))
+                if len(in_flight) >= QUEUE_PIPELINE:
+                    receive_one()
+            while in_flight:
+                receive_one()
+        finally:
+            for write in writes:  # every answer read is on disk before anything else is said
+                write.result()
+
+
+def _queued(ctx: Session, bench: str, earlier: Outcome | None, result: Any) -> None:
+    """Write what queueing `bench` gave (on an IO thread), then drop its in-flight stamp."""
+    from gymbuild import sharing
+    from gymbuild.jobs import utc_now, utc_timestamp
+
+    members = sharing.members(ctx, bench)  # a shared job: every member gets its id
+    for member in members:
+        before = earlier if member == bench else ctx.workspace.outcome(member)
+        ctx.workspace.save_outcome(
+            Outcome(
+                benchmark=member,
+                job_id=result.job_id,
+                error=result.error,
+                script_digest=stage.stage_digest(ctx, member),
+                at=utc_timestamp(utc_now()),
+                previous_job_ids=before.previous_job_ids if before else (),
+            )
+        )
+    (ctx.workspace.stamps_dir / f"inflight-{bench}").unlink(missing_ok=True)
+    with ctx.progress_lock:
+        ctx.queue_done.update(members)
+        ctx.queued_now.extend(members)
+        ctx.progress.show(f"queued {len(ctx.queued_now)}/{ctx.queue_total}")
+
+
+def _recover(
+    ctx: Session, executor: Any, bench: str, script: str, attempt: str, earlier: Outcome | None
+) -> Any:
+    """The job a killed run's attempt queued, if any (a Queued, or None: queue it afresh).
+
+    First the attempt's own answer, left on the cluster (and the attempt revoked if it never ran,
+    so the killed run's shell cannot run it later: this run holds the queue lock); then Slurm
+    itself, by job name and work dir, for an sbatch whose answer was lost before it was written.
+    Asked only after such a kill, so a normal submit pays nothing.
+    """
+    adopted = executor.recover(ctx.connection(), script, attempt)
+    if adopted is not None:
+        return adopted
+    known = frozenset(earlier.previous_job_ids) if earlier else frozenset()
+    from gymbuild import sharing
+
+    plan = sharing.unit_plan(ctx, bench)
+    job_id = executor.find_queued(ctx.connection(), plan.bench_dir, dict(plan.directives)["job-name"], known)
+    return executor.Queued(job_id, None) if job_id else None
+
+
+def job_environment(ctx: Session) -> dict[str, str]:
+    """What the job reads from the environment it is queued with: the collector's ingest token,
+    which DESIGN keeps out of every file in the run directory, job.sh included."""
+    assert ctx.resolved is not None
+    otel = ctx.config.otel
+    return {otel.token_env: ctx.resolved.secrets[otel.token_env]} if otel.enabled else {}
+
+
+# --- record --------------------------------------------------------------------------------
