@@ -170,7 +170,7 @@ def format_statuses(
     column it would push every other row's EXIT, ELAPSED and NODES off the screen.
     """
     head = f"{record.gym_job_id}  {record.executor} on {record.cluster}  {record.run_dir}"
-    table = [("BENCHMARK", "JOB", "STATE", "EXIT", "ELAPSED", "NODES")]
+    table: list[tuple[str, ...]] = [("BENCHMARK", "JOB", "STATE", "EXIT", "ELAPSED", "NODES")]
     shared = any(row.job_state for row in rows)  # a shared job's state goes beside its benchmarks'
     if shared:
         table = [("BENCHMARK", "JOB", "STATE", "EXIT", "JOB STATE", "ELAPSED", "NODES")]

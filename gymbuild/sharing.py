@@ -158,12 +158,12 @@ def packing(ctx: Any, benches: list[str] | None = None) -> dict[str, Group]:
         return {}
     frozen = ctx.memo.get("queue_packing")
     if benches is None and frozen is not None:
-        return frozen  # type: ignore[no-any-return]
+        return frozen
     key = tuple(ctx.to_queue() if benches is None else benches)
     found = ctx.memo.setdefault("packings", {})
     if key not in found:
         found[key] = pack(ctx.config, key)
-    return found[key]  # type: ignore[no-any-return]
+    return found[key]
 
 
 def freeze_packing(ctx: Any) -> dict[str, Group]:
