@@ -8,6 +8,7 @@ benchmarks) or, with `run=<id>`, from the local index or the run directory (foll
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -114,7 +115,7 @@ def cancel(s: Session) -> None:
     live = followup.live_job_ids(rows, s.inv.only, executor.LIVE)
     if not live:
         # A job killed without its EXIT trap (SIGKILL, a lost node) left its secrets file behind.
-        executor.forget_secrets(s.connection(), record.gym_job_id, [r.benchmark for r in rows])
+        executor.forget_secrets(s.connection(), record.gym_job_id, _secret_names(s, rows))
         print(f"nothing to cancel: no job of {record.gym_job_id} is pending or running")
         return
     job_dirs = {j.benchmark: j.job_dir for j in record.benchmarks}
@@ -123,8 +124,14 @@ def cancel(s: Session) -> None:
     if not result.ok:
         raise UserError(f"error: cancelling {', '.join(live)} failed: {result.stderr.strip()}")
     # Their successors are cancelled too, so no later run reads these benchmarks' secrets again.
-    executor.forget_secrets(s.connection(), record.gym_job_id, [r.benchmark for r in rows])
+    executor.forget_secrets(s.connection(), record.gym_job_id, _secret_names(s, rows))
     print(f"cancelled {len(live)} job(s) of {record.gym_job_id}: {', '.join(live)}")
+
+
+def _secret_names(s: Session, rows: Sequence[followup.BenchStatus]) -> list[str] | None:
+    """The secrets files `cancel` removes: the named benchmarks', or (without only=) the whole
+    submission's, which takes a shared job's file too."""
+    return [r.benchmark for r in rows] if s.inv.only else None
 
 
 def print_logs(s: Session) -> None:

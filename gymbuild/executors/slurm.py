@@ -80,9 +80,12 @@ def _remove_secrets(gym_job_id: str, benches: Iterable[str]) -> str:
     return f"rm -f -- {files}; rmdir -- {secrets_path(gym_job_id)} 2>/dev/null; true"
 
 
-def forget_secrets(conn: Connection, gym_job_id: str, benches: Iterable[str]) -> Result:
-    """Remove the benchmarks' secrets files, and their submission's directory once it is empty: what
-    `cancel` does (a job removes its own when it ends: gym_secrets_needed in slurm.j2)."""
+def forget_secrets(conn: Connection, gym_job_id: str, benches: Iterable[str] | None = None) -> Result:
+    """Remove the benchmarks' secrets files, and their submission's directory once it is empty; with
+    no `benches`, the whole submission's (a shared job's file included): what `cancel` does (a job
+    removes its own when it ends: gym_secrets_needed in slurm.j2)."""
+    if benches is None:
+        return conn.run(f"rm -rf -- {secrets_path(gym_job_id)}")
     return conn.run(_remove_secrets(gym_job_id, benches))
 
 

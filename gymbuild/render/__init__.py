@@ -239,16 +239,25 @@ def render_job(plan: BenchPlan, secrets: Mapping[str, str]) -> RenderedJob:
     """job.sh and, with the collector on, otel/collector.yaml. job.sh holds no secret value (the job
     reads them from its secrets file), so the dry run's text is the submitted text; it stays 0600 all
     the same. `secrets` must name every host: variable the plan uses (a dry run passes stand-ins)."""
+    files = job_files(plan, secrets, "job.sh.j2", plan, f"benchmark {plan.bench}")
+    return RenderedJob(plan.bench, plan.bench_dir, MappingProxyType(files))
+
+
+def job_files(
+    plan: BenchPlan, secrets: Mapping[str, str], template: str, subject: Any, who: str
+) -> dict[str, RenderedFile]:
+    """The files of a job: `template`'s `job(subject, executor)` macro as job.sh, and the
+    collector's config when `plan` (the job as a whole) has one. `who` names the job in an error."""
     missing = [name for name in plan.secrets if name not in secrets]
     if missing:
-        raise UserError(f"benchmark {plan.bench}: no value for host: variable(s) {', '.join(missing)}")
+        raise UserError(f"{who}: no value for host: variable(s) {', '.join(missing)}")
     executor = _ENV.get_template("local.j2" if plan.executor == "local" else "slurm.j2").module
-    text = _ENV.get_template("job.sh.j2").module.job(plan, executor)  # type: ignore[attr-defined]
+    text = _ENV.get_template(template).module.job(subject, executor)  # type: ignore[attr-defined]
     files = {"job.sh": RenderedFile(text, 0o600)}
     if plan.collector is not None:
         text = _ENV.get_template("collector.yaml.j2").render(plan=plan, otel=plan.collector)
         files["otel/collector.yaml"] = RenderedFile(text, 0o644)
-    return RenderedJob(plan.bench, plan.bench_dir, MappingProxyType(files))
+    return files
 
 
 def dry_run_chunks(run_dir: str, jobs: Mapping[str, RenderedJob]) -> Iterator[str]:

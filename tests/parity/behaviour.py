@@ -19,7 +19,8 @@ reduced to what a user (or the cluster) would notice, per category:
 
 Only what must differ is normalized, each item in NORMALIZATIONS with its reason (the same list is
 in docs/compatibility.md, "Behaviour"). Every other difference is reported; the known ones that
-belong to another part of the work are listed in KNOWN with the reason they are still open.
+belong to another part of the work are listed in test_behaviour.py's KNOWN with the reason they are
+still open, and those that stay on purpose in differences.yaml (`behaviour`) with theirs.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -206,6 +207,29 @@ def oracle(python: Path, request: dict[str, Any]) -> dict[str, Any]:
     if proc.returncode != 0:
         raise RuntimeError(f"the oracle failed: {proc.stderr[-3000:]}")
     return json.loads(proc.stdout)
+
+
+def oracle_stream(python: Path, asks: list[dict[str, str]]) -> Iterable[dict[str, Any]]:
+    """NeMo Gym's scripts for `asks`, one case's answer at a time as the oracle composes it."""
+    if not asks:
+        return
+    env = {**os.environ, **SUBMIT_ENV}
+    with subprocess.Popen(
+        [str(python), str(ORACLE_SCRIPT)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    ) as proc:
+        assert proc.stdin and proc.stdout and proc.stderr
+        proc.stdin.write(json.dumps({"environ": SUBMIT_ENV, "stream_scripts": asks}))
+        proc.stdin.close()
+        for line in proc.stdout:
+            yield json.loads(line)
+        err = proc.stderr.read()
+        if proc.wait() != 0:
+            raise RuntimeError(f"the oracle failed: {err[-3000:]}")
 
 
 def gymbuild_files(case: Case) -> tuple[dict[str, dict[str, str]], Any] | str:
@@ -954,7 +978,7 @@ class Suite:
 
 
 def run_suite(
-    python: Path, work: Path | None = None, only: Iterable[str] | None = None, threads: int = 4
+    python: Path, work: Path | None = None, only: Iterable[str] | None = None, threads: int = 6
 ) -> Suite:
     import time
 
@@ -964,21 +988,44 @@ def run_suite(
     bin_dir = stub_bin(work)
     (work / "home" / ".local" / "bin").mkdir(parents=True, exist_ok=True)
     (work / "home" / ".local" / "bin" / "env").write_text("")  # what uv's installer leaves
-    answer = oracle(
-        python, {"scripts": [{"id": c.id, "config": str(c.config), "run_dir": c.run_dir} for c in all_cases]}
-    )
-    theirs = answer["scripts"]
-    results: list[Result] = []
-    runs: list[tuple[Result, list[Pair]]] = []
+    by_id = {c.id: c for c in all_cases}
 
-    def one(case: Case) -> tuple[Result, list[Pair]]:
-        got = theirs[case.id]
+    def one(case_id: str, got: dict[str, Any]) -> tuple[Result, list[Pair]]:
+        case = by_id[case_id]
         if "error" in got:
             return Result(case, skipped=f"NeMo Gym refuses it: {got['error']}"), []
         return run_case(case, got["benches"], work, bin_dir)
 
+    # NeMo Gym's Hydra composition takes the time: two oracle processes answer one case at a time,
+    # and each case's runs start as soon as its scripts are known. The cases with the most scenarios
+    # (examples and behaviour-cases, as written) go first, so none of them is left for the end.
+    asks = [
+        {"id": c.id, "config": str(c.config), "run_dir": c.run_dir}
+        for c in sorted(all_cases, key=lambda c: (c.source.parent.name == "accept", c.layout != "as-written"))
+    ]
+    futures: dict[str, Future[tuple[Result, list[Pair]]]] = {}
+    failed: list[BaseException] = []
     with ThreadPoolExecutor(threads) as pool:
-        runs = list(pool.map(one, all_cases))
+
+        def feed(part: list[dict[str, str]]) -> None:
+            try:
+                for got in oracle_stream(python, part):
+                    futures[got["id"]] = pool.submit(one, got["id"], got)
+            except BaseException as err:  # raised below, in the suite's thread
+                failed.append(err)
+
+        feeders = [threading.Thread(target=feed, args=(part,)) for part in (asks[0::2], asks[1::2])]
+        for feeder in feeders:
+            feeder.start()
+        for feeder in feeders:
+            feeder.join()
+        if failed:
+            raise failed[0]
+        missing = sorted(set(by_id) - set(futures))
+        if missing:
+            raise RuntimeError(f"the oracle answered nothing for {missing}")
+        runs = [futures[c.id].result() for c in all_cases]
+    results: list[Result] = []
     lists: dict[str, list[str]] = {}
     for _, pairs in runs:
         for pair in pairs:
