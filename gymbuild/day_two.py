@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from gymbuild import followup
 from gymbuild.errors import UserError
+from gymbuild.executors.base import executor_for
 
 if TYPE_CHECKING:
     from gymbuild.jobs import SubmissionRecord
@@ -84,7 +85,7 @@ def print_status(s: Session) -> None:
     """The table (json=1: one document) with its summary line; watch=1 looks again until every job
     has ended and fails (exit 1) unless every benchmark completed."""
     record = _find_checked(s)
-    live = followup.executor_module(record.executor).LIVE
+    live = executor_for(record.executor).LIVE
     looks = None
     if s.inv.watch:
         from gymbuild import watch
@@ -108,7 +109,7 @@ def print_runs(s: Session) -> None:
 
 def cancel(s: Session) -> None:
     record, rows = _statuses(s)
-    executor = followup.executor_module(record.executor)
+    executor = executor_for(record.executor)
     live = followup.live_job_ids(rows, s.inv.only, executor.LIVE)
     if not live:
         print(f"nothing to cancel: no job of {record.gym_job_id} is pending or running")
@@ -150,7 +151,7 @@ def resubmit(s: Session) -> None:
             f"error: resubmit works on the config's current submission ({current.gym_job_id}),"
             f" not {record.gym_job_id}\n    fix: drop run=, or submit that config again"
         )
-    executor = followup.executor_module(record.executor)
+    executor = executor_for(record.executor)
     picked = followup.to_resubmit(rows, s.inv.only, executor.RETRYABLE)
     if not picked:
         print(f"nothing to resubmit: no benchmark of {record.gym_job_id} ended in a retryable state")

@@ -12,10 +12,10 @@ import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
 from gymbuild.errors import UserError
+from gymbuild.executors.base import executor_for
 from gymbuild.jobs import (
     MANIFEST_NAME,
     BenchmarkJob,
@@ -35,19 +35,6 @@ class BenchStatus:
     elapsed: str | None
     nodes: str | None
     error: str | None
-
-
-def executor_module(name: str) -> ModuleType:
-    """The executor that wrote a record; the record's `executor` field is what a reader branches on."""
-    if name == "slurm":
-        from gymbuild.executors import slurm
-
-        return slurm
-    if name == "local":
-        from gymbuild.executors import local
-
-        return local
-    raise UserError(f"error: this record was written by the '{name}' executor, which gymbuild does not know")
 
 
 def record_from_index(gym_job_id: str) -> SubmissionRecord | None:
@@ -77,7 +64,7 @@ def record_from_run_dir(conn: Any, run_dir: str) -> SubmissionRecord:
 
 def statuses(conn: Any, record: SubmissionRecord) -> list[BenchStatus]:
     """Every benchmark of the record with its newest job's state, from one status round trip."""
-    executor = executor_module(record.executor)
+    executor = executor_for(record.executor)
     queued = {job.job_dir: job.job_id for job in record.benchmarks if job.job_id}
     return status_rows(record.benchmarks, executor.states(conn, queued, since=record.submitted_at))
 

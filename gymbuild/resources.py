@@ -29,7 +29,17 @@ def load_schema(name: str) -> dict:
 
 # What turns a resolved config into a job script: the model built from the tree, the planner, the
 # renderer with its quoting, and the templates. A change to any of them may change every script.
-_SCRIPT_CODE = ("config/model.py", "plan.py", "shell.py", "render/__init__.py", "render/templates/*.j2")
+# The plan asks the executor what it does (executors/base.py: executor_for), so its modules count too.
+_SCRIPT_CODE = (
+    "config/model.py",
+    "plan.py",
+    "shell.py",
+    "render/__init__.py",
+    "render/templates/*.j2",
+    "executors/base.py",
+    "executors/local.py",
+    "executors/slurm.py",
+)
 
 
 @cache

@@ -228,6 +228,7 @@ def _to_ask(run: _Run) -> list[Any]:
 def _read_remote(s: Session, host: str | None, runs: Sequence[_Run]) -> None:
     """One status round trip per executor, then one round trip reading every file wanted."""
     from gymbuild import followup
+    from gymbuild.executors.base import executor_for
 
     conn, own = _connection(s, host)
     try:
@@ -235,7 +236,7 @@ def _read_remote(s: Session, host: str | None, runs: Sequence[_Run]) -> None:
         for run in runs:
             by_executor.setdefault(run.record.executor, []).append(run)
         for name, group in by_executor.items():
-            executor = followup.executor_module(name)
+            executor = executor_for(name)
             asked = {run.record.gym_job_id: _to_ask(run) for run in group}
             jobs = {job.job_dir: job.job_id for jobs in asked.values() for job in jobs}
             since = min((run.record.submitted_at for run in group), default=None)
@@ -251,7 +252,7 @@ def _read_remote(s: Session, host: str | None, runs: Sequence[_Run]) -> None:
                 wanted.append((run, None))
             for job in run.record.benchmarks:
                 row = run.statuses.get(job.benchmark)
-                if row is not None and row.state not in followup.executor_module(run.record.executor).LIVE:
+                if row is not None and row.state not in executor_for(run.record.executor).LIVE:
                     pairs.append(("b", job.job_dir))
                     wanted.append((run, job.benchmark))
         if not pairs:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gymbuild.errors import UserError
+from gymbuild.executors.base import Answer, Executor, Queued, executor_for
 from gymbuild.invocation import Invocation
 from gymbuild.progress import Progress, on_a_terminal
 from gymbuild.workspace import Outcome, Submission, Workspace, atomic_write, digest, locked
@@ -134,10 +135,8 @@ class Session:
 
     def warn(self, *, executor: bool = False) -> None:
         """The config's warnings; with `executor`, also what its executor will not do (render, submit)."""
-        from gymbuild.plan import executor_warnings
-
         assert self.resolved is not None
-        extra = executor_warnings(self.config) if executor else ()
+        extra = self.executor.warnings(self.config) if executor else ()
         for warning in (*self.resolved.warnings, *extra):
             _err(f"warning: {warning}")
 
@@ -148,12 +147,17 @@ class Session:
         return self.config.compute.type
 
     @property
+    def executor(self) -> Executor:
+        """The config's executor (executor_for); day two asks the record's instead."""
+        return executor_for(self.config)
+
+    @property
     def output_path(self) -> str:
         """job.output_path. For the local executor a relative path is taken from the working directory,
         where the workspace is too, so the example's `gym-runs` works from a fresh clone without setup;
         on a cluster it would mean the login shell's home, so it is left to the remote shell there."""
         path = Path(self.config.job.output_path)
-        if self.executor_name == "local" and not path.is_absolute():
+        if self.executor.RUNS_HERE and not path.is_absolute():
             path = Path.cwd() / path
         return str(path)
 
@@ -412,7 +416,7 @@ class Session:
 
         sub = self.submission()
         conn = self.connection()
-        if self.executor_name == "slurm":  # the local executor runs no containers: nothing is mounted
+        if self.executor.CHECKS_MOUNTS:
             rundir.check_mounts(conn, rundir.mount_sources(self.config), str(self.inv.config))
         # The intent is stamped before the directory is made: a run killed after the remote mkdir must
         # not find its own run directory "already existing" and refuse to go on (only new=1 would help).
@@ -454,27 +458,24 @@ class Session:
         command, with its own status and output), so writing outcomes and stamps here overlaps sbatch
         there: one at a time, a thousand benchmarks waited for ~10 ms of local work per sbatch. Each
         in-flight stamp is durable before its sbatch is sent, so a run killed with calls in flight
-        leaves the next one what it needs to recover them (`slurm.recover`); the stamps of the next
+        leaves the next one what it needs to recover them (`recover_lost`); the stamps of the next
         few benchmarks and the outcomes are written (and fsynced) on IO threads, because two fsyncs a
         benchmark in this thread were most of a submit's local time.
         """
-        from gymbuild.followup import executor_module
-
-        executor = executor_module(self.executor_name)
-        command = getattr(executor, "queue_command", None)
+        executor = self.executor
         self._keep_benchmark_order()
         if self._queue_total is None:  # once per run: reading every outcome per sbatch was O(N^2)
             self._queue_total = len(self._to_queue())
         run_dir = self.submission().run_dir
-        if command is not None and not self._queue_locked:  # once per session: it holds the lock
-            executor.hold_queue_lock(self.connection(), run_dir)
+        if not self._queue_locked:  # once per session: its shell holds the lock (slurm)
+            executor.hold_queue(self.connection(), run_dir)
             self._queue_locked = True
         # Read before any new stamp is written: these are the attempts of a killed run.
         lost = {b: a for b in benches if (a := self.workspace.stamp(f"inflight-{b}")) is not None}
         earlier_outcomes = self.workspace.outcomes()  # once: only this run writes them (it holds the lock)
         fresh = collections.deque(b for b in benches if b not in lost)
         stamped: collections.deque[tuple[str, str, Future[None]]] = collections.deque()
-        in_flight: collections.deque[tuple[str, Outcome | None, bytes]] = collections.deque()
+        in_flight: collections.deque[tuple[str, Outcome | None, Answer]] = collections.deque()
         with ThreadPoolExecutor(IO_THREADS, thread_name_prefix="gymbuild-io") as io:
             writes: list[Future[None]] = []
 
@@ -482,25 +483,26 @@ class Session:
                 attempt = secrets.token_hex(6)
                 return attempt, io.submit(self.workspace.set_stamp, f"inflight-{bench}", attempt)
 
-            def done(bench: str, earlier: Outcome | None, result: Any) -> None:
+            def done(bench: str, earlier: Outcome | None, result: Queued) -> None:
                 writes.append(io.submit(self._queued, bench, earlier, result))
 
             def receive_one() -> None:
-                bench, earlier, marker = in_flight.popleft()
-                done(bench, earlier, executor.queued(self.connection().receive(marker)))
+                bench, earlier, answer = in_flight.popleft()
+                done(bench, earlier, answer())
 
             try:
                 for bench in benches:
                     script = f"{run_dir}/{bench}/job.sh"
                     earlier = earlier_outcomes.get(bench)
                     if bench in lost:
-                        if command is not None:
-                            while in_flight:  # answers come back in order: read those sent before
-                                receive_one()
-                            adopted = self._recover(executor, bench, script, lost[bench], earlier)
-                            if adopted is not None:
-                                done(bench, earlier, adopted)
-                                continue
+                        while in_flight:  # answers come back in order: read those sent before
+                            receive_one()
+                        known = frozenset(earlier.previous_job_ids) if earlier else frozenset()
+                        conn, plan = self.connection(), self.plan(bench)
+                        adopted = executor.recover_lost(conn, script, lost[bench], plan, known)
+                        if adopted is not None:
+                            done(bench, earlier, adopted)
+                            continue
                         attempt, stamp_written = stamp(bench)
                     else:
                         # A few benchmarks ahead are stamped at once, no more: a run killed now
@@ -510,14 +512,8 @@ class Session:
                             stamped.append((ahead, *stamp(ahead)))
                         _, attempt, stamp_written = stamped.popleft()
                     stamp_written.result()  # durable before the command is sent
-                    if command is None:  # the local executor: one call at a time
-                        result = executor.queue(self.connection(), script, self.job_environment())
-                        done(bench, earlier, result)
-                        continue
-                    marker = self.connection().send(
-                        command(script, self.job_environment(), attempt), in_session=True
-                    )
-                    in_flight.append((bench, earlier, marker))
+                    answer = executor.send(self.connection(), script, self.job_environment(), attempt)
+                    in_flight.append((bench, earlier, answer))
                     if len(in_flight) >= QUEUE_PIPELINE:
                         receive_one()
                 while in_flight:
@@ -526,7 +522,7 @@ class Session:
                 for write in writes:  # every answer read is on disk before anything else is said
                     write.result()
 
-    def _queued(self, bench: str, earlier: Outcome | None, result: Any) -> None:
+    def _queued(self, bench: str, earlier: Outcome | None, result: Queued) -> None:
         """Write what queueing `bench` gave (on an IO thread), then drop its in-flight stamp."""
         from gymbuild.jobs import utc_now, utc_timestamp
 
@@ -545,24 +541,6 @@ class Session:
             self._queue_done.add(bench)
             self.queued_now.append(bench)
             self.progress.show(f"queued {len(self.queued_now)}/{self._queue_total}")
-
-    def _recover(self, executor: Any, bench: str, script: str, attempt: str, earlier: Outcome | None) -> Any:
-        """The job a killed run's attempt queued, if any (a Queued, or None: queue it afresh).
-
-        First the attempt's own answer, left on the cluster (and the attempt revoked if it never ran,
-        so the killed run's shell cannot run it later: this run holds the queue lock); then Slurm
-        itself, by job name and work dir, for an sbatch whose answer was lost before it was written.
-        Asked only after such a kill, so a normal submit pays nothing.
-        """
-        adopted = executor.recover(self.connection(), script, attempt)
-        if adopted is not None:
-            return adopted
-        known = frozenset(earlier.previous_job_ids) if earlier else frozenset()
-        plan = self.plan(bench)
-        job_id = executor.find_queued(
-            self.connection(), plan.bench_dir, dict(plan.directives)["job-name"], known
-        )
-        return executor.Queued(job_id, None) if job_id else None
 
     def job_environment(self) -> dict[str, str]:
         """What the job reads from the environment it is queued with: the collector's ingest token,
@@ -590,7 +568,6 @@ class Session:
         that is only read here (status, the plain submit report): finding the commit runs git three
         times in a checkout, a tenth of a no-op submit."""
         from gymbuild import __version__
-        from gymbuild.followup import executor_module
         from gymbuild.jobs import BenchmarkJob, SubmissionRecord, gym_commit
 
         sub = self.submission()
@@ -607,7 +584,7 @@ class Session:
             executor=sub.executor,
             hostname=sub.hostname,
             submitted_by=sub.submitted_by,
-            executor_metadata=executor_module(sub.executor).metadata(),
+            executor_metadata=executor_for(sub.executor).metadata(),
             benchmarks=tuple(
                 BenchmarkJob(
                     benchmark=b,
@@ -671,7 +648,7 @@ class Session:
         # resubmit reports on what it re-queued; a benchmark it was not asked about fails nothing.
         selected = set(self.selected() if benches is None else benches)
         jobs = [j for j in record.benchmarks if j.benchmark in selected]
-        label = "Slurm job" if record.executor == "slurm" else f"{record.executor} job"
+        label = executor_for(record.executor).JOB_LABEL
         if self.inv.json:
             sys.stdout.write(record.dumps())
         elif not self.queued_now and all(j.job_id for j in jobs):
