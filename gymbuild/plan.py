@@ -23,7 +23,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, is_dataclass, replace
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from gymbuild.config.model import (
     Benchmark,
@@ -194,12 +194,15 @@ class Health(_Canonical):
 
 StepKind = Literal["vllm", "router", "ray_head", "ray_worker", "command"]
 VllmMode = Literal["single", "dp", "ray", "per_node", "serve"]
+# What a launched step is to the job; an executor's `launch` reads it (slurm.j2 names the driver step).
+Role = Literal["service", "collector", "driver"]
 
 
 @dataclass(frozen=True)
 class ServiceStep(_Canonical):
     """One background step: a service, a vllm_pd tier or router, a Ray head or worker pool."""
 
+    role: ClassVar[Role] = "service"
     name: str  # log and port-file name
     service: str  # the config service it belongs to
     kind: StepKind
@@ -227,6 +230,7 @@ class ServiceStep(_Canonical):
 
 @dataclass(frozen=True)
 class CollectorPlan(_Canonical):
+    role: ClassVar[Role] = "collector"
     binary: str
     container: str | None
     token_env: str
@@ -258,6 +262,7 @@ class GymInstallPlan(_Canonical):
 
 @dataclass(frozen=True)
 class DriverStep(_Canonical):
+    role: ClassVar[Role] = "driver"
     container: str
     nodes: Nodes
     mounts: tuple[str, ...]
