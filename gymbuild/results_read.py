@@ -20,7 +20,7 @@ from gymbuild import results
 from gymbuild.errors import UserError
 
 if TYPE_CHECKING:
-    from gymbuild.followup import BenchStatus
+    from gymbuild.day_two import BenchStatus
     from gymbuild.jobs import SubmissionRecord
     from gymbuild.session import Session
 
@@ -149,7 +149,7 @@ def find_records(s: Session) -> list[SubmissionRecord]:
 def _config_records(s: Session) -> list[SubmissionRecord]:
     """The config's submissions from its workspace: the current one as the workspace knows it, the
     earlier ones from the local index (one missing there is named on stderr and left out)."""
-    from gymbuild import day_two, followup
+    from gymbuild import day_two
 
     current = day_two.find_record(s, "", connect=False)  # no submission yet: its message
     records = []
@@ -157,7 +157,7 @@ def _config_records(s: Session) -> list[SubmissionRecord]:
         if sub.gym_job_id == current.gym_job_id:
             records.append(current)
             continue
-        record = followup.record_from_index(sub.gym_job_id)
+        record = day_two.record_from_index(sub.gym_job_id)
         if record is None:
             print(f"note: {sub.gym_job_id} is not in this machine's local index; left out", file=sys.stderr)
         else:
@@ -227,7 +227,7 @@ def _to_ask(run: _Run) -> list[Any]:
 
 def _read_remote(s: Session, host: str | None, runs: Sequence[_Run]) -> None:
     """One status round trip per executor, then one round trip reading every file wanted."""
-    from gymbuild import followup
+    from gymbuild import day_two
     from gymbuild.executors.base import executor_for
 
     conn, own = _connection(s, host)
@@ -242,7 +242,7 @@ def _read_remote(s: Session, host: str | None, runs: Sequence[_Run]) -> None:
             since = min((run.record.submitted_at for run in group), default=None)
             found = executor.states(conn, jobs, since=since) if jobs else {}
             for run in group:
-                rows = followup.status_rows(asked[run.record.gym_job_id], found)
+                rows = day_two.status_rows(asked[run.record.gym_job_id], found)
                 run.statuses = {row.benchmark: row for row in rows}
         pairs: list[tuple[str, str]] = []
         wanted: list[tuple[_Run, str | None]] = []  # per pair: the run, and its benchmark (None: the run)
