@@ -190,7 +190,7 @@ def _connect_ahead(args: Sequence[str]) -> None:
     from gymbuild.workspace import Workspace
 
     inv = Invocation.from_vars(command_variables(args))
-    if inv.run:
+    if inv.run or inv.is_sweep:  # a sweep connects once it knows it has something to do (sweep.py)
         return
     try:
         submission = Workspace(inv.workspace, inv.config).submission()

@@ -41,6 +41,8 @@ class Invocation:
     run: str | None
     workspace: Path
     format: str | None = None  # results: table (the default), csv or markdown
+    multirun: bool = False  # the overrides' sweep syntax makes a sweep (sweep.py)
+    sweep: str | None = None  # a sweep by its id, for the day-two verbs
 
     @classmethod
     def from_vars(cls, variables: Mapping[str, str]) -> Invocation:
@@ -60,4 +62,11 @@ class Invocation:
             run=variables.get("run") or None,
             workspace=Path(variables.get("workspace", DEFAULT_WORKSPACE)),
             format=variables.get("format") or None,
+            multirun=flag("multirun"),
+            sweep=variables.get("sweep") or None,
         )
+
+    @property
+    def is_sweep(self) -> bool:
+        """A run on a sweep: multirun=1, or a sweep named by its id."""
+        return self.multirun or self.sweep is not None

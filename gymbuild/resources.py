@@ -27,19 +27,44 @@ def load_schema(name: str) -> dict:
     return json.loads((schema_dir() / name).read_text(encoding="utf-8"))
 
 
-# What turns a resolved config into a job script: the model built from the tree, the planner, the
-# renderer with its quoting, and the templates. A change to any of them may change every script.
-# The plan asks the executor what it does (executors/base.py: executor_for), so its modules count too.
-_SCRIPT_CODE = (
-    "config/model.py",
-    "plan.py",
+# What turns a resolved config into a job script: every file of these packages (the model built from
+# the tree, the planner, the renderer and its templates, the Ray Serve gateway a job carries) and the
+# top-level modules they import. A change to any of them may change every script. Whole directories,
+# so a new module or template is covered without a line here; tests/test_script_digest.py checks that
+# every gymbuild module render_job imports is covered.
+_SCRIPT_PACKAGES = ("config", "plan", "render")
+# The plan asks its executor what it does (executors/base.py: executor_for, e.g. SCHEDULED): the
+# executors' own modules count, not the connection they run commands over.
+_SCRIPT_MODULES = (
+    "__init__.py",
+    "errors.py",
     "shell.py",
-    "render/__init__.py",
-    "render/templates/*.j2",
+    "executors/__init__.py",
     "executors/base.py",
     "executors/local.py",
     "executors/slurm.py",
 )
+
+
+def script_code_files(package: Path = _PACKAGE) -> list[Path]:
+    """Every file the script-code digest reads under `package` (gymbuild's own directory), in order."""
+    files = [package / name for name in _SCRIPT_MODULES]
+    for name in _SCRIPT_PACKAGES:
+        files += sorted(
+            path
+            for path in (package / name).rglob("*")
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+        )
+    return files
+
+
+def code_digest(package: Path = _PACKAGE) -> str:
+    """The digest of `script_code_files(package)`: their paths (relative to it) and their bytes."""
+    import hashlib
+
+    files = script_code_files(package)
+    blob = b"".join(f"{f.relative_to(package).as_posix()}\0".encode() + f.read_bytes() for f in files)
+    return hashlib.sha256(blob).hexdigest()[:16]
 
 
 @cache
@@ -49,11 +74,7 @@ def script_code_digest() -> str:
 
     Here rather than beside that code so that asking for it (a no-op submit does) imports none of it.
     """
-    import hashlib
-
-    files = [f for pattern in _SCRIPT_CODE for f in sorted(_PACKAGE.glob(pattern))]
-    blob = b"".join(f"{f.relative_to(_PACKAGE)}\0".encode() + f.read_bytes() for f in files)
-    return hashlib.sha256(blob).hexdigest()[:16]
+    return code_digest(_PACKAGE)
 
 
 def user_cache_home() -> Path:

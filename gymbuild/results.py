@@ -61,6 +61,7 @@ class RunResult:
     cluster: str
     policy_model: str | None
     benchmarks: tuple[BenchResult, ...] = field(default_factory=tuple)
+    label: str | None = None  # a sweep's combination (its values), which names the run's column
 
 
 # --- reading the files (their text in, metrics out) --------------------------------------------
@@ -164,8 +165,12 @@ def _replace(result: BenchResult, **changes: Any) -> BenchResult:
 
 
 def labels(runs: Sequence[RunResult]) -> list[str]:
-    """Each run's column heading: what differs between the runs. The policy model when every run has
-    one and no two share it; else the gym_job_id (two runs of one model differ by when they ran)."""
+    """Each run's column heading: what differs between the runs. A sweep's combinations by their
+    values; else the policy model when every run has one and no two share it; else the gym_job_id
+    (two runs of one model differ by when they ran)."""
+    named = [r.label for r in runs]
+    if all(named) and len(set(named)) == len(named):
+        return [n for n in named if n]
     models = [r.policy_model for r in runs]
     if len(runs) > 1 and all(models) and len(set(models)) == len(models):
         return [m for m in models if m]

@@ -412,11 +412,23 @@ class Session:
 
     def sync(self) -> None:
         from gymbuild.executors import rundir
+
+        self.prepare_sync()
+        sub, conn = self.submission(), self.connection()
+        self.progress.show(f"copying the run directory to {conn.target}:{sub.run_dir}")
+        rundir.sync(conn, str(self.workspace.stage), sub.run_dir)
+        self.progress.done(keep=False)
+        self.synced_now()
+
+    def prepare_sync(self, *, check_mounts: bool = True) -> None:
+        """Everything of the sync before the copy: the mounts checked (unless a sweep checked them
+        for all its combinations at once), the run directory made, the resolved config staged."""
+        from gymbuild.executors import rundir
         from gymbuild.jobs import RESOLVED_CONFIG_NAME
 
         sub = self.submission()
         conn = self.connection()
-        if self.executor.CHECKS_MOUNTS:
+        if check_mounts and self.executor.CHECKS_MOUNTS:
             rundir.check_mounts(conn, rundir.mount_sources(self.config), str(self.inv.config))
         # The intent is stamped before the directory is made: a run killed after the remote mkdir must
         # not find its own run directory "already existing" and refuse to go on (only new=1 would help).
@@ -429,9 +441,9 @@ class Session:
             (self.workspace.stamps_dir / "run-dir").unlink(missing_ok=True)  # not ours after all
             raise
         atomic_write(self.workspace.stage / RESOLVED_CONFIG_NAME, self.resolved_text())
-        self.progress.show(f"copying the run directory to {conn.target}:{sub.run_dir}")
-        rundir.sync(conn, str(self.workspace.stage), sub.run_dir)
-        self.progress.done(keep=False)
+
+    def synced_now(self) -> None:
+        """The staged tree is in the run directory: say so for the next run's uptodate check."""
         self.workspace.set_stamp("sync", self._tree_digest())
 
     # --- queue ---------------------------------------------------------------------------------

@@ -24,7 +24,13 @@ from doit.exceptions import TaskFailed
 
 from gymbuild import verbs
 from gymbuild.errors import UserError
-from gymbuild.invocation import READ_ONLY_VERBS, STAGE_ONLY_VERBS, Invocation, command_verbs
+from gymbuild.invocation import (
+    READ_ONLY_VERBS,
+    STAGE_ONLY_VERBS,
+    Invocation,
+    command_variables,
+    command_verbs,
+)
 from gymbuild.reporter import GymReporter
 from gymbuild.session import Session, hold_workspace
 
@@ -37,6 +43,9 @@ _READ_ONLY_RUN = False
 _STAGE_ONLY_RUN = False
 # Set by doit_config: the run submits, so the connection may be opened while the stage tasks render.
 _SUBMIT_RUN = False
+# Set by doit_config: multirun=1 or sweep=ID. The verbs hand the whole run to sweep.py, which drives
+# one submission per combination; the per-benchmark steps of the one config are not built.
+_SWEEP_RUN = False
 
 
 def doit_config(workspace: Path | None = None, argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -49,9 +58,11 @@ def doit_config(workspace: Path | None = None, argv: Sequence[str] | None = None
     keeps doit's database in memory: `status` must answer while a long submit holds the workspace,
     and `status run=<id>` or `runs` must leave no `.gymbuild/` in whatever directory it is run from.
     """
-    global _READ_ONLY_RUN, _STAGE_ONLY_RUN, _SUBMIT_RUN
+    global _READ_ONLY_RUN, _STAGE_ONLY_RUN, _SUBMIT_RUN, _SWEEP_RUN
     ws = workspace or Invocation.from_vars(doit_cmd._CMDLINE_VARS or {}).workspace
-    verbs = command_verbs(sys.argv[1:] if argv is None else argv)
+    args = sys.argv[1:] if argv is None else argv
+    verbs = command_verbs(args)
+    _SWEEP_RUN = Invocation.from_vars(command_variables(args)).is_sweep
     read_only = _READ_ONLY_RUN = bool(verbs) and set(verbs) <= READ_ONLY_VERBS
     _STAGE_ONLY_RUN = set(verbs) <= READ_ONLY_VERBS | STAGE_ONLY_VERBS  # none: the default, render
     _SUBMIT_RUN = "submit" in verbs
@@ -165,6 +176,10 @@ def _verb(
     entry = verbs.verb(name)
     doc = entry.does if entry else ""
     s = session()
+    if _SWEEP_RUN and name in verbs.SWEEP_VERBS:
+        from gymbuild import sweep
+
+        action, task_dep, needs_config = sweep.verb_action(name, s), [], False
     if needs_config and not _READ_ONLY_RUN and s.error is not None:
         return {"doc": doc, "actions": [_fail_with(s.error)], "uptodate": [False]}
     return {
@@ -205,7 +220,7 @@ def _step(
 
 def task_stage() -> Any:
     """Render each benchmark's job script into the staged tree (only what changed)."""
-    if _READ_ONLY_RUN:
+    if _READ_ONLY_RUN or _SWEEP_RUN:
         return
     s = session()
     if s.error is not None:
@@ -223,7 +238,7 @@ def task_render() -> dict[str, Any]:
 
 def task_sync() -> dict[str, Any]:
     """Check mounts and copy the staged tree to the run directory (only when something will be queued)."""
-    if _STAGE_ONLY_RUN:
+    if _STAGE_ONLY_RUN or _SWEEP_RUN:
         return {"actions": []}
     s = session()
     if s.error is not None:
@@ -235,7 +250,7 @@ def task_sync() -> dict[str, Any]:
 
 def task_queue() -> Any:
     """Queue each benchmark that has no job id yet (one sbatch each, in the run's shell session)."""
-    if _STAGE_ONLY_RUN:
+    if _STAGE_ONLY_RUN or _SWEEP_RUN:
         return
     s = session()
     if s.error is not None:
@@ -247,7 +262,7 @@ def task_queue() -> Any:
 
 def task_record() -> dict[str, Any]:
     """Write the record: the local index first (best-effort), then gym-job.json in the run directory."""
-    if _STAGE_ONLY_RUN:
+    if _STAGE_ONLY_RUN or _SWEEP_RUN:
         return {"actions": []}
     s = session()
     if s.error is not None:

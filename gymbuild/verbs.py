@@ -54,7 +54,17 @@ ARGUMENTS: tuple[Argument, ...] = (
     Argument("follow", "1", "keep following the logs as they grow (Ctrl-C stops)"),
     Argument("watch", "1", "redraw until every job has ended; exit 0 only when every benchmark completed"),
     Argument("format", "csv|markdown", "the table as CSV (a line per metric) or as a Markdown table"),
+    Argument(
+        "multirun",
+        "1",
+        "a sweep: key=a,b  range(..)  choice(..)  paths(GLOB) in the overrides give one submission "
+        "per combination (their product)",
+    ),
+    Argument("sweep", "ID", "a sweep by its id (`submit multirun=1` prints it), not the config's latest"),
 )
+
+# What a sweep's day-two verbs read: the same config and overrides with multirun=1, or its id.
+_SWEEP = ("multirun", "the sweep of these overrides (none: the config's latest sweep)"), ("sweep", "")
 
 _SUBMISSION = ("config", ""), ("workspace", ""), ("run", "")
 
@@ -74,7 +84,13 @@ VERBS: tuple[Verb, ...] = (
         "render",
         "render config=FILE",
         "the dry run: the remote run dir and every job script, secrets masked; queues nothing",
-        (("config", ""), ("workspace", ""), ("only", ""), ("json", "run_dir and every script as JSON")),
+        (
+            ("config", ""),
+            ("workspace", ""),
+            ("only", ""),
+            ("json", "run_dir and every script as JSON"),
+            ("multirun", "the dry run of each combination"),
+        ),
         ("gymbuild render config=eval.yaml", "gymbuild render config=eval.yaml only=gpqa"),
         overrides=True,
     ),
@@ -88,11 +104,13 @@ VERBS: tuple[Verb, ...] = (
             ("only", "queue these benchmarks only (the others can follow later)"),
             ("new", ""),
             ("json", "print the manifest (gym-job.json) and nothing else"),
+            ("multirun", "one submission per combination; again: queue only the new or unqueued"),
         ),
         (
             "gymbuild submit config=eval.yaml",
             "gymbuild submit config=eval.yaml only=gpqa,mmlu compute.cluster.walltime=01:00:00",
             "gymbuild submit config=eval.yaml new=1",
+            "gymbuild submit config=eval.yaml multirun=1 services.policy.model=Qwen/Qwen3-8B,Qwen/Qwen3-32B",
         ),
         overrides=True,
     ),
@@ -109,6 +127,7 @@ VERBS: tuple[Verb, ...] = (
                 "every job has ended; exit 0 only when every benchmark completed",
             ),
             ("json", "one JSON document (with watch=1: at the end)"),
+            *_SWEEP,
         ),
         (
             "gymbuild status config=eval.yaml",
@@ -125,6 +144,7 @@ VERBS: tuple[Verb, ...] = (
             ("workspace", ""),
             ("only", "these benchmarks only (a CANCELLED one is re-queued only when named)"),
             ("json", "print the manifest and nothing else"),
+            *_SWEEP,
         ),
         ("gymbuild resubmit config=eval.yaml", "gymbuild resubmit config=eval.yaml only=gpqa"),
         overrides=True,
@@ -140,7 +160,7 @@ VERBS: tuple[Verb, ...] = (
         "cancel",
         "cancel config=FILE",
         "cancel the submission's pending and running jobs (only= narrows)",
-        (*_SUBMISSION, ("only", "cancel these benchmarks' jobs only")),
+        (*_SUBMISSION, ("only", "cancel these benchmarks' jobs only"), *_SWEEP),
         ("gymbuild cancel config=eval.yaml", "gymbuild cancel run=gym-job-20260101T120000Z-a1b2c3 only=gpqa"),
     ),
     Verb(
@@ -158,9 +178,12 @@ VERBS: tuple[Verb, ...] = (
             ("only", "these benchmarks only"),
             ("json", "one JSON document"),
             ("format", ""),
+            ("multirun", "one column per combination of the sweep of these overrides"),
+            ("sweep", ""),
         ),
         (
             "gymbuild results config=eval.yaml",
+            "gymbuild results config=eval.yaml multirun=1",
             "gymbuild results run=gym-job-20260101T120000Z-a1b2c3,gym-job-20260102T090000Z-d4e5f6",
             "gymbuild results config=eval.yaml run=all",
             "gymbuild results config=eval.yaml format=markdown",
@@ -174,6 +197,10 @@ VERBS: tuple[Verb, ...] = (
         ("gymbuild runs", "gymbuild runs json=1"),
     ),
 )
+
+# The verbs that act on a whole sweep with multirun=1 or sweep=ID (sweep.py); `runs` lists every
+# submission as it is, and `logs` needs one of them, named with run=.
+SWEEP_VERBS = frozenset({"resolve", "render", "submit", "status", "resubmit", "cancel", "results"})
 
 # Steps of the submit pipeline: doit tasks, but no verb (submit and resubmit run them).
 STEPS = frozenset({"stage", "sync", "queue", "record"})

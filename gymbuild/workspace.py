@@ -86,11 +86,13 @@ class Outcome:
 class Workspace:
     """One config file's corner of the workspace directory."""
 
-    def __init__(self, root: Path, config_path: Path) -> None:
+    def __init__(self, root: Path, config_path: Path, cell: str | None = None) -> None:
         resolved = config_path.resolve()
         key = hashlib.sha256(str(resolved).encode()).hexdigest()[:10]
         self.root = root
-        self.dir = root / f"{config_path.stem}-{key}"
+        self.config_dir = root / f"{config_path.stem}-{key}"
+        # A sweep's combination (sweep.py) is a submission of its own, kept under its config.
+        self.dir = self.config_dir / "cells" / cell if cell else self.config_dir
         self.stage = self.dir / "stage"
         self.outcomes_dir = self.dir / "outcomes"
         self.stamps_dir = self.dir / "stamps"

@@ -11,7 +11,7 @@ service runs behind a Ray Serve gateway (`ray_serve`, NeMo Gym's effective_ray_s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
@@ -215,6 +215,16 @@ class Driver:
     benchmarks: Mapping[str, Benchmark]
     env: Env
     mounts: tuple[str, ...]
+    # gymbuild's shared allocations: how many benchmarks one job holds (None: all of them) and how
+    # many of a job's benchmarks run at once. Unset in a NeMo Gym config, which means 1 and 1: the
+    # schema gives them no default so a resolved NeMo Gym config stays exactly NeMo Gym's.
+    benchmarks_per_job: int | None = 1
+    concurrent_benchmarks: int = 1
+
+    @property
+    def shares_jobs(self) -> bool:
+        """Whether a job may hold more than one benchmark."""
+        return self.benchmarks_per_job != 1
 
 
 @dataclass(frozen=True)
@@ -449,10 +459,35 @@ def _command(name: str, tree: Mapping[str, Any], _pools: Mapping[str, NodePool])
 _SERVICE_BUILDERS = {"vllm": _vllm, "vllm_pd": _vllm_pd, "ray": _ray, "command": _command}
 
 
+def job_groups(
+    names: Iterable[str], per_job: int | None, key: Callable[[str], Any] = lambda _name: None
+) -> list[tuple[str, ...]]:
+    """Benchmarks packed into jobs in the given (config) order: up to `per_job` each (None: no limit),
+    and a new job wherever `key` changes, since what `key` tells apart (a resume chain) is the job's.
+
+    The config's rules refuse a config whose groups would be split by `key`, so a first submit makes
+    exactly the jobs the config says; a re-submit of a few benchmarks packs those anew and never fails.
+    """
+    out: list[list[str]] = []
+    last: Any = object()
+    for name in names:
+        kind = key(name)
+        if not out or kind != last or (per_job is not None and len(out[-1]) >= per_job):
+            out.append([])
+        out[-1].append(name)
+        last = kind
+    return [tuple(group) for group in out]
+
+
+def resumable_setting(value: Any) -> Any:
+    """A benchmark's `resumable` as one comparable value: true is NeMo Gym's defaults."""
+    if value is True:
+        return {"max_retries": 3, "max_walltime": None}
+    return value or None
+
+
 def _benchmark(name: str, tree: Mapping[str, Any]) -> Benchmark:
-    resumable = tree["resumable"]
-    if resumable is True:
-        resumable = {"max_retries": 3, "max_walltime": None}
+    resumable = resumable_setting(tree["resumable"])
     return Benchmark(
         name=name,
         prepare=freeze(tree["prepare"]),
@@ -502,6 +537,10 @@ def build_config(tree: Mapping[str, Any]) -> Config:
             benchmarks=MappingProxyType({name: _benchmark(name, b) for name, b in drv["benchmarks"].items()}),
             env=_env(drv["env"]),
             mounts=tuple(drv["mounts"]),
+            benchmarks_per_job=None
+            if drv.get("benchmarks_per_job") == "all"
+            else drv.get("benchmarks_per_job", 1),
+            concurrent_benchmarks=drv.get("concurrent_benchmarks", 1),
         ),
         job=Job(output_path=tree["job"]["output_path"]),
         otel=Otel(**{k: freeze(v) for k, v in otel.items()}),

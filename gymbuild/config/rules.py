@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gymbuild.config import lax
+from gymbuild.config.model import job_groups, resumable_setting
 from gymbuild.errors import Problem
 
 Path = tuple[Any, ...]
@@ -450,6 +452,58 @@ def command_benchmarks(r: Rules) -> None:
                 "a benchmark with `command` cannot be resumable",
                 "remove resumable, or run the benchmark with `run` instead of command",
             )
+
+
+def _per_job(r: Rules) -> int | str | None:
+    """driver.benchmarks_per_job as the model reads it: 1 when unset, `all`, or an integer >= 1; integer
+    text (`${oc.env:N}`) is the integer, as lax mode reads an int. None (reported) for anything else."""
+    path = ("driver", "benchmarks_per_job")
+    if not r.ok(path) or not isinstance(r.get(("driver",)), dict):
+        return None
+    value = r.get(path)
+    if value is None:
+        return 1
+    if isinstance(value, str) and value != "all":
+        ok, number = lax.to_int(value)
+        if not ok or number < 1:
+            r.error(
+                path, f"`{value}` is neither a number of benchmarks nor `all`", "write an integer >= 1 or all"
+            )
+            return None
+        value = r.tree["driver"]["benchmarks_per_job"] = number
+    return value
+
+
+@rule
+def shared_jobs(r: Rules) -> None:
+    """benchmarks_per_job packs benchmarks into jobs in config order; what a job has once (its resume
+    chain, its concurrency) must fit every benchmark packed into it."""
+    per_job = _per_job(r)
+    concurrent = r.get(("driver", "concurrent_benchmarks"))
+    size = per_job if isinstance(per_job, int) else None  # None: `all`, or a value already refused
+    concurrent_ok = isinstance(concurrent, int) and r.ok(("driver", "concurrent_benchmarks"))
+    if concurrent_ok and size is not None and concurrent > size:
+        r.error(
+            ("driver", "concurrent_benchmarks"),
+            f"{concurrent} benchmarks at once, but a job holds {size} (driver.benchmarks_per_job)",
+            f"set concurrent_benchmarks to at most {size}, or raise driver.benchmarks_per_job",
+        )
+    if per_job is None or size == 1:
+        return
+    benches = {path[-1]: bench for path, bench in r.benchmarks() if r.ok((*path, "resumable"))}
+    for group in job_groups(benches, None if per_job == "all" else size):
+        first = group[0]
+        wanted = resumable_setting(benches[first].get("resumable"))
+        for name in group[1:]:
+            if resumable_setting(benches[name].get("resumable")) != wanted:
+                r.error(
+                    ("driver", "benchmarks", name, "resumable"),
+                    f"`{name}` shares a job with `{first}` (driver.benchmarks_per_job: {per_job} packs "
+                    "benchmarks in config order), and a job resumes as a whole, but their resumable "
+                    "settings differ",
+                    "give the benchmarks of one job the same resumable setting, put the resumable ones "
+                    "next to each other, or lower driver.benchmarks_per_job",
+                )
 
 
 @rule

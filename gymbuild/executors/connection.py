@@ -17,6 +17,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -308,16 +309,22 @@ class Connection:
             f"&& mv -f {quote(tmp)} {quote(path)}"
         )
 
-    def copy_tree(self, source: Path, dest: str) -> Result:
+    def copy_tree(self, source: Path, dest: str, names: Sequence[str] | None = None) -> Result:
         """Copy a staged tree into `dest`, keeping modes, never deleting what is already there.
 
         No `--delete`: the run directory holds what jobs wrote (logs, artifacts, `.gym_*`), and a
         re-submission must leave all of it in place. Over SSH this is rsync through the master; on
         this machine plain file copies, so the local executor needs nothing beyond Python.
+
+        With `names`, only those directories of `source` are copied, each to `dest/<name>`, in the
+        same one rsync (a sweep's run directories, side by side under job.output_path); `dest`
+        itself, which other runs share, keeps its own mode and times.
         """
+        pairs = [(source, dest)] if names is None else [(source / n, f"{dest}/{n}") for n in names]
         if self.is_local:
             try:
-                _copy_tree_here(source, Path(dest))
+                for here, there in pairs:
+                    _copy_tree_here(here, Path(there))
             except OSError as err:
                 return Result(1, "", str(err))
             return Result(0, "", "")
@@ -326,7 +333,8 @@ class Connection:
         # --checksum: a script re-rendered within the same second keeps its size and mtime, and
         # rsync's quick check would skip it.
         argv = ["rsync", "-rlpt", "--checksum", "--protect-args", "-e", rsh]
-        argv += [f"{source}/", f"{self.hostname}:{dest}/"]
+        sources = [f"{source}/"] if names is None else [str(source / n) for n in names]
+        argv += [*sources, f"{self.hostname}:{dest}/"]
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
         return Result(done.returncode, done.stdout, done.stderr)
 

@@ -5,7 +5,7 @@ Shared by every executor: where a job runs differs, how its files get there does
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from gymbuild.config.model import Config
@@ -79,8 +79,10 @@ def prepare_run_dir(conn: Connection, run_dir: str, benches: Iterable[str], *, f
         )
 
 
-def sync(conn: Connection, staged: str, run_dir: str) -> None:
-    result = conn.copy_tree(Path(staged), run_dir)
+def sync(conn: Connection, staged: str, run_dir: str, names: Sequence[str] | None = None) -> None:
+    """Copy the staged tree into the run directory; with `names`, each of those directories of
+    `staged` into `run_dir/<name>` (a sweep's run directories, in one copy)."""
+    result = conn.copy_tree(Path(staged), run_dir, names)
     if not result.ok:
         raise UserError(
             f"error: copying the run directory to {conn.target}:{run_dir} failed: "

@@ -144,7 +144,7 @@ def once(macro: Callable[..., str], *args: Any) -> str:
     readiness checks) are the same for every benchmark of a submission, and rendering them again for
     each of 1000 benchmarks was a quarter of a render. Arguments are compared by their canonical
     JSON, which keeps types apart (1, 1.0 and True render differently) and is kept on each plan
-    part (plan.py), so a lookup costs little more than a dict access. Pure: macros do no I/O.
+    part (gymbuild/plan), so a lookup costs little more than a dict access. Pure: macros do no I/O.
     """
     key = (macro, *map(_once_key, args))
     text = _ONCE.get(key)

@@ -291,6 +291,8 @@ def run_script(
     script.write_text(text)
     log = bench_dir.parent / f".stub-{bench_dir.name}.jsonl"
     log.unlink(missing_ok=True)
+    # The simulated nodes' servers and port claims (stub.py): each run starts on idle nodes
+    shutil.rmtree(f"{log}.servers", ignore_errors=True)
     env = {
         "PATH": f"{bin_dir}:/usr/bin:/bin",
         "HOME": str(home),

@@ -30,16 +30,9 @@ KNOWN: list[tuple[str, str, str]] = [
         "services: collector.yaml (span groups, renames, job names, attributes)",
     ),
     ("steps", r"step ray-serve-gateway", "services: Ray Serve (use_ray_serve, automatic) steps"),
-    ("env", r"env of vllm:\S+: GYM_RAY_ADDRESS_\w+: ", "services: GYM_RAY_ADDRESS_* in the vLLM steps too"),
     ("steps", r"step collector srun", "services: the collector step with otel.container"),
     ("", r"^accept/vllm-pd[-\w]*@scaled ", "services: vllm_pd tiers on multi-node pools"),
     ("", r"^accept/pinned-services@scaled ", "services: two pinned vLLM services, each over several nodes"),
-    (
-        "",
-        r"^accept/vllm-pd-server-per-node@",
-        "harness: the simulated nodes share one machine's ports, so each node's server takes the next free"
-        " port (chosen at run time); on a cluster each node gets its first-choice port",
-    ),
     # `gym eval run` and gym_install: the `driver` work.
     (
         "overrides",

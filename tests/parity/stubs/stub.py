@@ -21,6 +21,7 @@ Nothing here decides what a tool does; it only records what the job script asked
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -329,7 +330,36 @@ def curl() -> None:
         sys.exit(7)  # connection refused
 
 
+def claim_port(port: str, owner: str) -> None:
+    """gymbuild's port probe (`python3 -c '...gym-port-...' PORT OWNER`) on the simulated node: each
+    node has its own ports, as real nodes do (all of them share this machine's, where one node's claim
+    or another test's server would push the next node's server off its first-choice port). A port is
+    taken while a server of this run answers on it at this node, or a live process claimed it there."""
+    if answering("", port):
+        sys.exit(1)
+    os.makedirs(server_dir(), exist_ok=True)
+    path = f"{server_dir()}/claim-{host_node('')}:{port}"
+    while True:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            try:
+                with open(path) as f:
+                    os.kill(int(f.read() or 0), 0)
+                sys.exit(1)  # claimed by a live process
+            except (OSError, ValueError):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)  # its claimer is gone: free again
+                continue
+        os.write(fd, owner.encode())
+        os.close(fd)
+        return
+
+
 def python3() -> None:
+    if ARGS[:1] == ["-c"] and "gym-port-" in ARGS[1] and len(ARGS) >= 4:
+        claim_port(ARGS[2], ARGS[3])  # not recorded: gymbuild's own probe, not a program of the job
+        return
     if ARGS[:1] and ARGS[0].endswith("ray_serve_gateway.py"):
         server("ray_serve_gateway", option("--port"))
     if ARGS[:1] == ["-c"] and "import ray" in ARGS[1]:

@@ -268,6 +268,12 @@ HEAD_NODE_IP=${GYM_NODE_IPS[0]}
 RAY_HEAD_NODE_IP=$HEAD_NODE_IP:6379
 export HEAD_NODE_IP RAY_HEAD_NODE_IP
 
+# --- Ray heads: their addresses (NeMo Gym's GYM_RAY_ADDRESS_*), for every step and the driver
+GYM_PORT_SANDBOX=$(__gym_pick_port 6379) || exit 1
+__gym_ip=${GYM_NODE_IPS[0]}
+GYM_RAY_ADDRESS_SANDBOX=$__gym_ip:$GYM_PORT_SANDBOX
+export GYM_RAY_ADDRESS_SANDBOX
+
 # --- service step policy (vllm): 1 node(s) from node 0
 # shellcheck disable=SC2016  # the step's script is expanded by the step's own bash, not by this one
   srun --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist="${GYM_POOL_POLICY_NODES}" \
@@ -298,23 +304,14 @@ eval "$GYM_STEP_LIB"
 __gym_task=${SLURM_PROCID:-0}
 __gym_role=()
 __gym_args=()
-GYM_PORT=$(__gym_pick_port 6379) || exit 1
-# The Ray head'"'"'s address, as NeMo Gym exports it: its node'"'"'s IP and its port
-if [[ -z ${GYM_STEP_HEAD_IP:-} ]]; then
-  GYM_STEP_HEAD_IP=$(getent ahostsv4 "$(hostname)" | awk '"'"'NR == 1 {print $1}'"'"')
-  GYM_STEP_HEAD_IP=${GYM_STEP_HEAD_IP:-$(hostname)}
-fi
-export GYM_RAY_ADDRESS_SANDBOX="$GYM_STEP_HEAD_IP:$GYM_PORT"
-__gym_publish sandbox.address "$GYM_RAY_ADDRESS_SANDBOX" || exit 1
+# The batch shell settled the port of this head (on this node) and exported its address
+GYM_PORT=${GYM_RAY_ADDRESS_SANDBOX##*:}
+GYM_STEP_HEAD_IP=${GYM_RAY_ADDRESS_SANDBOX%:*}
 __gym_publish sandbox "$GYM_PORT" || exit 1
 exec ray start --block --head --port "${GYM_PORT}" --node-ip-address "${GYM_STEP_HEAD_IP}" --num-cpus 32 "${__gym_args[@]}" "${__gym_role[@]}"
 ' \
     >logs/sandbox-"${GYM_JOB_ID}".log 2>&1 </dev/null &
 gym_started sandbox $!
-# Its workers, the steps after it and the driver get the head's address (NeMo Gym's export)
-gym_wait_ready sandbox "${GYM_STEP_PIDS[-1]}" "${GYM_NODES[0]}" GYM_PORT_SANDBOX "${GYM_PORT_DIR}"/sandbox-"${GYM_JOB_ID}" '' 120 || exit 1
-GYM_RAY_ADDRESS_SANDBOX=$(<"${GYM_PORT_DIR}"/sandbox.address-"${GYM_JOB_ID}")
-export GYM_RAY_ADDRESS_SANDBOX
 
 # --- service step sandbox_workers_workers (ray_worker): 2 node(s) from node 1
 # shellcheck disable=SC2016  # the step's script is expanded by the step's own bash, not by this one

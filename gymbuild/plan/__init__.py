@@ -1,0 +1,85 @@
+"""The decisions behind one benchmark's job, made once, in plain data, before any text is written.
+
+A `BenchPlan` says where every step runs, which ports it tries first, what environment it gets and
+what the driver runs. Templates (gymbuild/render) only turn it into bash; they decide nothing. Keeping
+the decisions here makes them testable without parsing shell. Each part has a canonical JSON text
+(`canonical_json`), which the renderer keys the parts it renders once on: equal text, equal script.
+
+Pure: no I/O, no clock, no environment. Secrets stay references (`EnvValue("host", VAR)`) until
+render time, so a plan can be printed, hashed and stored without leaking anything.
+
+The package, by subject:
+- model: the plan's dataclasses and the words (literal text and `Ref`s) that reach bash;
+- canonical: their canonical JSON;
+- overrides: Hydra override quoting (`gym eval run` / `prepare` arguments);
+- checks: shell variable names, env entries and mounts a config hands to the shell;
+- directives: `#SBATCH` directives and the Slurm time grammar;
+- placement: which nodes each step runs on, and the ports steps try;
+- services: each service's background steps;
+- driver: the driver step;
+- collector: the OpenTelemetry collector step;
+- submission: the shared parts planned once, each benchmark's plan around them.
+"""
+
+from __future__ import annotations
+
+from gymbuild.plan.canonical import canonical_json
+from gymbuild.plan.checks import shell_name
+from gymbuild.plan.directives import walltime_seconds
+from gymbuild.plan.model import (
+    BenchPlan,
+    CollectorPlan,
+    DriverStep,
+    EnvEntry,
+    EnvSource,
+    GymInstallPlan,
+    Health,
+    Nodes,
+    Part,
+    PoolRange,
+    Port,
+    Ref,
+    ResumePlan,
+    ServiceStep,
+    StepKind,
+    VllmMode,
+    Word,
+)
+from gymbuild.plan.overrides import flatten_overrides, hydra_value
+from gymbuild.plan.placement import driver_nodes, node_host, place, pool_ranges
+from gymbuild.plan.services import ray_address_var, ray_workers_var
+from gymbuild.plan.submission import plan_benchmark, plan_submission, planner
+
+__all__ = [
+    "BenchPlan",
+    "CollectorPlan",
+    "DriverStep",
+    "EnvEntry",
+    "EnvSource",
+    "GymInstallPlan",
+    "Health",
+    "Nodes",
+    "Part",
+    "PoolRange",
+    "Port",
+    "Ref",
+    "ResumePlan",
+    "ServiceStep",
+    "StepKind",
+    "VllmMode",
+    "Word",
+    "canonical_json",
+    "driver_nodes",
+    "flatten_overrides",
+    "hydra_value",
+    "node_host",
+    "place",
+    "plan_benchmark",
+    "plan_submission",
+    "planner",
+    "pool_ranges",
+    "ray_address_var",
+    "ray_workers_var",
+    "shell_name",
+    "walltime_seconds",
+]

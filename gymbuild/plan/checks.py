@@ -1,0 +1,33 @@
+"""Small checks of what a config hands to the shell: variable names, env entries and mounts."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from gymbuild.config.model import EnvValue
+from gymbuild.errors import UserError
+from gymbuild.plan.model import EnvEntry
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def shell_name(name: str) -> str:
+    """A config name as part of a shell variable name: upper case, other characters as `_`."""
+    return re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+
+
+def _env(env: Mapping[str, EnvValue], where: str) -> tuple[EnvEntry, ...]:
+    for key in env:
+        if not _IDENT.match(key):
+            raise UserError(f"{where}.env: {key!r} is not a shell variable name")
+    return tuple(EnvEntry(k, v) for k, v in env.items())
+
+
+def _mounts(mounts: Iterable[str], where: str) -> tuple[str, ...]:
+    """`--container-mounts` is comma-separated: a comma inside one mount would split it."""
+    out = tuple(mounts)
+    for mount in out:
+        if "," in mount or "\n" in mount:
+            raise UserError(f"{where}.mounts: {mount!r} cannot contain a comma or a newline")
+    return out

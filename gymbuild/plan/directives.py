@@ -1,0 +1,73 @@
+"""The `#SBATCH` directives of a job, and the Slurm time grammar they carry."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gymbuild.config.model import Config
+from gymbuild.errors import UserError
+
+_DIRECTIVE_UNSAFE = re.compile(r'["\n\r\\]')
+_WALLTIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+
+
+def walltime_seconds(text: str) -> int:
+    """Slurm time (`MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`, `D-HH:MM:SS`) in seconds."""
+    m = _WALLTIME.match(text.strip())
+    if not m:
+        raise UserError(f"walltime {text!r} is not a Slurm time (MM, MM:SS, HH:MM:SS, D-HH[:MM[:SS]])")
+    days, a, b, c = m.groups()
+    nums = [int(x) for x in (a, b, c) if x is not None]
+    if days is not None:  # D-HH, D-HH:MM, D-HH:MM:SS
+        h, mi, s = [*nums, 0, 0][:3]
+        return int(days) * 86400 + h * 3600 + mi * 60 + s
+    if len(nums) == 1:
+        return nums[0] * 60
+    if len(nums) == 2:
+        return nums[0] * 60 + nums[1]
+    return nums[0] * 3600 + nums[1] * 60 + nums[2]
+
+
+def _directive(key: str, value: Any, where: str) -> tuple[str, str | None]:
+    """sbatch reads `#SBATCH` lines itself (double quotes group words); refuse what it cannot carry."""
+    text = None if value is None or value is True else str(value)  # None: a bare flag
+    for part in (key, text or ""):
+        if _DIRECTIVE_UNSAFE.search(part):
+            raise UserError(
+                f"{where}: {part!r} cannot be written as an #SBATCH directive "
+                "(no double quotes, backslashes or newlines)"
+            )
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_-]*$", key):
+        raise UserError(f"{where}: {key!r} is not an sbatch option name")
+    return key, text
+
+
+def _config_directives(
+    config: Config,
+) -> tuple[tuple[tuple[str, str | None], ...], tuple[tuple[str, str | None], ...]]:
+    """The `#SBATCH` directives every benchmark shares: those between its job-name and its chdir, and
+    those after its chdir (the order sbatch sees them in is the order written)."""
+    compute = config.compute
+    where = f"compute.{compute.name}"
+    before = []
+    if compute.account:
+        before.append(_directive("account", compute.account, f"{where}.account"))
+    if compute.walltime:
+        before.append(_directive("time", compute.walltime, f"{where}.walltime"))
+    after = [("output", "logs/slurm-%j.log")]
+    pools = list(compute.node_pools.values())
+    if pools:
+        first = pools[0]
+        after.append(_directive("partition", first.partition, f"{where}.node_pools.{first.name}.partition"))
+        after.append(("nodes", str(compute.total_nodes)))
+        after.append(("ntasks-per-node", str(first.ntasks_per_node)))
+        if first.gpus_per_node is not None:
+            after.append(("gpus-per-node", str(first.gpus_per_node)))
+    extra: dict[str, Any] = dict(compute.extra_args)
+    for pool in pools:
+        extra.update(pool.extra_args)
+    # sbatch's flags take no value (`--hold=true` is refused): `true` writes the bare flag, `false`
+    # writes nothing, so a pool can switch off what the cluster's extra_args switched on.
+    after += [_directive(k, v, f"{where}.extra_args.{k}") for k, v in extra.items() if v is not False]
+    return tuple(before), tuple(after)

@@ -1,0 +1,111 @@
+"""The driver step: `gym eval prepare`, then `gym eval run` or a benchmark's own command, and its env."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gymbuild.config.model import Benchmark, Config, RayService, VllmPdService, VllmService
+from gymbuild.errors import UserError
+from gymbuild.plan.model import DriverStep, EnvEntry, Ref, Word
+from gymbuild.plan.overrides import flatten_overrides, hydra_value
+
+if TYPE_CHECKING:
+    from gymbuild.plan.submission import _Shared
+
+
+def _policy(config: Config) -> tuple[str, int] | None:
+    """(served model name, first-choice port) of the policy service, if one is set.
+
+    A policy that serves no model (a Ray cluster) wires nothing into the benchmarks, as in NeMo Gym."""
+    policy = config.policy
+    if policy is None or isinstance(policy, RayService):
+        return None
+    if not isinstance(policy, VllmService | VllmPdService):
+        raise UserError(f"driver.policy_model: {policy.name!r} is not a vllm or vllm_pd service")
+    return policy.model_name, policy.port
+
+
+def _otel_env(config: Config, gym_job_id: str) -> list[EnvEntry]:
+    """NeMo Gym's driver_telemetry_env, with gym telemetry on: applied before driver.env so the
+    user's values win. The endpoints are composed by the job (the collector's ports are settled at
+    run time): traces and metrics over OTLP/HTTP, logs over gRPC (nemo-lens's log exporter is gRPC
+    whatever the protocol says)."""
+    otel = config.otel
+    if not (otel.enabled and otel.gym_telemetry):
+        return []
+    return [
+        EnvEntry("NEMO_GYM_OTEL_ENABLED", "1"),
+        EnvEntry("NEMO_GYM_OTEL_RUN_ID", gym_job_id),
+        EnvEntry("NEMO_GYM_OTEL_SPAN_GROUPS", otel.gym_span_groups),
+        EnvEntry("NEMO_GYM_OTEL_LOGS_ENABLED", "1" if otel.gym_logs else "0"),
+        EnvEntry("OTEL_EXPORTER_OTLP_ENDPOINT", Ref("GYM_OTEL_ENDPOINT")),
+        EnvEntry("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+        EnvEntry("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", Ref("GYM_OTEL_LOGS_ENDPOINT")),
+    ]
+
+
+def _driver(config: Config, shared: _Shared, bench: Benchmark, *, bench_dir: str) -> DriverStep:
+    drv = config.driver
+    where = f"driver.benchmarks.{bench.name}"
+    policy, policy_port = shared.policy, shared.policy_port
+    base_url: Word = ()
+    base_url_batch: Word = ()
+    if policy is not None and policy_port is not None:
+        # Read by the driver's own shell (GYM_POLICY_PORT is in its environment) ...
+        base_url = (f"http://{drv.policy_host}:", Ref("GYM_POLICY_PORT"), "/v1")
+        # ... and by the batch shell, for a command benchmark's NEMO_GYM_POLICY_BASE_URL.
+        base_url_batch: Word = (f"http://{drv.policy_host}:", Ref(policy_port.var), "/v1")
+    env = shared.driver_env
+    run: tuple[Word, ...] = ()
+    if bench.command:
+        own = [EnvEntry("NEMO_GYM_BENCH_DIR", bench_dir)]
+        if policy is not None:
+            own += [
+                EnvEntry("NEMO_GYM_POLICY_BASE_URL", base_url_batch),
+                EnvEntry("NEMO_GYM_POLICY_MODEL_NAME", policy[0]),
+                EnvEntry("NEMO_GYM_POLICY_API_KEY", "dummy"),
+            ]
+        env = (*env, *own)
+    else:
+        words: list[Word] = [
+            ("gym",),
+            ("eval",),
+            ("run",),
+            (f"+output_jsonl_fpath={hydra_value(bench_dir + '/artifacts/rollouts.jsonl')}",),
+        ]
+        if drv.policy_model and drv.policy_model_type:  # also for a Ray policy, as NeMo Gym writes it
+            words += [("--model-type",), (drv.policy_model_type,)]
+        # NeMo Gym's order and defaults: observability_enabled first (the user's value wins, in its
+        # place), the run keys, the policy, then the defaults a user did not set: the capture dir
+        # (only while observability is on, by Python truth as NeMo Gym tests it), require_complete,
+        # and resume_from_cache for a resumable benchmark. Each key is written once: Hydra refuses a
+        # second `+key=` and the job would stop at start.
+        run_keys = dict(bench.run)
+        observe = run_keys.pop("observability_enabled", True)
+        shown = "True" if observe is True else hydra_value(observe, f"{where}.run.observability_enabled")
+        words.append((f"+observability_enabled={shown}",))
+        words += [(o,) for o in flatten_overrides(run_keys, f"{where}.run")]
+        if policy is not None:
+            words += [
+                ("+policy_base_url=", *base_url),
+                (f"+policy_model_name={hydra_value(policy[0])}",),
+                ("+policy_api_key=dummy",),
+            ]
+        if observe and "model_call_capture_dir" not in bench.run:
+            words.append((f"+model_call_capture_dir={hydra_value(bench_dir + '/model-calls')}",))
+        if "require_complete" not in bench.run:
+            words.append(("+require_complete=True",))
+        if bench.resumable and "resume_from_cache" not in bench.run:
+            words.append(("+resume_from_cache=True",))
+        run = tuple(words)
+    return DriverStep(
+        container=drv.container,
+        nodes=shared.driver_nodes,
+        mounts=(f"{bench_dir}:{bench_dir}", *shared.driver_mounts),
+        env=env,
+        install=shared.install,
+        prepare=flatten_overrides(bench.prepare, f"{where}.prepare"),
+        run=run,
+        command=bench.command,
+        policy_port=policy_port,
+    )

@@ -1,0 +1,185 @@
+"""The whole plan: what a submission's benchmarks share, planned once, and each benchmark's plan."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+
+from gymbuild.config.model import Config, EnvValue
+from gymbuild.errors import UserError
+from gymbuild.executors.base import executor_for
+from gymbuild.plan.checks import _env, _mounts
+from gymbuild.plan.collector import _collector, _collector_ports
+from gymbuild.plan.directives import _config_directives, _directive, walltime_seconds
+from gymbuild.plan.driver import _driver, _otel_env, _policy
+from gymbuild.plan.model import (
+    BenchPlan,
+    DriverStep,
+    EnvEntry,
+    GymInstallPlan,
+    Nodes,
+    PoolRange,
+    Port,
+    Ref,
+    ResumePlan,
+    ServiceStep,
+)
+from gymbuild.plan.placement import _Ports, driver_nodes, node_host, pool_ranges
+from gymbuild.plan.services import _service_steps
+
+
+def _secret_names(steps: Iterable[ServiceStep], driver: DriverStep) -> tuple[str, ...]:
+    names: dict[str, None] = {}
+    for env in [*(s.env for s in steps), driver.env]:
+        for entry in env:
+            if isinstance(entry.value, EnvValue) and entry.value.kind == "host":
+                names[entry.value.value] = None
+    return tuple(names)
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """The parts of a plan that come from the config (and the submission) alone, not the benchmark.
+
+    `planner` plans them once and every benchmark's plan holds the same objects: planning them again
+    per benchmark was a third of planning, and shared objects keep their canonical JSON
+    (`_Canonical`), so rendering 1000 plans encodes the service steps once.
+    """
+
+    collector_ports: tuple[Port, Port, Port] | None  # grpc, http, health; None: no collector
+    services: tuple[ServiceStep, ...]
+    policy: tuple[str, int] | None  # (served model name, first-choice port)
+    policy_port: Port | None
+    driver_nodes: Nodes
+    driver_env: tuple[EnvEntry, ...]  # every benchmark's; a command benchmark's own entries follow
+    driver_mounts: tuple[str, ...]  # after the bench dir's own mount
+    install: GymInstallPlan | None
+    directives_before_chdir: tuple[tuple[str, str | None], ...]  # after job-name
+    directives_after_chdir: tuple[tuple[str, str | None], ...]
+    walltime_seconds: int | None
+    pools: tuple[PoolRange, ...]
+    pool_vars_needed: bool
+    node_ips_needed: bool
+    head_ip_needed: bool
+    reserved_ports: tuple[int, ...]
+
+
+def _shared(config: Config, gym_job_id: str) -> _Shared:
+    """Plan what every benchmark of `config` shares. Raises UserError for what the config cannot express."""
+    ports = _Ports()
+    collector_ports = _collector_ports(config, ports)
+    services = tuple(replace(s, host=node_host(config, s.nodes)) for s in _service_steps(config, ports))
+    policy = _policy(config)
+    policy_port = None
+    if policy is not None:
+        policy_port = next(s.port for s in services if s.name == config.driver.policy_model)
+    drv = config.driver
+    env = _otel_env(config, gym_job_id) + list(_env(drv.env, "driver"))
+    if policy_port is not None:
+        env.append(EnvEntry("GYM_POLICY_PORT", Ref(policy_port.var)))
+    install = None
+    if drv.gym_install:
+        extras = ("telemetry",) if config.otel.enabled and config.otel.gym_telemetry else ()
+        install = GymInstallPlan(drv.gym_install.repo, drv.gym_install.ref, extras)
+    multi = config.compute.total_nodes > 1
+    vllm = any(s.kind == "vllm" for s in services)
+    before, after = _config_directives(config)
+    walltime = config.compute.walltime
+    return _Shared(
+        collector_ports=collector_ports,
+        services=services,
+        policy=policy,
+        policy_port=policy_port,
+        driver_nodes=driver_nodes(config),
+        driver_env=tuple(env),
+        driver_mounts=_mounts(drv.mounts, "driver"),
+        install=install,
+        directives_before_chdir=before,
+        directives_after_chdir=after,
+        walltime_seconds=walltime_seconds(walltime) if walltime else None,
+        pools=pool_ranges(config),
+        # NeMo Gym 0.7.0 exports the pools' hosts whenever it places services: several nodes, or a
+        # service pinned to a pool on one node (user code may read them).
+        pool_vars_needed=multi or any(s.nodes.pool for s in services if not s.kind.startswith("ray_")),
+        node_ips_needed=multi and (vllm or any(s.nodes.count > 1 or s.kind == "ray_head" for s in services)),
+        head_ip_needed=multi and vllm,
+        reserved_ports=tuple(sorted(set(ports.firsts))),
+    )
+
+
+def _check_run_dir(run_dir: str) -> None:
+    if "\n" in run_dir or "," in run_dir or ":" in run_dir:
+        raise UserError(
+            f"job.output_path: the run directory {run_dir!r} cannot contain ',', ':' or a newline"
+        )
+
+
+def plan_benchmark(config: Config, bench: str, *, run_dir: str, gym_job_id: str) -> BenchPlan:
+    """Every decision for one benchmark's job. Raises UserError for what the config cannot express."""
+    return planner(config, run_dir=run_dir, gym_job_id=gym_job_id)(bench)
+
+
+def _plan(config: Config, shared: _Shared, bench: str, *, run_dir: str, gym_job_id: str) -> BenchPlan:
+    """One benchmark's plan around the parts it shares with the submission's other benchmarks."""
+    benchmark = config.driver.benchmarks[bench]
+    bench_dir = f"{run_dir.rstrip('/')}/{bench}"
+    collector = _collector(config, shared, bench=bench, bench_dir=bench_dir, gym_job_id=gym_job_id)
+    driver = _driver(config, shared, benchmark, bench_dir=bench_dir)
+    scheduled = executor_for(config).SCHEDULED
+    resume = None
+    if benchmark.resumable and scheduled:  # a resume chain needs sbatch and sacct
+        limit = benchmark.resumable.max_walltime
+        resume = ResumePlan(
+            max_retries=benchmark.resumable.max_retries,
+            max_walltime_seconds=walltime_seconds(limit) if limit else None,
+            script=f"{bench_dir}/job.sh",
+        )
+    directives: tuple[tuple[str, str | None], ...] = ()
+    if scheduled:
+        directives = (
+            _directive("job-name", f"gym-{bench}", "driver.benchmarks"),
+            *shared.directives_before_chdir,
+            _directive("chdir", bench_dir, "job.output_path"),
+            *shared.directives_after_chdir,
+        )
+    return BenchPlan(
+        bench=bench,
+        bench_dir=bench_dir,
+        run_dir=run_dir,
+        gym_job_id=gym_job_id,
+        executor=config.compute.type,
+        directives=directives,
+        walltime_seconds=shared.walltime_seconds,
+        total_nodes=config.compute.total_nodes,
+        pools=shared.pools,
+        pool_vars_needed=shared.pool_vars_needed,
+        node_ips_needed=shared.node_ips_needed,
+        head_ip_needed=shared.head_ip_needed,
+        collector=collector,
+        services=shared.services,
+        driver=driver,
+        resume=resume,
+        secrets=_secret_names(shared.services, driver),
+        reserved_ports=shared.reserved_ports,
+    )
+
+
+def planner(config: Config, *, run_dir: str, gym_job_id: str) -> Callable[[str], BenchPlan]:
+    """Plan the shared parts now, each benchmark when asked: a re-submit that queues ten of a thousand
+    benchmarks plans ten. Raises UserError for what the config cannot express."""
+    _check_run_dir(run_dir)
+    shared = _shared(config, gym_job_id)
+
+    def plan(bench: str) -> BenchPlan:
+        if bench not in config.driver.benchmarks:
+            known = ", ".join(config.driver.benchmarks)
+            raise UserError(f"unknown benchmark {bench!r}; the config has: {known}")
+        return _plan(config, shared, bench, run_dir=run_dir, gym_job_id=gym_job_id)
+
+    return plan
+
+
+def plan_submission(config: Config, *, run_dir: str, gym_job_id: str) -> dict[str, BenchPlan]:
+    """One plan per benchmark, in the config's order; the parts they share are planned once."""
+    plan = planner(config, run_dir=run_dir, gym_job_id=gym_job_id)
+    return {name: plan(name) for name in config.driver.benchmarks}
