@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 from gymbuild.errors import UserError
 from gymbuild.executors.base import Answer, JobState, Queued
-from gymbuild.executors.connection import Connection, Result
 from gymbuild.shell import join, quote
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: planning reads this module, and needs no connection code
     from gymbuild.config.model import Config
+    from gymbuild.executors.connection import Connection, Result
     from gymbuild.plan import BenchPlan
 
 
