@@ -15,6 +15,14 @@ from collections.abc import Iterable
 # quotes (flags, names, paths), so they return here without the call into shlex.
 _BARE = re.compile(r"[\w@%+=:,./-]+", re.ASCII).fullmatch
 
+SHELL_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+"""A shell variable name (letters, digits and _, not first a digit), as a pattern to build on.
+
+The one definition: the config rules refuse an env key, `host:`/`runtime:` variable or token_env
+that is not one, the planner re-checks what it turns into assignments, and the renderer checks what
+it expands. Unicode letters are not names to bash, so the classes are ASCII on purpose."""
+is_shell_name = re.compile(SHELL_NAME).fullmatch
+
 
 def quote(value: object) -> str:
     """One shell word that bash reads back as exactly `str(value)`."""

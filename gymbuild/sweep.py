@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -389,13 +390,13 @@ def _each(
     """`act` on each cell's session (sharing the one connection): each cell's output under a heading
     naming its values, or (json=1) one JSON document with each cell's under `field`."""
     shared = Shared(s)
-    docs, results, failures = [], [], []
+    docs, results, failures, said = [], [], [], io.StringIO()
     for cell, label in zip(cells, labels(cells), strict=True):
         cs = cell_session(s, cell)
         shared.lend(cs)
         out = io.StringIO()
         try:
-            with contextlib.redirect_stdout(out):
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(said):
                 results.append(act(cs))
         except UserError as err:
             failures.append((label, err))
@@ -410,11 +411,18 @@ def _each(
             docs.append({"label": label, "values": list(cell.values), "gym_job_id": gym_job_id, field: doc})
         else:
             sys.stdout.write(f"== {label}  ({gym_job_id or 'not submitted'})\n{out.getvalue()}")
+    _say_once(said)
     if as_json:
         sys.stdout.write(json.dumps({"sweep_id": ident, "cells": docs}, indent=2) + "\n")
     if failures:
         raise _combined(failures)
     return results
+
+
+def _say_once(said: io.StringIO) -> None:
+    """What the cells printed on stderr (their warnings are the config's, the same for each), once."""
+    for line in dict.fromkeys(said.getvalue().splitlines()):
+        print(line, file=sys.stderr)
 
 
 # --- submit ----------------------------------------------------------------------------------------
@@ -556,8 +564,7 @@ def _report(
             docs.append({"label": label, "values": list(cell.values), "gym_job_id": gym_job_id, **manifest})
         else:
             sys.stdout.write(f"== {label}  ({gym_job_id})\n{out.getvalue()}")
-    for line in dict.fromkeys(said.getvalue().splitlines()):
-        print(line, file=sys.stderr)
+    _say_once(said)
     if s.inv.json:
         sys.stdout.write(json.dumps({"sweep_id": ident, "cells": docs}, indent=2) + "\n")
     if failures:
@@ -639,16 +646,97 @@ def _submitted(s: Session, record: Mapping[str, Any]) -> list[Cell]:
     return cells
 
 
+def _records(s: Session, cells: Sequence[Cell]) -> list[Any]:
+    """Each cell's submission record from its workspace corner (None: never submitted); no I/O remote."""
+    found = []
+    for cell in cells:
+        cs = cell_session(s, cell)
+        submitted = cs.workspace.submission() is not None and cs.workspace.has_outcomes()
+        found.append(_day_two().find_record(cs, "", connect=False) if submitted else None)
+    return found
+
+
+def _check_only(s: Session, records: Sequence[Any]) -> None:
+    have = {job.benchmark for r in records if r is not None for job in r.benchmarks}
+    unknown = [b for b in s.inv.only if b not in have]
+    if unknown:
+        raise UserError(
+            f"error: only= names benchmark(s) the sweep does not have: {', '.join(unknown)}\n"
+            f"    fix: pick from {', '.join(sorted(have))}"
+        )
+
+
+def _look(s: Session, records: Sequence[Any]) -> list[list[Any]]:
+    """One look at every job of the sweep: one status round trip per executor, however many cells."""
+    from gymbuild import day_two
+    from gymbuild.executors.base import executor_for
+
+    rows: list[list[Any]] = [[] for _ in records]
+    by_executor: dict[str, list[int]] = {}
+    for i, record in enumerate(records):
+        if record is not None:
+            by_executor.setdefault(record.executor, []).append(i)
+    for name, group in by_executor.items():
+        jobs = {j.job_dir: j.job_id for i in group for j in records[i].benchmarks if j.job_id}
+        since = min(records[i].submitted_at for i in group)
+        conn = s.connection(records[group[0]].hostname, use_config=False)
+        found = executor_for(name).states(conn, jobs, since=since) if jobs else {}
+        for i in group:
+            cell_rows = day_two.status_rows(records[i].benchmarks, found)
+            rows[i] = [r for r in cell_rows if r.benchmark in s.inv.only] if s.inv.only else cell_rows
+    return rows
+
+
 def status(s: Session) -> None:
+    """Every combination's table under its heading, and the sweep's summary line; one look for all
+    of them (watch=1: looks again, as `status watch=1` does, until every job has ended)."""
+    import dataclasses
+
+    from gymbuild import day_two, watch
+    from gymbuild.executors.base import executor_for
+
     record = find_sweep(s)
-    _each(
-        s,
-        _submitted(s, record),
-        _day_two().print_status,
-        ident=record["sweep_id"],
-        as_json=s.inv.json,
-        field="status",
-    )
+    cells = _submitted(s, record)
+    records = _records(s, cells)
+    _check_only(s, records)
+    lives = {r.executor: executor_for(r.executor).LIVE for r in records if r is not None}
+    live = frozenset().union(*lives.values())
+    looks = 0
+    for wait in watch.intervals() if s.inv.watch else iter([0.0]):
+        rows = _look(s, records)
+        looks += 1
+        total = day_two.tally([row for cell_rows in rows for row in cell_rows], live)
+        if not s.inv.watch or total.ended:
+            break
+        s.progress.show(f"sweep {record['sweep_id']}: {total.line()}")
+        time.sleep(wait)
+    s.progress.done(keep=False)
+    shown = looks if s.inv.watch else None
+    docs = []
+    for cell, label, found, cell_rows in zip(cells, labels(cells), records, rows, strict=True):
+        summary = day_two.tally(cell_rows, live)
+        if s.inv.json:
+            doc = json.loads(day_two.statuses_json(found, cell_rows, summary)) if found else None
+            docs.append(
+                {"label": label, "values": list(cell.values), "gym_job_id": found and found.gym_job_id}
+                | {"status": doc}
+            )
+        elif found is None:
+            sys.stdout.write(f"== {label}  (not submitted)\n")
+        else:
+            sys.stdout.write(f"== {label}  ({found.gym_job_id})\n")
+            sys.stdout.write(day_two.format_statuses(found, cell_rows, summary) + "\n")
+    if s.inv.json:
+        payload = {"sweep_id": record["sweep_id"], "cells": docs, "summary": dataclasses.asdict(total)}
+        sys.stdout.write(json.dumps(payload | ({"looks": shown} if shown else {}), indent=2) + "\n")
+    else:
+        watched = f" (watched: {shown} looks)" if shown else ""
+        print(f"sweep {record['sweep_id']}: {len(cells)} combinations, {total.line()}{watched}")
+    if s.inv.watch and (total.failed or total.unknown):
+        raise UserError(
+            f"error: not every benchmark of the sweep {record['sweep_id']} completed: {total.line()}\n"
+            "    fix: see the tables above; `gymbuild resubmit ... multirun=1` re-queues what failed"
+        )
 
 
 def cancel(s: Session) -> None:
@@ -715,26 +803,16 @@ def results(s: Session) -> None:
         )
     record = find_sweep(s)
     cells = _submitted(s, record)
-    found, names = [], []
-    for cell, label in zip(cells, labels(cells), strict=True):
-        cs = cell_session(s, cell)
-        if cs.workspace.submission() is None:
-            continue
-        found.append(_day_two().find_record(cs, "", connect=False))
-        names.append(label)
+    records = _records(s, cells)
+    found = [r for r in records if r is not None]
+    names = [label for label, r in zip(labels(cells), records, strict=True) if r is not None]
     if not found:
         raise UserError(
             f"error: no combination of the sweep {record['sweep_id']} has been submitted yet\n"
             "    fix: submit it first"
         )
     if s.inv.only:
-        have = {job.benchmark for r in found for job in r.benchmarks}
-        unknown = [b for b in s.inv.only if b not in have]
-        if unknown:
-            raise UserError(
-                f"error: only= names benchmark(s) the sweep does not have: {', '.join(unknown)}\n"
-                f"    fix: pick from {', '.join(sorted(have))}"
-            )
+        _check_only(s, found)
         found = [
             replace(r, benchmarks=tuple(j for j in r.benchmarks if j.benchmark in s.inv.only)) for r in found
         ]

@@ -473,3 +473,24 @@ def test_directives() -> None:
 )
 def test_walltime_seconds(text: str, seconds: int) -> None:
     assert walltime_seconds(text) == seconds
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(alphabet="0123456789:-", min_size=1, max_size=11))
+def test_a_walltime_the_rules_accept_is_one_the_planner_reads(text: str) -> None:
+    """One Slurm time grammar: the config either refuses a walltime with its path, or plans it (into
+    `--time` and the seconds the local executor enforces); never a late error from the planner."""
+    t = tree()
+    t["compute"]["c"]["walltime"] = text
+    t["driver"]["benchmarks"]["b"]["resumable"] = {"max_retries": 1, "max_walltime": text}
+    checked = validate(copy.deepcopy(t))
+    if checked.problems:
+        paths = {p.path for p in checked.problems}
+        assert paths >= {"compute.c.walltime", "driver.benchmarks.b.resumable.max_walltime"}
+        with pytest.raises(UserError, match="is not a Slurm time"):
+            walltime_seconds(text)
+        return
+    p = plan_benchmark(build_config(checked.tree), "b", run_dir=RUN_DIR, gym_job_id=JOB_ID)
+    assert ("time", text) in p.directives
+    assert p.walltime_seconds == walltime_seconds(text) >= 0
+    assert p.resume is not None and p.resume.max_walltime_seconds == p.walltime_seconds

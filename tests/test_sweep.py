@@ -165,3 +165,84 @@ def test_the_record_keeps_the_expansion_order_and_cells_no_longer_matched() -> N
         (["m=b"], "id-m=b"),
         (["m=a"], "id-m=a"),
     ]
+
+
+def test_sweep_syntax_without_multirun_is_refused_with_multirun_as_the_fix(tmp_path: Path) -> None:
+    from gymbuild.config import load_config
+
+    with pytest.raises(ConfigError) as caught:
+        load_config(
+            Path(__file__).parents[1] / "examples" / "local.yaml", ["compute.workstation.walltime=1,2"]
+        )
+    assert "fix: to sweep over the values, pass multirun=1" in str(caught.value)
+
+
+# --- the local executor: the glob expanded here, each checkpoint's job run once -----------------------
+
+ARTIFACT = '"$NEMO_GYM_BENCH_DIR/artifacts/metrics.json"'
+METRIC = f'printf \'{{"score": %s}}\' "$(basename "$0" | tr -dc 0-9)" > {ARTIFACT}\n'
+
+
+def checkpoint(directory: Path, name: str) -> None:
+    """A "checkpoint" the local job can evaluate: a script writing its number as the score."""
+    script = directory / name
+    script.write_text(f"#!/bin/bash\n{METRIC}")
+    script.chmod(0o755)
+
+
+def test_a_local_sweep_globs_here_and_evaluates_each_new_checkpoint_once(tmp_path: Path) -> None:
+    import json
+    import os
+    import shutil
+    import time
+
+    import yaml
+
+    ckpts = tmp_path / "ckpts"
+    ckpts.mkdir()
+    for name in ("iter_20", "iter_100"):
+        checkpoint(ckpts, name)
+    config = {
+        "services": {},
+        "compute": {"here": {"type": "local"}},
+        "driver": {"benchmarks": {"demo": {"command": "true"}}},
+        "job": {"output_path": "runs"},
+        "otel": {"enabled": False},
+    }
+    (tmp_path / "eval.yaml").write_text(yaml.safe_dump(config))
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    gym = shutil.which("gymbuild")
+    assert gym
+    line = ("config=eval.yaml", "multirun=1", f"driver.benchmarks.demo.command=paths({ckpts}/iter_*)")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [gym, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done
+
+    first = run("submit", *line)
+    assert first.stdout.count("submitted demo -> local job") == 2
+    checkpoint(ckpts, "iter_30")
+    second = run("submit", *line)
+    assert second.stdout.count("submitted demo -> local job") == 1
+    assert f"== command={ckpts}/iter_30" in second.stdout
+    assert len(list((tmp_path / "runs").iterdir())) == 3
+
+    deadline = time.monotonic() + 90
+    while True:
+        doc = json.loads(run("status", "json=1", *line).stdout)
+        states = [cell["status"]["benchmarks"][0]["state"] for cell in doc["cells"]]
+        if all(state == "COMPLETED" for state in states) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert [cell["label"] for cell in doc["cells"]] == [f"command={ckpts}/iter_{n}" for n in (20, 30, 100)]
+    assert states == ["COMPLETED"] * 3
+    table = run("results", "config=eval.yaml", "multirun=1", "format=csv").stdout
+    scores = [row.split(",") for row in table.splitlines() if ",score," in row]
+    assert [(row[1].rsplit("/", 1)[-1], row[-3]) for row in scores] == [
+        ("iter_20", "20"),
+        ("iter_30", "30"),
+        ("iter_100", "100"),
+    ]

@@ -120,6 +120,8 @@ def test_a_grid_grows_a_failed_cell_is_resubmitted_alone_and_results_show_a_colu
     assert sweeper.costs() == (1, 1, 3)
     assert grown.count("submitted score -> Slurm job") == 3 and grown.count("nothing to submit") == 6
     states = sweeper.wait_all(cluster)  # no overrides: the config's latest sweep
+    (look,) = sweeper.ssh.status_reads()  # nine combinations, one look: one squeue and one sacct
+    assert look.count("squeue ") == 1 and look.count("sacct ") == 1
     assert list(states) == labels(["m1", "m2", "m3"], [1, 2, 3])
     assert {label for label, state in states.items() if state != "COMPLETED"} == {"model=m2 SCORE=lit:3"}
     assert states["model=m2 SCORE=lit:3"] == "FAILED"

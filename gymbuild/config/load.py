@@ -201,6 +201,11 @@ def _hydra_problem(err: Exception, overrides: Sequence[str]) -> Problem:
         fix = f"`{key}` is not in the config: check the spelling, or add it with +{key}=..."
     elif "already at" in text or "Could not append" in text:
         fix = f"`{key}` already exists: set it with {key}=... or replace it with ++{key}=..."
+    elif "Ambiguous value" in text:  # Hydra's sweep syntax without multirun
+        fix = (
+            f"to sweep over the values, pass multirun=1 (gymbuild submit config=FILE multirun=1 "
+            f"'{key}=a,b'); for a list write {key}=[a,b]; for a string quote it: {key}='a,b'"
+        )
     elif "Could not find" in text:
         fix = "pick one of the available options listed, or add the group file beside the config"
     elif any(

@@ -15,14 +15,13 @@ from typing import Any
 
 from gymbuild.config import lax
 from gymbuild.config.model import job_groups, resumable_setting
+from gymbuild.config.walltime import FORMS, is_walltime
 from gymbuild.errors import Problem
+from gymbuild.shell import is_shell_name
 
 Path = tuple[Any, ...]
 
 NAME = re.compile(r"^[A-Za-z0-9._-]+$")
-VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS (Slurm's --time forms).
-WALLTIME = re.compile(r"^(\d+(:\d{1,2}){0,2}|\d+-\d{1,2}(:\d{1,2}){0,2})$")
 ENV_FIX = (
     "write lit:<value> for a literal, host:VAR to read VAR from your shell, "
     "or runtime:VAR to expand it on the cluster"
@@ -552,14 +551,14 @@ def env_values(r: Rules) -> None:
     for env in _env_paths(r):
         for key, value in r.mapping(env).items():
             path = (*env, key)
-            if not (isinstance(key, str) and VAR.match(key)):
+            if not (isinstance(key, str) and is_shell_name(key)):
                 r.error(path, f"`{key}` is not a valid environment variable name", VAR_FIX)
             if not isinstance(value, str) or not r.ok(path):
                 continue
             kind, sep, var = value.partition(":")
             if not sep or kind not in ("lit", "host", "runtime"):
                 r.error(path, f"the value of {key} has no lit:, host: or runtime: prefix", ENV_FIX)
-            elif kind != "lit" and not VAR.match(var):
+            elif kind != "lit" and not is_shell_name(var):
                 r.error(
                     path,
                     f"{kind}:{var} does not name a valid environment variable",
@@ -569,11 +568,11 @@ def env_values(r: Rules) -> None:
 
 def _walltime(r: Rules, path: Path) -> None:
     value = r.get(path)
-    if isinstance(value, str) and not WALLTIME.match(value):
+    if isinstance(value, str) and not is_walltime(value):
         r.error(
             path,
             f"`{value}` is not a Slurm time",
-            "use MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. 04:00:00 or 1-00:00:00)",
+            f"use {FORMS} (e.g. 04:00:00 or 1-00:00:00)",
         )
 
 
@@ -638,7 +637,7 @@ def otel(r: Rules) -> None:
     """With the collector on (the default) it needs a destination, and Gym telemetry needs gym_install."""
     section = r.mapping(("otel",))
     token = section.get("token_env")
-    if isinstance(token, str) and not VAR.match(token):  # NeMo Gym checks it even with the collector off
+    if isinstance(token, str) and not is_shell_name(token):  # NeMo Gym checks it even with the collector off
         r.error(("otel", "token_env"), f"`{token}` is not a valid environment variable name", VAR_FIX)
     if section.get("enabled") is not True or not r.ok(("otel", "enabled")):
         return

@@ -7,13 +7,11 @@ are read only where a job script is written.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from gymbuild.errors import Problem
-
-_VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+from gymbuild.shell import is_shell_name
 
 
 def env_entries(tree: Mapping[str, Any]) -> Iterator[tuple[str, str, str]]:
@@ -53,7 +51,7 @@ def host_secrets(tree: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[d
         var = value[len("host:") :]
         if var in environ:
             secrets[var] = environ[var]
-        elif _VAR.match(var):  # a malformed name is reported by the rules, not as "unset"
+        elif is_shell_name(var):  # a malformed name is reported by the rules, not as "unset"
             problems.append(
                 Problem(
                     path,

@@ -13,7 +13,7 @@ The package, by subject:
 - canonical: their canonical JSON;
 - overrides: Hydra override quoting (`gym eval run` / `prepare` arguments);
 - checks: shell variable names, env entries and mounts a config hands to the shell;
-- directives: `#SBATCH` directives and the Slurm time grammar;
+- directives: `#SBATCH` directives (the Slurm time grammar is gymbuild.config.walltime);
 - placement: which nodes each step runs on, and the ports steps try;
 - services: each service's background steps;
 - driver: the driver step;
@@ -23,9 +23,9 @@ The package, by subject:
 
 from __future__ import annotations
 
+from gymbuild.config.walltime import walltime_seconds
 from gymbuild.plan.canonical import canonical_json
 from gymbuild.plan.checks import shell_name
-from gymbuild.plan.directives import walltime_seconds
 from gymbuild.plan.model import (
     BenchPlan,
     CollectorPlan,

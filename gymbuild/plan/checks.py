@@ -8,8 +8,7 @@ from collections.abc import Iterable, Mapping
 from gymbuild.config.model import EnvValue
 from gymbuild.errors import UserError
 from gymbuild.plan.model import EnvEntry
-
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+from gymbuild.shell import is_shell_name
 
 
 def shell_name(name: str) -> str:
@@ -19,7 +18,7 @@ def shell_name(name: str) -> str:
 
 def _env(env: Mapping[str, EnvValue], where: str) -> tuple[EnvEntry, ...]:
     for key in env:
-        if not _IDENT.match(key):
+        if not is_shell_name(key):
             raise UserError(f"{where}.env: {key!r} is not a shell variable name")
     return tuple(EnvEntry(k, v) for k, v in env.items())
 

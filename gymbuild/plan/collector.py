@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING
 
 from gymbuild.config.model import Config
 from gymbuild.errors import UserError
-from gymbuild.plan.checks import _IDENT
 from gymbuild.plan.model import CollectorPlan, EnvEntry, Port, Ref
 from gymbuild.plan.placement import _Ports
+from gymbuild.shell import is_shell_name
 
 if TYPE_CHECKING:
     from gymbuild.plan.submission import _Shared
@@ -21,7 +21,7 @@ def _collector_ports(config: Config, ports: _Ports) -> tuple[Port, Port, Port] |
         return None
     if not otel.endpoint or not otel.service_name:
         raise UserError("otel: the collector is enabled, so otel.endpoint and otel.service_name are required")
-    if not _IDENT.match(otel.token_env):
+    if not is_shell_name(otel.token_env):
         raise UserError(f"otel.token_env: {otel.token_env!r} is not a shell variable name")
     return ports("otel-grpc", 4317), ports("otel-http", 4318), ports("otel-health", 13133)
 

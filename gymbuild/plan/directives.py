@@ -1,4 +1,4 @@
-"""The `#SBATCH` directives of a job, and the Slurm time grammar they carry."""
+"""The `#SBATCH` directives of a job."""
 
 from __future__ import annotations
 
@@ -9,24 +9,6 @@ from gymbuild.config.model import Config
 from gymbuild.errors import UserError
 
 _DIRECTIVE_UNSAFE = re.compile(r'["\n\r\\]')
-_WALLTIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
-
-
-def walltime_seconds(text: str) -> int:
-    """Slurm time (`MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`, `D-HH:MM:SS`) in seconds."""
-    m = _WALLTIME.match(text.strip())
-    if not m:
-        raise UserError(f"walltime {text!r} is not a Slurm time (MM, MM:SS, HH:MM:SS, D-HH[:MM[:SS]])")
-    days, a, b, c = m.groups()
-    nums = [int(x) for x in (a, b, c) if x is not None]
-    if days is not None:  # D-HH, D-HH:MM, D-HH:MM:SS
-        h, mi, s = [*nums, 0, 0][:3]
-        return int(days) * 86400 + h * 3600 + mi * 60 + s
-    if len(nums) == 1:
-        return nums[0] * 60
-    if len(nums) == 2:
-        return nums[0] * 60 + nums[1]
-    return nums[0] * 3600 + nums[1] * 60 + nums[2]
 
 
 def _directive(key: str, value: Any, where: str) -> tuple[str, str | None]:

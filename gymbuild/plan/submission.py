@@ -6,11 +6,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from gymbuild.config.model import Config, EnvValue
+from gymbuild.config.walltime import walltime_seconds
 from gymbuild.errors import UserError
 from gymbuild.executors.base import executor_for
 from gymbuild.plan.checks import _env, _mounts
 from gymbuild.plan.collector import _collector, _collector_ports
-from gymbuild.plan.directives import _config_directives, _directive, walltime_seconds
+from gymbuild.plan.directives import _config_directives, _directive
 from gymbuild.plan.driver import _driver, _otel_env, _policy
 from gymbuild.plan.model import (
     BenchPlan,

@@ -32,7 +32,7 @@ from jinja2.environment import TemplateModule
 from gymbuild.config.model import EnvValue
 from gymbuild.errors import UserError
 from gymbuild.plan import BenchPlan, Ref, canonical_json
-from gymbuild.shell import quote
+from gymbuild.shell import SHELL_NAME, quote
 
 __all__ = [
     "RenderedFile",
@@ -44,7 +44,7 @@ __all__ = [
     "sh",
 ]
 
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[0-9]+\])?$")
+_NAME = re.compile(rf"{SHELL_NAME}(\[[0-9]+\])?")  # a name, or one element of an array
 _SBATCH_PLAIN = re.compile(r"^[A-Za-z0-9_./:%@+=,-]*$")
 RULE = "=" * 100
 
@@ -71,7 +71,7 @@ def secret_var(name: str) -> str:
 
 def _ref(name: str, unset: str = "") -> str:
     """`"${name}"`; with `unset="-"`, `"${name-}"`: empty, not an error under `set -u`, when unset."""
-    if not _NAME.match(name):  # names come from gymbuild or validated runtime:VAR; never user text
+    if not _NAME.fullmatch(name):  # names come from gymbuild or validated runtime:VAR; never user text
         raise ValueError(f"{name!r} is not a shell variable name")
     return f'"${{{name}{unset}}}"'
 
