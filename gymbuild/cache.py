@@ -1,7 +1,7 @@
 """Validated config trees kept between runs, in the user's cache directory.
 
-Every gymbuild command used to import jsonschema and validate the whole config (about 0.2 s, more
-for a thousand benchmarks) even when neither the file nor gymbuild had changed since the last run.
+Without it, every gymbuild command would import jsonschema and validate the whole config even when
+neither the file nor gymbuild has changed since the last run.
 load_config offers a tree for keeping only when it came from the file's bytes alone (no overrides,
 no other file, no interpolation, so no environment variable) and validated without a problem; the
 key is the file's bytes plus a digest of everything that decides validation (the schema and the

@@ -4,8 +4,8 @@ gymbuild's own help, version and unknown-verb message are answered here, from th
 verbs.py, before doit is imported: doit's help would list its commands and none of the verbs
 (doit's own help is `gymbuild help doit`; `doit` in the project root is doit, unchanged).
 
-doit reads DOIT_CONFIG when it loads the tasks, so the workspace named on the command line is found
-here first and the namespace handed to doit carries a DOIT_CONFIG made for it.
+doit reads DOIT_CONFIG when it loads the tasks, so the command line is parsed here first
+(tasks.namespace) and the namespace handed to doit carries a DOIT_CONFIG and a run context made for it.
 """
 
 from __future__ import annotations
@@ -213,14 +213,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from gymbuild import tasks
     from gymbuild.errors import UserError
-    from gymbuild.invocation import DEFAULT_WORKSPACE
 
-    workspace = next(
-        (Path(a.split("=", 1)[1]) for a in args if a.startswith("workspace=")), Path(DEFAULT_WORKSPACE)
-    )
-    namespace = dict(vars(tasks))
     try:
-        namespace["DOIT_CONFIG"] = tasks.doit_config(workspace, args)
+        namespace = tasks.namespace(args)
     except UserError as err:  # the workspace is held by another run: its message, not a traceback
         print(err, file=sys.stderr)
         return 1

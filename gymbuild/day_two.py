@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gymbuild import pipeline
 from gymbuild.errors import UserError
 from gymbuild.executors.base import executor_for
 from gymbuild.jobs import (
@@ -29,6 +30,8 @@ from gymbuild.jobs import (
     iter_local_index,
     local_index_dir,
 )
+from gymbuild.steps import show
+from gymbuild.steps.record import build_record
 
 if TYPE_CHECKING:
     from gymbuild.session import Session
@@ -305,7 +308,7 @@ def find_record(s: Session, run: str | None = None, *, connect: bool = True) -> 
     s.adopt_submission(current)
     if connect:
         s.connection(current.hostname, use_config=False)
-    return s.build_record(commit=False)
+    return build_record(s, commit=False)
 
 
 def _find_checked(s: Session) -> SubmissionRecord:
@@ -392,8 +395,8 @@ def print_logs(s: Session) -> None:
 def resubmit(s: Session) -> None:
     """Re-queue what ended FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, PREEMPTED or BOOT_FAIL.
 
-    Each such benchmark's outcome gives up its job id (kept in its history), then the usual
-    stage, sync, queue and record steps run for exactly those benchmarks.
+    Each such benchmark's outcome gives up its job id (kept in its history), then the submit
+    pipeline (pipeline.run) runs for exactly those benchmarks.
     """
     if s.error is not None:
         raise s.error
@@ -414,13 +417,7 @@ def resubmit(s: Session) -> None:
     states = {r.benchmark: r.state for r in rows}
     for bench in picked:
         s.workspace.release(bench, states[bench])
-    stale = [bench for bench in picked if not s.staged(bench)]
-    if stale:
-        s.stage_many(stale)
-    if not s.synced():
-        s.sync()
-    s.queue_many(picked)
-    s.record()
-    failure = s.report_submit(picked)
+    pipeline.run(s, picked)
+    failure = show.report_submit(s, picked)
     if failure is not None:
-        raise UserError(failure.message)
+        raise UserError(failure)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gymbuild.verbs import reserved
@@ -41,8 +41,30 @@ class Invocation:
     run: str | None
     workspace: Path
     format: str | None = None  # results: table (the default), csv or markdown
+    verbs: tuple[str, ...] = ()  # the verbs (and doit commands or task names) the command line names
     multirun: bool = False  # the overrides' sweep syntax makes a sweep (sweep.py)
     sweep: str | None = None  # a sweep by its id, for the day-two verbs
+
+    @classmethod
+    def from_argv(cls, argv: Sequence[str]) -> Invocation:
+        """The command line after the program name, parsed once for the whole run: doit sees the same
+        `name=value` arguments (it splits them the same way) but gymbuild never asks doit for them."""
+        return replace(cls.from_vars(command_variables(argv)), verbs=tuple(command_verbs(argv)))
+
+    @property
+    def read_only(self) -> bool:
+        """Only verbs that read the workspace: the run holds no lock and builds no pipeline tasks."""
+        return bool(self.verbs) and set(self.verbs) <= READ_ONLY_VERBS
+
+    @property
+    def stage_only(self) -> bool:
+        """The run's verbs stop at the staged tree (none named: the default, render): no sync, queue
+        or record task is built (a thousand queue tasks nobody runs cost a dry run a tenth of a second)."""
+        return set(self.verbs) <= READ_ONLY_VERBS | STAGE_ONLY_VERBS
+
+    @property
+    def submits(self) -> bool:
+        return "submit" in self.verbs
 
     @classmethod
     def from_vars(cls, variables: Mapping[str, str]) -> Invocation:

@@ -143,7 +143,7 @@ class SubmissionRecord:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
 
     @classmethod
-    def load(cls, payload: dict) -> SubmissionRecord:
+    def load(cls, payload: dict[str, Any]) -> SubmissionRecord:
         """Parse a record, refusing only one written by a newer gymbuild or NeMo Gym.
 
         Older records stay readable: fields added since take their defaults. A newer record may carry

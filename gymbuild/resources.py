@@ -10,6 +10,7 @@ import json
 import os
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -22,7 +23,7 @@ def schema_dir() -> Path:
 
 
 @cache
-def load_schema(name: str) -> dict:
+def load_schema(name: str) -> dict[str, Any]:
     """A JSON Schema by file name, parsed once per process."""
     return json.loads((schema_dir() / name).read_text(encoding="utf-8"))
 
@@ -70,7 +71,7 @@ def code_digest(package: Path = _PACKAGE) -> str:
 @cache
 def script_code_digest() -> str:
     """A digest of the code that makes job scripts from a resolved config, so a staged script is known
-    stale after gymbuild changes without planning anything (see Session.stage_digest).
+    stale after gymbuild changes without planning anything (see steps/stage.py: stage_digest).
 
     Here rather than beside that code so that asking for it (a no-op submit does) imports none of it.
     """

@@ -34,6 +34,9 @@ from typing import TYPE_CHECKING, Any
 from gymbuild.errors import ConfigError, Problem, UserError
 from gymbuild.invocation import Invocation
 from gymbuild.shell import quote
+from gymbuild.steps import show, stage, sync
+from gymbuild.steps.queue import queue_many, queued
+from gymbuild.steps.record import record as write_record
 from gymbuild.workspace import Workspace, atomic_write, digest
 
 if TYPE_CHECKING:
@@ -494,8 +497,8 @@ def run_pipeline(
         sessions[i]._connection = conn
     for i in busy:
         cs = sessions[i]
-        cs.stage_many([b for b in cs.selected() if not cs.staged(b)])
-    to_sync = [i for i in busy if not sessions[i].synced()]
+        stage.stage_all(cs)
+    to_sync = [i for i in busy if not sync.synced(sessions[i])]
     mounts: dict[str, list[str]] = {}
     for i in to_sync:
         if sessions[i].executor.CHECKS_MOUNTS:
@@ -505,7 +508,7 @@ def run_pipeline(
     by_parent: dict[str, list[int]] = {}
     for i in to_sync:
         cs = sessions[i]
-        cs.prepare_sync(check_mounts=False)
+        sync.prepare_sync(cs, check_mounts=False)
         staged = cs.workspace.stage / RESOLVED_CONFIG_NAME
         staged.write_text(_header(cells[i], ident) + staged.read_text())
         by_parent.setdefault(str(Path(cs.submission().run_dir).parent), []).append(i)
@@ -521,10 +524,13 @@ def run_pipeline(
         s.progress.done(keep=False)
         shutil.rmtree(outbox, ignore_errors=True)
         for i in group:
-            sessions[i].synced_now()
+            sync.synced_now(sessions[i])
     for i in busy:
-        sessions[i].queue_many(todo[i])
-        sessions[i].record()
+        try:
+            queue_many(sessions[i], todo[i])
+        finally:
+            if sessions[i].queued_now:
+                write_record(sessions[i])
 
 
 def _link_tree(source: Path, dest: Path) -> str:
@@ -555,9 +561,9 @@ def _report(
     for cell, label, cs, picked in zip(cells, labels(cells), sessions, benches, strict=True):
         out = io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(said):
-            failed = cs.report_submit(picked)
+            failed = show.report_submit(cs, picked)
         if failed is not None:
-            failures.append((label, UserError(failed.message)))
+            failures.append((label, UserError(failed)))
         gym_job_id = cs.submission().gym_job_id
         if s.inv.json:
             manifest = json.loads(out.getvalue())
@@ -585,11 +591,14 @@ def submit(s: Session) -> None:
     records = Records(s.workspace)
     if not cells:
         records.save(merged(records.load(ident), ident, s.inv.config, overrides, []))
-        print(f"nothing to submit: the sweep {ident} has no combination yet")
+        if s.inv.json:
+            sys.stdout.write(json.dumps({"sweep_id": ident, "cells": []}, indent=2) + "\n")
+        else:
+            print(f"nothing to submit: the sweep {ident} has no combination yet")
         return
     sessions = _sessions(s, cells)
     try:
-        todo = [[b for b in cs.selected() if not cs.queued(b)] for cs in sessions]
+        todo = [[b for b in cs.selected() if not queued(cs, b)] for cs in sessions]
         try:
             run_pipeline(s, ident, cells, sessions, todo, shared)
         finally:
@@ -620,7 +629,7 @@ def resolve(s: Session) -> None:
     ident, overrides = _expression(s)
     cells = _expand_for_submit(s, overrides, Shared(s))
     _sessions(s, cells)
-    _each(s, cells, lambda cs: cs.print_resolved(), ident=ident, as_json=s.inv.json, field="config")
+    _each(s, cells, show.print_resolved, ident=ident, as_json=s.inv.json, field="config")
 
 
 def render(s: Session) -> None:
@@ -630,8 +639,8 @@ def render(s: Session) -> None:
     _sessions(s, cells)
 
     def dry_run(cs: Session) -> None:
-        cs.stage_many([b for b in cs.selected() if not cs.staged(b)])
-        cs.print_dry_run()
+        stage.stage_all(cs)
+        show.print_dry_run(cs)
 
     _each(s, cells, dry_run, ident=ident, as_json=s.inv.json, field="dry_run")
 
@@ -824,7 +833,25 @@ def results(s: Session) -> None:
     sys.stdout.write(tables.render(runs, as_json=s.inv.json, fmt=fmt))
 
 
+def logs(s: Session) -> None:
+    """Logs are one submission's: with run=<gym_job_id> they are shown; else the sweep's ids are named."""
+    if s.inv.run:
+        return _day_two().print_logs(s)
+    record = find_sweep(s)
+    cells = _submitted(s, record)
+    named = [
+        f"  {label}: run={c.get('gym_job_id') or '(not submitted)'}"
+        for label, c in zip(labels(cells), record["cells"], strict=True)
+    ]
+    raise UserError(
+        f"error: logs shows one submission's logs, and the sweep {record['sweep_id']} has {len(cells)}:\n"
+        + "\n".join(named)
+        + "\n    fix: name one: gymbuild logs run=<gym_job_id> only=<benchmark>"
+    )
+
+
 VERBS: dict[str, Callable[[Session], None]] = {
+    "logs": logs,
     "resolve": resolve,
     "render": render,
     "submit": submit,

@@ -1,102 +1,99 @@
-"""The doit task graph. Each action is a call into the modules that do the work; no logic lives here.
+"""The doit task graph: file-targeted steps with their dependencies, and the verbs on top of them.
 
-Both entry points load this module: `doit` through the project's dodo.py, and the `gymbuild` console
-script through doit's ModuleTaskLoader, so `doit VERB` and `gymbuild VERB` are the same command.
+Both entry points load it: `doit` through the project's dodo.py and the `gymbuild` console script
+through doit's ModuleTaskLoader, each with the namespace `namespace(argv)` makes from the command
+line, parsed once: one run context (session.Session) per run, no module state.
 
-    resolve                      print the resolved config
-    stage:<bench> ... -> render  render each job script into the staged tree; print the dry run
-    stage:<bench> ... -> sync -> queue:<bench> ... -> record -> submit
+    resolve          -> resolved-config.yaml                     (file_dep: none; the config itself)
+    stage:<bench>    -> <bench>/job.sh [otel/collector.yaml]     (file_dep: resolved config, templates)
+    sync             -> stamps/sync                              (file_dep: every staged file)
+    queue:<bench>    -> outcomes/<bench>.json                    (file_dep: its job.sh, stamps/sync)
+    record           -> the workspace's copy of gym-job.json     (file_dep: every outcome)
+    render <- stage; submit <- record; the day-two verbs stand alone
 
-Whether a task is up to date is decided from the workspace (stamps and outcome files, see
-workspace.py), never from doit's own database alone: doit saves that only when a run ends.
+Whether a step is up to date is decided from the workspace (stamps and outcome files) by its
+`uptodate` check, never from doit's database alone (doit saves that only when a run ends); file_dep
+and targets say what the step reads and writes, so `doit info`, `doit list --status` and `doit
+clean` tell the truth. Every step's action is idempotent against the workspace, so running it when
+doit's database is stale does nothing twice. Queueing is batched: the first queue:<bench> task runs
+the pipeline (pipeline.run) for every benchmark the run queues, and the tasks after it find theirs
+done. `doit clean` removes staged files of benchmarks not queued yet, never an outcome.
 """
 
 from __future__ import annotations
 
 import functools
-import sys
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from doit import doit_cmd
+from doit.dependency import TimestampChecker
 from doit.exceptions import TaskFailed
 
-from gymbuild import verbs
+from gymbuild import pipeline, verbs
 from gymbuild.errors import UserError
-from gymbuild.invocation import (
-    READ_ONLY_VERBS,
-    STAGE_ONLY_VERBS,
-    Invocation,
-    command_variables,
-    command_verbs,
-)
+from gymbuild.invocation import Invocation
 from gymbuild.reporter import GymReporter
 from gymbuild.session import Session, hold_workspace
+from gymbuild.steps import queue, record, show, stage, sync
 
-# Set by doit_config for a run of read-only verbs only. doit calls every task_* generator before it
-# runs anything, and the pipeline's generators ask the config for its benchmarks: in such a run they
-# yield nothing, so `status` of a thousand jobs does not compose and validate a thousand benchmarks.
-_READ_ONLY_RUN = False
-# Set by doit_config: the run's verbs stop at the staged tree (render, resolve), so it builds no sync,
-# queue or record task (a thousand queue tasks nobody runs cost a dry run a tenth of a second).
-_STAGE_ONLY_RUN = False
-# Set by doit_config: the run submits, so the connection may be opened while the stage tasks render.
-_SUBMIT_RUN = False
-# Set by doit_config: multirun=1 or sweep=ID. The verbs hand the whole run to sweep.py, which drives
-# one submission per combination; the per-benchmark steps of the one config are not built.
-_SWEEP_RUN = False
+TEMPLATES = Path(__file__).parent / "render" / "templates"
 
 
-def doit_config(workspace: Path | None = None, argv: Sequence[str] | None = None) -> dict[str, Any]:
+def namespace(argv: Sequence[str]) -> dict[str, Any]:
+    """What doit loads for the command line `argv` (after the program name): DOIT_CONFIG and the task
+    creators of one run context. Raises UserError when another run holds the workspace."""
+    inv = Invocation.from_argv(argv)
+    config = doit_config(inv)
+    return {"DOIT_CONFIG": config, **Graph(Session(inv)).creators()}
+
+
+def doit_config(inv: Invocation) -> dict[str, Any]:
     """DOIT_CONFIG for this run: doit's database in the workspace, json backend, `continue` on.
 
     `continue` because one benchmark's failure must never stop the others; the json backend because
-    doit's default (dbm) falls back to dbm.dumb here and corrupts under concurrent runs.
+    doit's default (dbm) falls back to dbm.dumb here and corrupts under concurrent runs; file_dep by
+    timestamp (WorkspaceFiles).
 
-    A run of read-only verbs (`argv`: the command line after the program name) holds no lock and
-    keeps doit's database in memory: `status` must answer while a long submit holds the workspace,
-    and `status run=<id>` or `runs` must leave no `.gymbuild/` in whatever directory it is run from.
+    A run of read-only verbs holds no lock and keeps doit's database in memory: `status` must answer
+    while a long submit holds the workspace, and `status run=<id>` or `runs` must leave no
+    `.gymbuild/` in whatever directory it is run from.
     """
-    global _READ_ONLY_RUN, _STAGE_ONLY_RUN, _SUBMIT_RUN, _SWEEP_RUN
-    ws = workspace or Invocation.from_vars(doit_cmd._CMDLINE_VARS or {}).workspace
-    args = sys.argv[1:] if argv is None else argv
-    verbs = command_verbs(args)
-    _SWEEP_RUN = Invocation.from_vars(command_variables(args)).is_sweep
-    read_only = _READ_ONLY_RUN = bool(verbs) and set(verbs) <= READ_ONLY_VERBS
-    _STAGE_ONLY_RUN = set(verbs) <= READ_ONLY_VERBS | STAGE_ONLY_VERBS  # none: the default, render
-    _SUBMIT_RUN = "submit" in verbs
-    if not read_only:
-        hold_workspace(ws)
+    if not inv.read_only:
+        hold_workspace(inv.workspace)
     return {
         "default_tasks": ["render"],  # bare `gymbuild` is the dry run, never a submit
-        "dep_file": ":memory:" if read_only else str(ws / "doit-db.json"),
-        "backend": "sqlite3" if read_only else "json",
+        "dep_file": ":memory:" if inv.read_only else str(inv.workspace / "doit-db.json"),
+        "backend": "sqlite3" if inv.read_only else "json",
+        "check_file_uptodate": WorkspaceFiles,
         "continue": True,
         "verbosity": 2,
         "reporter": GymReporter,
     }
 
 
-_SESSION: tuple[dict[str, str], Session] | None = None
-_NO_VARIABLES: dict[str, str] = {}
+class WorkspaceFiles(TimestampChecker):
+    """doit's file_dep check: by timestamp, because the steps' own uptodate checks already know what
+    changed (an md5 of the resolved config per stage task would cost seconds for a thousand
+    benchmarks); and a file that is not there yet, because a step held its error before writing it
+    (no sync stamp after an unreachable host), is "changed", never doit's own error: the held error
+    stays the verb's one message and exit 1."""
 
+    def info(self, file_path: str) -> os.stat_result | None:  # type: ignore[override]
+        try:
+            return os.stat(file_path)
+        except FileNotFoundError:
+            return None
 
-def session() -> Session:
-    """The Session of the current doit run: one per set of command-line variables.
+    def check_modified(self, file_path: str, file_stat: os.stat_result | None, state: Any) -> bool:
+        return file_stat is None or file_stat.st_mtime != state
 
-    doit makes a new variables dict each time it parses a command line, so its identity marks the run
-    (tests run several in one process).
-    """
-    global _SESSION
-    # Not `or {}`: a command line without variables gives an empty (falsy) dict, and a fresh `{}` per
-    # call would make a new Session per task, losing what the queue tasks did before `submit` reports.
-    variables = doit_cmd._CMDLINE_VARS if doit_cmd._CMDLINE_VARS is not None else _NO_VARIABLES
-    if _SESSION is None or _SESSION[0] is not variables:
-        if _SESSION is not None:
-            _SESSION[1].close()
-        _SESSION = (variables, Session(Invocation.from_vars(variables)))
-    return _SESSION[1]
+    def get_state(self, dep: str, current_state: Any) -> float | None:
+        try:
+            return os.path.getmtime(dep)
+        except FileNotFoundError:
+            return None  # nothing saved: the file counts as changed once it appears
 
 
 def user_action(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -116,8 +113,8 @@ def user_check(func: Callable[[], bool]) -> Callable[[], bool]:
     """An uptodate check that a user error leaves "not up to date": doit would print a traceback for
     an exception raised here, while the task's action raises the same error again as a clean message.
 
-    Not functools.wraps, here and in step_action: doit inspects the signature of every check and
-    action it runs, and following `__wrapped__` into a partial cost ~0.1 s per 1000 benchmarks."""
+    Not functools.wraps, here and in Graph.step_action: doit inspects the signature of every check
+    and action it runs, and following `__wrapped__` into a partial cost ~0.1 s per 1000 benchmarks."""
 
     def wrapper() -> bool:
         try:
@@ -125,154 +122,20 @@ def user_check(func: Callable[[], bool]) -> Callable[[], bool]:
         except UserError:
             return False
 
+    # What `doit info` names when the check says "not up to date": the workspace check, not a wrapper.
+    inner = func.func if isinstance(func, functools.partial) else func
+    wrapper.__qualname__ = f"the workspace's {getattr(inner, '__name__', 'check')}"
     return wrapper
-
-
-def step_action(func: Callable[[], None], *, after_failure: bool = False) -> Callable[[], None]:
-    """An intermediate step (stage, sync, queue, record) whose user error is held for the verb.
-
-    Failing the step itself would make doit skip its dependants with an "unmet dependency" and exit 2;
-    holding the error lets the verb task report it (and what was queued) and exit 1. Once an error
-    is held the later steps do nothing, so nothing is half-queued, except the record
-    (`after_failure`), which must still write down whatever was queued before the failure.
-    """
-
-    def wrapper() -> None:
-        s = session()
-        if s.held and not (after_failure and s.queued_now):
-            return
-        try:
-            func()
-        except UserError as err:
-            s.held.append(err)
-
-    return wrapper
-
-
-def _verb_action(func: Callable[[], Any]) -> Callable[[], Any]:
-    """The verb's action: what the steps held is the verb's failure, after its own report."""
-
-    def action() -> Any:
-        s = session()
-        result = func() if not s.held or s.queued_now else None
-        if s.held:
-            return TaskFailed("\n".join(dict.fromkeys(str(err) for err in s.held)))
-        return result
-
-    return action
 
 
 def _fail_with(error: UserError) -> Callable[[], TaskFailed]:
     return lambda: TaskFailed(str(error))
 
 
-def _verb(
-    name: str, action: Callable[[], Any], task_dep: list[str] | None = None, *, needs_config: bool = True
-) -> dict[str, Any]:
-    """A top-level command; when the config did not load it fails with the config's errors instead.
-
-    Its doc (what `doit list` shows) is its line in verbs.py, the registry `gymbuild --help` reads.
-    """
+def _verb_doc(name: str) -> str:
+    """A verb's doc (what `doit list` shows): its line in verbs.py, the registry `gymbuild --help` reads."""
     entry = verbs.verb(name)
-    doc = entry.does if entry else ""
-    s = session()
-    if _SWEEP_RUN and name in verbs.SWEEP_VERBS:
-        from gymbuild import sweep
-
-        action, task_dep, needs_config = sweep.verb_action(name, s), [], False
-    if needs_config and not _READ_ONLY_RUN and s.error is not None:
-        return {"doc": doc, "actions": [_fail_with(s.error)], "uptodate": [False]}
-    return {
-        "doc": doc,
-        "actions": [user_action(action)],
-        "task_dep": task_dep or [],
-        "uptodate": [False],
-        "teardown": [s.close],
-        # Straight to the terminal: doit would also keep a copy of everything the verb prints, which
-        # for the dry run of 1000 benchmarks is 11 MB held twice.
-        "io": {"capture": False},
-    }
-
-
-def task_resolve() -> dict[str, Any]:
-    """Validate the config and print it resolved (YAML; json=1 for JSON). host: values stay references."""
-    return _verb("resolve", lambda: session().print_resolved())
-
-
-def _step(
-    action: Callable[[], None],
-    check: Callable[[], bool],
-    task_dep: list[str],
-    *,
-    after_failure: bool = False,
-    teardown: bool = True,
-) -> dict[str, Any]:
-    """A step of the submit pipeline: whether it is up to date is read from the workspace, and its
-    user errors are held for the verb (step_action). The session is closed by the teardown of the
-    tasks that follow a stage task (sync, render), not by a thousand stage tasks each."""
-    return {
-        "actions": [step_action(action, after_failure=after_failure)],
-        "task_dep": task_dep,
-        "uptodate": [user_check(check)],
-        "teardown": [session().close] if teardown else [],
-    }
-
-
-def task_stage() -> Any:
-    """Render each benchmark's job script into the staged tree (only what changed)."""
-    if _READ_ONLY_RUN or _SWEEP_RUN:
-        return
-    s = session()
-    if s.error is not None:
-        return
-    for bench in s.selected():
-        stage, staged = functools.partial(s.stage, bench), functools.partial(s.staged, bench)
-        step = _step(stage, staged, [], teardown=False)
-        yield {"name": bench, **step}
-
-
-def task_render() -> dict[str, Any]:
-    """The dry run: print the remote run dir and every job script (secrets masked); queue nothing."""
-    return _verb("render", _verb_action(lambda: session().print_dry_run()), ["stage"])
-
-
-def task_sync() -> dict[str, Any]:
-    """Check mounts and copy the staged tree to the run directory (only when something will be queued)."""
-    if _STAGE_ONLY_RUN or _SWEEP_RUN:
-        return {"actions": []}
-    s = session()
-    if s.error is not None:
-        return {"actions": [_fail_with(s.error)]}
-    if _SUBMIT_RUN:
-        s.connect_early()  # the SSH handshake overlaps the rendering (nothing opens on a no-op)
-    return _step(s.sync, s.synced, [f"stage:{b}" for b in s.selected()])
-
-
-def task_queue() -> Any:
-    """Queue each benchmark that has no job id yet (one sbatch each, in the run's shell session)."""
-    if _STAGE_ONLY_RUN or _SWEEP_RUN:
-        return
-    s = session()
-    if s.error is not None:
-        return
-    for bench in s.selected():
-        step = _step(functools.partial(s.queue, bench), functools.partial(s.queued, bench), ["sync"])
-        yield {"name": bench, **step}
-
-
-def task_record() -> dict[str, Any]:
-    """Write the record: the local index first (best-effort), then gym-job.json in the run directory."""
-    if _STAGE_ONLY_RUN or _SWEEP_RUN:
-        return {"actions": []}
-    s = session()
-    if s.error is not None:
-        return {"actions": [_fail_with(s.error)]}
-    return _step(s.record, s.recorded, [f"queue:{b}" for b in s.selected()], after_failure=True)
-
-
-def task_submit() -> dict[str, Any]:
-    """Submit every benchmark not queued yet; print the run dir and each job id (json=1: the manifest)."""
-    return _verb("submit", _verb_action(lambda: session().report_submit()), ["record"])
+    return entry.does if entry else ""
 
 
 def _day_two() -> Any:
@@ -282,38 +145,292 @@ def _day_two() -> Any:
     return day_two
 
 
-def task_status() -> dict[str, Any]:
-    """Per benchmark: job id, state, exit code, elapsed, nodes (one squeue and one sacct per call)."""
-    return _verb("status", lambda: _day_two().print_status(session()), needs_config=False)
+class Graph:
+    """The task creators of one run, bound to its run context."""
 
+    def __init__(self, ctx: Session) -> None:
+        self.ctx = ctx
 
-def task_logs() -> dict[str, Any]:
-    """Print (follow=1: follow) one benchmark's newest service and driver logs: only=<bench>."""
-    return _verb("logs", lambda: _day_two().print_logs(session()), needs_config=False)
+    def creators(self) -> dict[str, Callable[[], Any]]:
+        return {name: getattr(self, name) for name in dir(type(self)) if name.startswith("task_")}
 
+    # --- how a step and a verb run ----------------------------------------------------------------
 
-def task_cancel() -> dict[str, Any]:
-    """Cancel the submission's pending and running jobs (only= narrows)."""
-    return _verb("cancel", lambda: _day_two().cancel(session()), needs_config=False)
+    def step_action(self, func: Callable[[], None], *, after_failure: bool = False) -> Callable[[], None]:
+        """An intermediate step (stage, sync, queue, record) whose user error is held for the verb.
 
+        Failing the step itself would make doit skip its dependants with an "unmet dependency" and exit
+        2; holding the error lets the verb task report it (and what was queued) and exit 1. Once an
+        error is held the later steps do nothing, so nothing is half-queued, except the record
+        (`after_failure`), which must still write down whatever was queued before the failure.
+        """
+        ctx = self.ctx
 
-def task_resubmit() -> dict[str, Any]:
-    """Re-queue the benchmarks whose job ended FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, PREEMPTED or
-    BOOT_FAIL, into the same run directory."""
-    return _verb("resubmit", lambda: _day_two().resubmit(session()))
+        def wrapper() -> None:
+            if ctx.held and not (after_failure and ctx.queued_now):
+                return
+            try:
+                func()
+            except UserError as err:
+                ctx.held.append(err)
 
+        return wrapper
 
-def task_results() -> dict[str, Any]:
-    """The score table (results_read.py); what the user sees is in verbs.py."""
+    def verb_action(self, func: Callable[[], Any]) -> Callable[[], Any]:
+        """The verb's action: what the steps held is the verb's failure, after its own report."""
+        ctx = self.ctx
 
-    def action() -> None:
-        from gymbuild import results_read
+        def action() -> Any:
+            result = func() if not ctx.held or ctx.queued_now else None
+            if ctx.held:
+                return TaskFailed("\n".join(dict.fromkeys(str(err) for err in ctx.held)))
+            return result
 
-        results_read.print_results(session())
+        return action
 
-    return _verb("results", action, needs_config=False)
+    def verb(
+        self,
+        name: str,
+        action: Callable[[], Any],
+        task_dep: list[str] | None = None,
+        *,
+        needs_config: bool = True,
+    ) -> dict[str, Any]:
+        """A top-level command; when the config did not load it fails with the config's errors instead."""
+        ctx = self.ctx
+        doc = _verb_doc(name)
+        if ctx.inv.is_sweep and name in verbs.SWEEP_VERBS:  # sweep.py drives one submission per combination
+            from gymbuild import sweep
 
+            action, task_dep, needs_config = sweep.verb_action(name, ctx), [], False
+        if needs_config and not ctx.inv.read_only and ctx.error is not None:
+            return {"doc": doc, "actions": [_fail_with(ctx.error)], "uptodate": [False]}
+        return {
+            "doc": doc,
+            "actions": [user_action(action)],
+            "task_dep": task_dep or [],
+            "uptodate": [False],
+            "teardown": [ctx.close],
+            # Straight to the terminal: doit would also keep a copy of everything the verb prints, which
+            # for the dry run of 1000 benchmarks is 11 MB held twice.
+            "io": {"capture": False},
+        }
 
-def task_runs() -> dict[str, Any]:
-    """List this machine's submissions from the local index, newest first (json=1 for scripts)."""
-    return _verb("runs", lambda: _day_two().print_runs(session()), needs_config=False)
+    def step(
+        self,
+        action: Callable[[], None],
+        check: Callable[[], bool],
+        *,
+        file_dep: Sequence[Path],
+        targets: Sequence[Path],
+        clean: list[Callable[[], None]],
+        task_dep: Sequence[str] = (),
+        after_failure: bool = False,
+        teardown: bool = True,
+    ) -> dict[str, Any]:
+        """A step of the submit pipeline: what it reads (file_dep) and writes (targets), whether it is up
+        to date (read from the workspace), its user errors held for the verb (step_action), and what
+        `doit clean` removes (explicitly: doit's `clean=True` would remove outcomes of queued jobs). The
+        context is closed by the teardown of the steps after the stage tasks, not by a thousand stage
+        tasks each."""
+        return {
+            "actions": [self.step_action(action, after_failure=after_failure)],
+            "file_dep": [str(p) for p in file_dep],
+            "targets": [str(p) for p in targets],
+            "task_dep": list(task_dep),
+            "uptodate": [user_check(check)],
+            "clean": clean,
+            "teardown": [self.ctx.close] if teardown else [],
+        }
+
+    def _pipeline_ready(self) -> bool:
+        """The run builds its pipeline tasks: not for read-only verbs (doit calls every task_*
+        generator before it runs anything, and `status` of a thousand jobs must not compose and
+        validate a thousand benchmarks), not for a sweep (its verbs hand the run to sweep.py), nor
+        when the config did not load (the verb says why)."""
+        inv = self.ctx.inv
+        return not inv.read_only and not inv.is_sweep and self.ctx.error is None
+
+    def _stops_at_stage(self) -> bool:
+        """No sync, queue or record task: the run's verbs stop at the staged tree, or it is a sweep."""
+        return self.ctx.inv.stage_only or self.ctx.inv.is_sweep
+
+    # --- the steps --------------------------------------------------------------------------------
+
+    def task_resolve(self) -> dict[str, Any]:
+        """Validate the config and print it resolved (YAML; json=1 for JSON). host: values stay
+        references. As a step it writes resolved-config.yaml into the staged tree, which every stage
+        task reads; printing is for a run that names the verb."""
+        ctx = self.ctx
+        printing = "resolve" in ctx.inv.verbs
+        if not printing:
+            if not self._pipeline_ready():
+                return {"doc": _verb_doc("resolve"), "actions": []}
+            return {
+                "doc": _verb_doc("resolve"),
+                **self.step(
+                    lambda: stage.write_resolved(ctx),
+                    lambda: stage.resolved_written(ctx),
+                    file_dep=[],
+                    targets=[stage.resolved_path(ctx)],
+                    clean=[lambda: stage.resolved_path(ctx).unlink(missing_ok=True)],
+                    teardown=False,
+                ),
+            }
+        # The verb: `gymbuild resolve` alone leaves no submission behind; with other verbs it also
+        # writes the file they read.
+        writes = any(v != "resolve" for v in ctx.inv.verbs)
+
+        def action() -> None:
+            if writes:
+                stage.write_resolved(ctx)
+            show.print_resolved(ctx)
+
+        task = self.verb("resolve", action)
+        if not ctx.inv.is_sweep and writes and ctx.error is None:
+            task["targets"] = [str(stage.resolved_path(ctx))]
+        return task
+
+    def stage_targets(self, bench: str) -> list[Path]:
+        """The files stage:<bench> writes (render.render_job: job.sh, and the collector's config when
+        the config turns the collector on), known without planning anything."""
+        bench_dir = self.ctx.workspace.stage / bench
+        with_collector = bool(self.ctx.config.otel.enabled)
+        return [bench_dir / "job.sh", *([bench_dir / "otel" / "collector.yaml"] if with_collector else [])]
+
+    def task_stage(self) -> Any:
+        """Render each benchmark's job script into the staged tree (only what changed)."""
+        if not self._pipeline_ready():
+            return
+        ctx = self.ctx
+        templates = sorted(TEMPLATES.iterdir())
+        inputs = [stage.resolved_path(ctx), *templates]
+        for bench in ctx.selected():
+            targets = self.stage_targets(bench)
+            step = self.step(
+                functools.partial(stage.stage_step, ctx, bench),
+                functools.partial(stage.staged, ctx, bench),
+                file_dep=inputs,
+                targets=targets,
+                clean=[functools.partial(stage.unstage, ctx, bench, targets)],
+                teardown=False,
+            )
+            yield {"name": bench, **step}
+
+    def task_render(self) -> dict[str, Any]:
+        """The dry run: print the remote run dir and every job script (secrets masked); queue nothing."""
+        return self.verb("render", self.verb_action(lambda: show.print_dry_run(self.ctx)), ["stage"])
+
+    def task_sync(self) -> dict[str, Any]:
+        """Check mounts and copy the staged tree to the run directory (only when something will be queued)."""
+        ctx = self.ctx
+        if self._stops_at_stage():
+            return {"actions": []}
+        if ctx.error is not None:
+            return {"actions": [_fail_with(ctx.error)]}
+        if ctx.inv.submits:
+            ctx.connect_early()  # the SSH handshake overlaps the rendering (nothing opens on a no-op)
+        staged = [p for b in ctx.selected() for p in self.stage_targets(b)]
+        return self.step(
+            lambda: None if sync.synced(ctx) else sync.sync(ctx),
+            lambda: sync.synced(ctx),
+            file_dep=[stage.resolved_path(ctx), *staged],
+            targets=[ctx.workspace.stamps_dir / sync.SYNC_STAMP],
+            clean=[],  # the stamp says what the run directory holds: it outlives the staged files
+        )
+
+    def queue_step(self, bench: str) -> None:
+        """queue:<bench>'s action. The batched step, here only: the first queue task of a run runs the
+        pipeline for every benchmark the run queues (one pipelined pass), the tasks after it find
+        theirs done (a queued benchmark is never queued again)."""
+        ctx = self.ctx
+        if bench in ctx.queue_done or queue.queued(ctx, bench):
+            return
+        try:
+            pipeline.run(ctx)
+        except UserError:
+            if bench not in ctx.queue_done:
+                raise  # else the task of the benchmark it stopped at reports it when doit gets there
+
+    def task_queue(self) -> Any:
+        """Queue each benchmark that has no job id yet (one sbatch each, in the run's shell session)."""
+        ctx = self.ctx
+        if self._stops_at_stage() or ctx.error is not None:
+            return
+        synced = ctx.workspace.stamps_dir / sync.SYNC_STAMP
+        for bench in ctx.selected():
+            step = self.step(
+                functools.partial(self.queue_step, bench),
+                functools.partial(queue.queued, ctx, bench),
+                file_dep=[ctx.workspace.stage / bench / "job.sh", synced],
+                targets=[ctx.workspace.outcome_path(bench)],
+                task_dep=["sync"],
+                clean=[],  # an outcome holds the job id of a queued job: never removed
+            )
+            yield {"name": bench, **step}
+
+    def task_record(self) -> dict[str, Any]:
+        """Write the record: the local index first (best-effort), then gym-job.json in the run directory."""
+        ctx = self.ctx
+        if self._stops_at_stage():
+            return {"actions": []}
+        if ctx.error is not None:
+            return {"actions": [_fail_with(ctx.error)]}
+        outcomes = [ctx.workspace.outcome_path(b) for b in ctx.selected()]
+
+        def up_to_date() -> bool:
+            # A benchmark never queued has no outcome file yet: the record is not up to date (and
+            # doit must not look for a file_dep that is not there).
+            return record.recorded(ctx) and all(p.exists() for p in outcomes)
+
+        return self.step(
+            lambda: None if record.recorded(ctx) else record.record(ctx),
+            up_to_date,
+            file_dep=outcomes,
+            targets=[record.manifest_copy(ctx)],
+            task_dep=[f"queue:{b}" for b in ctx.selected()],
+            clean=[],  # the copy of a submission's manifest: never removed
+            after_failure=True,
+        )
+
+    def task_submit(self) -> dict[str, Any]:
+        """Submit every benchmark not queued yet; print the run dir and each job id (json=1: the manifest)."""
+
+        def report() -> TaskFailed | None:
+            failure = show.report_submit(self.ctx)
+            return TaskFailed(failure) if failure else None
+
+        return self.verb("submit", self.verb_action(report), ["record"])
+
+    # --- the day-two verbs --------------------------------------------------------------------------
+
+    def task_status(self) -> dict[str, Any]:
+        """Per benchmark: job id, state, exit code, elapsed, nodes (one squeue and one sacct per call)."""
+        return self.verb("status", lambda: _day_two().print_status(self.ctx), needs_config=False)
+
+    def task_logs(self) -> dict[str, Any]:
+        """Print (follow=1: follow) one benchmark's newest service and driver logs: only=<bench>."""
+        return self.verb("logs", lambda: _day_two().print_logs(self.ctx), needs_config=False)
+
+    def task_cancel(self) -> dict[str, Any]:
+        """Cancel the submission's pending and running jobs (only= narrows)."""
+        return self.verb("cancel", lambda: _day_two().cancel(self.ctx), needs_config=False)
+
+    def task_resubmit(self) -> dict[str, Any]:
+        """Re-queue the benchmarks whose job ended FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, PREEMPTED
+        or BOOT_FAIL, into the same run directory (the submit pipeline, for those benchmarks)."""
+        return self.verb("resubmit", lambda: _day_two().resubmit(self.ctx))
+
+    def task_results(self) -> dict[str, Any]:
+        """The score table (results_read.py); what the user sees is in verbs.py."""
+
+        def action() -> None:
+            from gymbuild import results_read
+
+            results_read.print_results(self.ctx)
+
+        return self.verb("results", action, needs_config=False)
+
+    def task_runs(self) -> dict[str, Any]:
+        """List this machine's submissions from the local index, newest first (json=1 for scripts)."""
+        return self.verb("runs", lambda: _day_two().print_runs(self.ctx), needs_config=False)

@@ -153,7 +153,13 @@ VERBS: tuple[Verb, ...] = (
         "logs",
         "logs config=FILE only=BENCH",
         "that benchmark's newest service and driver logs (follow=1 to follow)",
-        (*_SUBMISSION, ("only", "the one benchmark whose logs to show"), ("follow", "")),
+        (
+            *_SUBMISSION,
+            ("only", "the one benchmark whose logs to show"),
+            ("follow", ""),
+            ("multirun", "name the sweep's submissions (their logs are one run= each)"),
+            ("sweep", ""),
+        ),
         ("gymbuild logs config=eval.yaml only=gpqa", "gymbuild logs config=eval.yaml only=gpqa follow=1"),
     ),
     Verb(
@@ -199,8 +205,8 @@ VERBS: tuple[Verb, ...] = (
 )
 
 # The verbs that act on a whole sweep with multirun=1 or sweep=ID (sweep.py); `runs` lists every
-# submission as it is, and `logs` needs one of them, named with run=.
-SWEEP_VERBS = frozenset({"resolve", "render", "submit", "status", "resubmit", "cancel", "results"})
+# submission as it is, and `logs` names the sweep's submissions, one of which run= shows.
+SWEEP_VERBS = frozenset({"resolve", "render", "submit", "status", "resubmit", "cancel", "results", "logs"})
 
 # Steps of the submit pipeline: doit tasks, but no verb (submit and resubmit run them).
 STEPS = frozenset({"stage", "sync", "queue", "record"})

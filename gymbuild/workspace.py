@@ -123,6 +123,7 @@ class Workspace:
         """Make `submission` current: a fresh staged tree and no outcomes."""
         for stale in (self.stage, self.outcomes_dir, self.stamps_dir):
             shutil.rmtree(stale, ignore_errors=True)
+        (self.dir / "gym-job.json").unlink(missing_ok=True)  # the last submission's manifest copy
         self._stage_stamps_cache, self._stage_stamps_dirty = None, False
         self._outcomes_cache = {}
         self.stage.mkdir(parents=True)
@@ -235,11 +236,20 @@ class Workspace:
     def set_stage_stamp(self, bench: str, value: str) -> None:
         """Remember (until save_stage_stamps) that `bench` is staged from `value`. The first change in a
         run removes the saved map, so a run killed while it rewrites staged files vouches for none."""
+        self._changing_stage_stamps()[bench] = value
+
+    def drop_stage_stamp(self, bench: str) -> None:
+        """Forget that `bench` is staged (its files were removed): the next run renders it again."""
+        if bench in self._stage_stamps():
+            del self._changing_stage_stamps()[bench]
+
+    def _changing_stage_stamps(self) -> dict[str, str]:
+        """The stage stamps, about to change: the saved map goes first (see set_stage_stamp)."""
         stamps = self._stage_stamps()
         if not self._stage_stamps_dirty:
             self._stage_stamps_dirty = True
             self.stage_stamps_file.unlink(missing_ok=True)
-        stamps[bench] = value
+        return stamps
 
     def save_stage_stamps(self) -> None:
         """One file for every benchmark's stage stamp (a thousand stamp files cost a tenth of a second)."""

@@ -37,7 +37,7 @@ def _job_script(cluster: Cluster, run_dir: Path, bench: str) -> str:
 
 
 def _queue(conn: Connection, script: str, attempt: str, environment: dict[str, str] | None = None) -> Result:
-    """As Session.queue_many sends it: in the session's own shell, not a subshell."""
+    """As steps.queue.queue_many sends it: in the session's own shell, not a subshell."""
     return conn.receive(conn.send(slurm.queue_command(script, environment or {}, attempt), in_session=True))
 
 

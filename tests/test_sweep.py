@@ -222,6 +222,10 @@ def test_a_local_sweep_globs_here_and_evaluates_each_new_checkpoint_once(tmp_pat
         assert done.returncode == 0, done.stdout + done.stderr
         return done
 
+    # Before the first checkpoint: nothing to submit, and no error (the cron line runs again later).
+    empty = run("submit", *line[:2], f"driver.benchmarks.demo.command=paths({ckpts}/nothing_*)", "json=1")
+    assert json.loads(empty.stdout)["cells"] == []
+    assert f"paths({ckpts}/nothing_*) matches nothing" in empty.stderr
     first = run("submit", *line)
     assert first.stdout.count("submitted demo -> local job") == 2
     checkpoint(ckpts, "iter_30")
@@ -239,6 +243,19 @@ def test_a_local_sweep_globs_here_and_evaluates_each_new_checkpoint_once(tmp_pat
         time.sleep(1)
     assert [cell["label"] for cell in doc["cells"]] == [f"command={ckpts}/iter_{n}" for n in (20, 30, 100)]
     assert states == ["COMPLETED"] * 3
+    # The dry run of each combination names its own run directory.
+    dry = json.loads(run("render", *line, "json=1").stdout)
+    assert [c["dry_run"]["run_dir"] for c in dry["cells"]] == [
+        str(tmp_path / "runs" / c["gym_job_id"]) for c in doc["cells"]
+    ]
+    # Logs are one submission's: the sweep names each combination's, to pick one with run=.
+    logs = subprocess.run([gym, "logs", *line[:2]], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert logs.returncode == 1 and "Traceback" not in logs.stderr
+    assert [ln.split(": run=")[0].strip() for ln in logs.stderr.splitlines() if ": run=" in ln] == [
+        cell["label"] for cell in doc["cells"]
+    ]
+    picked = doc["cells"][0]["gym_job_id"]
+    assert f"runs/{picked}/demo/logs/" in run("logs", *line[:2], f"run={picked}", "only=demo").stdout
     table = run("results", "config=eval.yaml", "multirun=1", "format=csv").stdout
     scores = [row.split(",") for row in table.splitlines() if ",score," in row]
     assert [(row[1].rsplit("/", 1)[-1], row[-3]) for row in scores] == [

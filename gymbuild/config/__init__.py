@@ -48,8 +48,8 @@ def load_config(
     """Load, validate and type a config; raise ConfigError listing every problem found.
 
     With a `cache`, a file whose tree depends on its bytes alone, and that validated cleanly, is
-    validated once: importing jsonschema and validating cost ~0.2 s of every command (more at a
-    thousand benchmarks). Secrets and the environment are read afresh every time.
+    validated once: importing jsonschema and validating is a fixed cost of every command otherwise,
+    growing with the number of benchmarks. Secrets and the environment are read afresh every time.
     """
     source = Path(path)
     env = os.environ if environ is None else environ

@@ -1,5 +1,5 @@
-"""libyaml under Hydra: OmegaConf parses config files with PyYAML's pure-Python scanner, which was half
-the time of composing a 1000-benchmark config (about 0.6 s of 1.4).
+"""libyaml under Hydra: OmegaConf parses config files with PyYAML's pure-Python scanner, the largest
+part of composing a large config (docs/performance.md, "Why the code is shaped so").
 
 While `libyaml_for_omegaconf()` is active, `OmegaConf.load` gets a loader that parses with libyaml
 (PyYAML's CSafeLoader) and keeps OmegaConf's rules: its implicit resolvers (taken from OmegaConf's own
@@ -58,7 +58,7 @@ def _no_duplicate_keys(self: Any, node: yaml.MappingNode, deep: bool = False) ->
 _C_LOADER: type | None = None
 
 
-def _c_loader(pure: type) -> type:
+def _c_loader(pure: type[yaml.SafeLoader]) -> type:
     """A CSafeLoader resolving and constructing as `pure` (OmegaConf's loader class) does. OmegaConf
     makes a new, identical class per call, so the first one's tables serve for the process."""
     global _C_LOADER

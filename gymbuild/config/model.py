@@ -50,7 +50,7 @@ class EnvValue:
         kind, _, rest = text.partition(":")
         if kind not in ENV_PREFIXES:
             raise ValueError(f"env value {text!r} has no lit:/host:/runtime: prefix")
-        return cls(kind, rest)  # type: ignore[arg-type]
+        return cls(kind, rest)
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.value}"
@@ -456,7 +456,12 @@ def _command(name: str, tree: Mapping[str, Any], _pools: Mapping[str, NodePool])
     )
 
 
-_SERVICE_BUILDERS = {"vllm": _vllm, "vllm_pd": _vllm_pd, "ray": _ray, "command": _command}
+_SERVICE_BUILDERS: dict[str, Callable[[str, Mapping[str, Any], Mapping[str, NodePool]], Service]] = {
+    "vllm": _vllm,
+    "vllm_pd": _vllm_pd,
+    "ray": _ray,
+    "command": _command,
+}
 
 
 def job_groups(

@@ -9,7 +9,7 @@ misfire or crash. Every finding names the config path and the fix. Pure: no I/O.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,7 +48,7 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _names(items: Any) -> str:
+def _names(items: Iterable[object]) -> str:
     return ", ".join(f"`{i}`" for i in items) or "none"
 
 
@@ -174,7 +174,7 @@ def placement_and_pools(r: Rules) -> None:
     else:
         where = f"none yet: define it under compute.{cname}.node_pools"
 
-    def check_pool(path: Path, pool: Any) -> None:
+    def check_pool(path: Path, pool: object) -> None:
         if isinstance(pool, str) and pool not in pools:
             r.error(path, f"node pool `{pool}` does not exist in compute `{cname}`", f"pools: {where}")
 
@@ -243,7 +243,7 @@ def pd_services(r: Rules) -> None:
                     )
         tiers = pd_tier_trees(svc)
         ports = [tiers[t].get("data_parallel_rpc_port") for t in ("prefill", "decode")]
-        if ports[0] == ports[1] and r.ok((*path, "prefill"), (*path, "decode")):
+        if ports[0] is not None and ports[0] == ports[1] and r.ok((*path, "prefill"), (*path, "decode")):
             r.error(
                 (*path, "decode", "data_parallel_rpc_port"),
                 f"the prefill and decode tiers share data_parallel_rpc_port {ports[0]}; each tier binds it "

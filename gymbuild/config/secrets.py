@@ -21,7 +21,7 @@ def env_entries(tree: Mapping[str, Any]) -> Iterator[tuple[str, str, str]]:
     unset variable is reported together with every other problem.
     """
 
-    def from_env(prefix: str, env: Any) -> Iterator[tuple[str, str, str]]:
+    def from_env(prefix: str, env: object) -> Iterator[tuple[str, str, str]]:
         if isinstance(env, Mapping):
             for key, value in env.items():
                 if isinstance(value, str):

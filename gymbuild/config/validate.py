@@ -216,6 +216,8 @@ def _problems_of(error: ValidationError) -> list[Problem]:
     where = dotted(path)
     kind = error.validator
     value = error.instance
+    # The failed keyword's value (jsonschema's stubs allow Unset, which a reported error never has).
+    keyword: Any = error.validator_value
     schema = error.schema if isinstance(error.schema, Mapping) else {}
 
     if kind in ("additionalProperties", "unevaluatedProperties") and isinstance(value, Mapping):
@@ -231,12 +233,11 @@ def _problems_of(error: ValidationError) -> list[Problem]:
                 f"missing required key `{key}`",
                 f"add `{key}:`" + (f" ({_description(props[key])})" if key in props else ""),
             )
-            for key in error.validator_value
+            for key in keyword
             if key not in value
         ]
     if kind == "type":
-        wanted = error.validator_value
-        wanted = wanted if isinstance(wanted, list) else [wanted]
+        wanted: list[str] = keyword if isinstance(keyword, list) else [keyword]
         if wanted == ["null"]:
             return [Problem(where, "must not be set here", _description(schema) or f"remove `{where}`")]
         expected = " or ".join(_JSON_TYPES.get(w, w) for w in wanted)
@@ -246,7 +247,7 @@ def _problems_of(error: ValidationError) -> list[Problem]:
         fix += f" ({desc})" if desc else ""
         return [Problem(where, f"expected {expected}, got {_type_name(value)}{_shown(path, value)}", fix)]
     if kind in ("enum", "const"):
-        allowed = error.validator_value if kind == "enum" else [error.validator_value]
+        allowed = keyword if kind == "enum" else [keyword]
         names = [str(a) for a in allowed]
         close = difflib.get_close_matches(str(value), names, n=1, cutoff=0.6)
         hint = f"did you mean `{close[0]}`? " if close else ""
@@ -268,7 +269,7 @@ def _problems_of(error: ValidationError) -> list[Problem]:
             )
         ]
     if kind in ("minProperties", "maxProperties") and isinstance(value, Mapping):
-        names = ", ".join(map(str, value)) or "none"
+        listed = ", ".join(map(str, value)) or "none"
         low, high = schema.get("minProperties", 0), schema.get("maxProperties")
         if high == 0:
             return [Problem(where, "must be empty here", _description(schema) or f"remove `{where}`")]
@@ -276,7 +277,7 @@ def _problems_of(error: ValidationError) -> list[Problem]:
         return [
             Problem(
                 where,
-                f"has {len(value)} entries ({names}); it needs {need}",
+                f"has {len(value)} entries ({listed}); it needs {need}",
                 "keep one entry" if low == high == 1 else f"give it {need}",
             )
         ]

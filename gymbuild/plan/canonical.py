@@ -39,15 +39,15 @@ class _Canonical:
     """Base of the plan's dataclasses: each keeps its canonical JSON text once it is computed.
 
     A submission's plans share their config-level parts (service steps, pools, ...) as the same
-    objects (`planner`), so such a part is encoded once however many benchmarks carry it: encoding
-    every plan of a 1000-benchmark submission walked the same service steps 1000 times.
+    objects (`planner`), so such a part is encoded once however many benchmarks carry it, not once
+    per benchmark.
     Frozen, so the kept text cannot go stale; `replace()` makes a new object with nothing kept.
     """
 
     @property
     def canonical_json(self) -> str:
         # Kept in the instance's __dict__ by hand: functools.cached_property takes a lock per access
-        # in Python 3.11, which cost more than it saved.
+        # in Python 3.11, which costs more than the encoding it saves.
         kept = self.__dict__.get("_canonical_json")
         if kept is None:
             kept = self.__dict__["_canonical_json"] = _dataclass_json(self)
@@ -57,9 +57,10 @@ class _Canonical:
 def canonical_json(value: Any) -> str:
     """The text `json.dumps(form, sort_keys=True, separators=(",", ":"))` gives for the JSON form of a
     plan value: a dataclass as an object of its fields plus `"__type__": <class name>`, tuples and
-    lists as arrays, mappings with str keys. Written directly, without building the form first (the
-    generic walk was ~0.1 ms a benchmark). Types stay apart (1, 1.0, true and "1" render differently,
-    so their texts must differ, or a part rendered once for one would be reused for another)."""
+    lists as arrays, mappings with str keys. Written directly, without building the form first (a
+    generic walk is most of a plan's encoding time). Types stay apart (1, 1.0, true and "1" render
+    differently, so their texts must differ, or a part rendered once for one would be reused for
+    another)."""
     encode = _BY_TYPE.get(type(value))
     if encode is not None:
         return encode(value)

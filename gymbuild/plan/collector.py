@@ -32,6 +32,7 @@ def _collector(
     if shared.collector_ports is None:
         return None
     otel = config.otel
+    assert otel.endpoint and otel.service_name  # _collector_ports refuses a collector without them
     grpc, http, health = shared.collector_ports
     return CollectorPlan(
         binary=otel.binary,

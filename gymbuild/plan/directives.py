@@ -11,7 +11,7 @@ from gymbuild.errors import UserError
 _DIRECTIVE_UNSAFE = re.compile(r'["\n\r\\]')
 
 
-def _directive(key: str, value: Any, where: str) -> tuple[str, str | None]:
+def _directive(key: str, value: object, where: str) -> tuple[str, str | None]:
     """sbatch reads `#SBATCH` lines itself (double quotes group words); refuse what it cannot carry."""
     text = None if value is None or value is True else str(value)  # None: a bare flag
     for part in (key, text or ""):
@@ -37,7 +37,7 @@ def _config_directives(
         before.append(_directive("account", compute.account, f"{where}.account"))
     if compute.walltime:
         before.append(_directive("time", compute.walltime, f"{where}.walltime"))
-    after = [("output", "logs/slurm-%j.log")]
+    after: list[tuple[str, str | None]] = [("output", "logs/slurm-%j.log")]
     pools = list(compute.node_pools.values())
     if pools:
         first = pools[0]

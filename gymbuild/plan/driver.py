@@ -54,7 +54,7 @@ def _driver(config: Config, shared: _Shared, bench: Benchmark, *, bench_dir: str
         # Read by the driver's own shell (GYM_POLICY_PORT is in its environment) ...
         base_url = (f"http://{drv.policy_host}:", Ref("GYM_POLICY_PORT"), "/v1")
         # ... and by the batch shell, for a command benchmark's NEMO_GYM_POLICY_BASE_URL.
-        base_url_batch: Word = (f"http://{drv.policy_host}:", Ref(policy_port.var), "/v1")
+        base_url_batch = (f"http://{drv.policy_host}:", Ref(policy_port.var), "/v1")
     env = shared.driver_env
     run: tuple[Word, ...] = ()
     if bench.command:

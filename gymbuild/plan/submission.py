@@ -42,9 +42,9 @@ def _secret_names(steps: Iterable[ServiceStep], driver: DriverStep) -> tuple[str
 class _Shared:
     """The parts of a plan that come from the config (and the submission) alone, not the benchmark.
 
-    `planner` plans them once and every benchmark's plan holds the same objects: planning them again
-    per benchmark was a third of planning, and shared objects keep their canonical JSON
-    (`_Canonical`), so rendering 1000 plans encodes the service steps once.
+    `planner` plans them once and every benchmark's plan holds the same objects: they would come out
+    equal for every benchmark anyway, and shared objects keep their canonical JSON (`_Canonical`), so
+    rendering 1000 plans encodes the service steps once (docs/performance.md, "Why the code is shaped so").
     """
 
     collector_ports: tuple[Port, Port, Port] | None  # grpc, http, health; None: no collector

@@ -123,12 +123,12 @@ def sbatch_value(value: str) -> str:
     return value if _SBATCH_PLAIN.match(value) else f'"{value}"'
 
 
-def yaml_str(value: Any) -> str:
+def yaml_str(value: object) -> str:
     """A YAML scalar for collector.yaml; `$` doubled because the collector expands `${...}` itself."""
     return json.dumps(str(value)).replace("$", "$$")
 
 
-def _once_key(arg: Any) -> str:
+def _once_key(arg: object) -> str:
     """An argument of `once` as its canonical JSON; an executor's macros (a template module) by name."""
     return f"template:{arg.__name__}" if isinstance(arg, TemplateModule) else canonical_json(arg)
 
@@ -141,8 +141,8 @@ def once(macro: Callable[..., str], *args: Any) -> str:
     """`macro(*args)`, rendered once for equal arguments (a template calls it for a part of the job).
 
     The parts of a job that depend on config-level plan parts only (a service step's script, the
-    readiness checks) are the same for every benchmark of a submission, and rendering them again for
-    each of 1000 benchmarks was a quarter of a render. Arguments are compared by their canonical
+    readiness checks) are the same for every benchmark of a submission, so they are rendered once,
+    not once per benchmark. Arguments are compared by their canonical
     JSON, which keeps types apart (1, 1.0 and True render differently) and is kept on each plan
     part (gymbuild/plan), so a lookup costs little more than a dict access. Pure: macros do no I/O.
     """
@@ -158,9 +158,9 @@ def once(macro: Callable[..., str], *args: Any) -> str:
 def keep_compiled_templates(directory: Path) -> None:
     """Keep compiled templates in `directory` (the edge calls this; rendering itself does no I/O).
 
-    Compiling the templates is ~0.1 s of every render and submit. Jinja checks each entry against its
+    Compiling the templates is a fixed cost of every render and submit. Jinja checks each entry against its
     template's source, so an edited template is compiled afresh; without a writable directory the
-    templates are compiled every time, as before.
+    templates are compiled every time.
     """
     try:
         directory.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,134 @@
+"""Queue: one sbatch (or local start) per benchmark, its outcome written the moment its answer is read,
+and the recovery of what a killed run left in flight.
+
+The one batched step: every benchmark a run queues goes through one pipelined pass (queue_many) in
+the run's shell, whatever doit task or verb asked for it (pipeline.py).
+"""
+
+from __future__ import annotations
+
+import collections
+import secrets
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from gymbuild.executors.base import Answer, Queued
+from gymbuild.steps import stage
+from gymbuild.steps.record import keep_benchmark_order
+from gymbuild.workspace import Outcome
+
+if TYPE_CHECKING:
+    from gymbuild.session import Session
+
+IO_THREADS = 4  # outcome and stamp writes (each fsynced) at once while sbatch calls are in flight
+QUEUE_PIPELINE = 16  # sbatch calls in flight at once in the run's shell (a few KB of pipe either way)
+
+
+def queued(ctx: Session, bench: str) -> bool:
+    """`bench` has a job id in the current submission (its outcome file, queue:<bench>'s target)."""
+    outcome = ctx.current_outcome(bench)
+    return outcome is not None and outcome.job_id is not None
+
+
+def queue_many(ctx: Session, benches: list[str]) -> None:
+    """sbatch each benchmark and write its outcome the moment its answer is read.
+
+    Up to QUEUE_PIPELINE sbatch calls are in flight in the run's shell at once (each still its own
+    command, with its own status and output), so writing outcomes and stamps here overlaps sbatch
+    there: one at a time, a thousand benchmarks waited for ~10 ms of local work per sbatch. Each
+    in-flight stamp is durable before its sbatch is sent, so a run killed with calls in flight
+    leaves the next one what it needs to recover them (the executor's `recover_lost`); the stamps of the next
+    few benchmarks and the outcomes are written (and fsynced) on IO threads, because two fsyncs a
+    benchmark in this thread were most of a submit's local time.
+    """
+    executor = ctx.executor
+    keep_benchmark_order(ctx)
+    if ctx.queue_total is None:  # once per run: reading every outcome per sbatch was O(N^2)
+        ctx.queue_total = len(ctx.to_queue())
+    run_dir = ctx.submission().run_dir
+    if not ctx.queue_locked:  # once per session: its shell holds the lock (slurm)
+        executor.hold_queue(ctx.connection(), run_dir)
+        ctx.queue_locked = True
+    # Read before any new stamp is written: these are the attempts of a killed run.
+    lost = {b: a for b in benches if (a := ctx.workspace.stamp(f"inflight-{b}")) is not None}
+    earlier_outcomes = ctx.workspace.outcomes()  # once: only this run writes them (it holds the lock)
+    fresh = collections.deque(b for b in benches if b not in lost)
+    stamped: collections.deque[tuple[str, str, Future[None]]] = collections.deque()
+    in_flight: collections.deque[tuple[str, Outcome | None, Answer]] = collections.deque()
+    with ThreadPoolExecutor(IO_THREADS, thread_name_prefix="gymbuild-io") as io:
+        writes: list[Future[None]] = []
+
+        def stamp(bench: str) -> tuple[str, Future[None]]:
+            attempt = secrets.token_hex(6)
+            return attempt, io.submit(ctx.workspace.set_stamp, f"inflight-{bench}", attempt)
+
+        def done(bench: str, earlier: Outcome | None, result: Queued) -> None:
+            writes.append(io.submit(_queued, ctx, bench, earlier, result))
+
+        def receive_one() -> None:
+            bench, earlier, answer = in_flight.popleft()
+            done(bench, earlier, answer())
+
+        try:
+            for bench in benches:
+                script = f"{run_dir}/{bench}/job.sh"
+                earlier = earlier_outcomes.get(bench)
+                if bench in lost:
+                    while in_flight:  # answers come back in order: read those sent before
+                        receive_one()
+                    known = frozenset(earlier.previous_job_ids) if earlier else frozenset()
+                    plan = stage.bench_plan(ctx, bench)
+                    adopted = executor.recover_lost(ctx.connection(), script, lost[bench], plan, known)
+                    if adopted is not None:
+                        done(bench, earlier, adopted)
+                        continue
+                    attempt, stamp_written = stamp(bench)
+                else:
+                    # A few benchmarks ahead are stamped at once, no more: a run killed now
+                    # leaves each stamped benchmark one recovery round trip for the next run.
+                    while fresh and len(stamped) < QUEUE_PIPELINE:
+                        ahead = fresh.popleft()
+                        stamped.append((ahead, *stamp(ahead)))
+                    _, attempt, stamp_written = stamped.popleft()
+                stamp_written.result()  # durable before the command is sent
+                answer = executor.send(ctx.connection(), script, job_environment(ctx), attempt)
+                in_flight.append((bench, earlier, answer))
+                if len(in_flight) >= QUEUE_PIPELINE:
+                    receive_one()
+            while in_flight:
+                receive_one()
+        finally:
+            for write in writes:  # every answer read is on disk before anything else is said
+                write.result()
+
+
+def _queued(ctx: Session, bench: str, earlier: Outcome | None, result: Queued) -> None:
+    """Write what queueing `bench` gave (on an IO thread), then drop its in-flight stamp."""
+    from gymbuild.jobs import utc_now, utc_timestamp
+
+    ctx.workspace.save_outcome(
+        Outcome(
+            benchmark=bench,
+            job_id=result.job_id,
+            error=result.error,
+            script_digest=stage.stage_digest(ctx, bench),
+            at=utc_timestamp(utc_now()),
+            previous_job_ids=earlier.previous_job_ids if earlier else (),
+        )
+    )
+    (ctx.workspace.stamps_dir / f"inflight-{bench}").unlink(missing_ok=True)
+    with ctx.progress_lock:
+        ctx.queue_done.add(bench)
+        ctx.queued_now.append(bench)
+        ctx.progress.show(f"queued {len(ctx.queued_now)}/{ctx.queue_total}")
+
+
+def job_environment(ctx: Session) -> dict[str, str]:
+    """What the job reads from the environment it is queued with: the collector's ingest token,
+    which DESIGN keeps out of every file in the run directory, job.sh included."""
+    assert ctx.resolved is not None
+    otel = ctx.config.otel
+    return {otel.token_env: ctx.resolved.secrets[otel.token_env]} if otel.enabled else {}
+
+
+# --- record --------------------------------------------------------------------------------

@@ -1,0 +1,179 @@
+"""Stage: each benchmark's plan, rendered into its job script in the workspace's staged tree.
+
+Whether a benchmark is staged is told from a digest of what its script is made from
+(stage_digest), without planning or rendering it; the stage stamps in the workspace say which digest
+each staged script was rendered from.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gymbuild.errors import UserError
+from gymbuild.workspace import atomic_write, digest
+
+if TYPE_CHECKING:
+    from gymbuild.session import Session
+
+
+@functools.cache
+def renderer() -> Any:
+    """gymbuild.render, with its compiled templates kept in the user's cache between runs."""
+    from gymbuild import render
+    from gymbuild.resources import user_cache_home
+
+    render.keep_compiled_templates(user_cache_home() / "gymbuild" / "jinja")
+    return render
+
+
+def bench_plan(ctx: Session, bench: str) -> Any:
+    """`bench`'s plan, made on first need: a no-op submit plans nothing, a re-submit of ten of a
+    thousand benchmarks plans ten (whether a script is stale is told by stage_digest, unplanned)."""
+    found = ctx.plans.get(bench)
+    if found is None:
+        from gymbuild.plan import planner
+
+        try:
+            if ctx.planner is None:
+                sub = ctx.submission()
+                ctx.planner = planner(ctx.config, run_dir=sub.run_dir, gym_job_id=sub.gym_job_id)
+            found = ctx.plans[bench] = ctx.planner(bench)
+        except UserError as err:  # the plan names the config path; the user also needs the file
+            fix = "" if "fix:" in str(err) else "\n    fix: correct that value in the config"
+            raise UserError(f"error: {ctx.inv.config}: {err}{fix}") from None
+    return found
+
+
+def _stage_basis(ctx: Session) -> str:
+    """What every benchmark's script is made from besides its own entry: the code that makes
+    scripts, the secrets, the submission, and the resolved config without driver.benchmarks."""
+    found = ctx.memo.get("stage_basis")
+    if found is not None:
+        return str(found)
+    from gymbuild.config.model import thaw
+    from gymbuild.resources import script_code_digest
+
+    assert ctx.resolved is not None
+    sub = ctx.submission()
+    tree = dict(ctx.resolved.tree)
+    tree["driver"] = {k: v for k, v in tree["driver"].items() if k != "benchmarks"}
+    secrets_digest = hashlib.sha256(json.dumps(dict(ctx.resolved.secrets), sort_keys=True).encode())
+    basis = digest(script_code_digest(), secrets_digest.hexdigest(), sub.run_dir, sub.gym_job_id, thaw(tree))
+    ctx.memo["stage_basis"] = basis
+    return basis
+
+
+def stage_digest(ctx: Session, bench: str) -> str:
+    """What `bench`'s script is made from: the shared basis and the benchmark's own config entry.
+
+    A plan depends on nothing else (plan.py is pure and a benchmark's plan reads no other
+    benchmark), so equal inputs make an equal script without planning or rendering anything.
+    Cached for the run: doit's uptodate checks, stage, queue and the report all ask.
+    """
+    found = ctx.stage_digests.get(bench)
+    if found is None:
+        from gymbuild.config.model import thaw
+
+        assert ctx.resolved is not None
+        entry = thaw(ctx.resolved.tree["driver"]["benchmarks"][bench])
+        found = ctx.stage_digests[bench] = digest(_stage_basis(ctx), bench, entry)
+    return found
+
+
+def staged(ctx: Session, bench: str) -> bool:
+    """Up to date when queued already (its script is never touched again) or staged from these
+    inputs (stage_digest). The digest first: it settles the submission (new=1 empties the stamps)."""
+    wanted = stage_digest(ctx, bench)
+    if ctx.workspace.stage_stamp(bench) == wanted:
+        return True
+    outcome = ctx.current_outcome(bench)
+    return outcome is not None and bool(outcome.job_id)
+
+
+def stage_all(ctx: Session, benches: list[str] | None = None) -> None:
+    """Stage what is not staged yet of `benches` (default: the run's selection), in one pass: doit's
+    stage:<bench> calls it, so the first stage task of a run stages every benchmark the run will stage
+    and the tasks after it find theirs done. A staged benchmark is never rendered again."""
+    stage_many(ctx, [b for b in (ctx.selected() if benches is None else benches) if not staged(ctx, b)])
+
+
+def stage_many(ctx: Session, benches: list[str]) -> None:
+    """Render each benchmark's job and write it into the staged tree, in order; the first error (a
+    plan the config cannot express) stops the pass, as a held error stops the steps after it."""
+    assert ctx.resolved is not None
+    render, secrets = renderer(), ctx.resolved.secrets
+    for done, bench in enumerate(benches):
+        if done % 25 == 0 and len(benches) >= 100:
+            ctx.progress.show(f"rendering job scripts {done}/{len(benches)}")
+        plan = bench_plan(ctx, bench)
+        job = render.render_job(plan, secrets)
+        if not plan.secrets:  # the dry run's masked text is the same text: render it once
+            ctx.rendered[bench] = job
+        files = {rel: (f.text, f.mode) for rel, f in job.files.items()}
+        # No empty dirs: the sync makes logs/ (Slurm opens logs/slurm-<id>.log before the job
+        # runs), and the job makes the rest (artifacts/, model-calls/, ...) as it starts.
+        ctx.workspace.write_staged(bench, files)
+        ctx.workspace.set_stage_stamp(bench, stage_digest(ctx, bench))
+    ctx.progress.done(keep=False)
+
+
+def resolved_text(ctx: Session) -> str:
+    """The resolved config as YAML, host: values kept as references (the YAML dump of 1000 benchmarks
+    takes a twentieth of a second: once a run)."""
+    found = ctx.memo.get("resolved_text")
+    if found is None:
+        from gymbuild.config.output import dump_tree
+
+        assert ctx.resolved is not None
+        found = ctx.memo["resolved_text"] = dump_tree(ctx.resolved.tree)
+    return str(found)
+
+
+def resolved_path(ctx: Session) -> Path:
+    from gymbuild.jobs import RESOLVED_CONFIG_NAME
+
+    return ctx.workspace.stage / RESOLVED_CONFIG_NAME
+
+
+def resolved_written(ctx: Session) -> bool:
+    """The staged resolved-config.yaml says what this run resolved. The submission is settled
+    first: a fresh one (new=1) empties the staged tree, which must not happen after this check."""
+    ctx.submission()
+    try:
+        return resolved_path(ctx).read_text() == resolved_text(ctx)
+    except FileNotFoundError:
+        return False
+
+
+def write_resolved(ctx: Session) -> None:
+    """resolved-config.yaml in the staged tree (it goes to the run directory with the scripts)."""
+    if not resolved_written(ctx):
+        atomic_write(resolved_path(ctx), resolved_text(ctx))
+
+
+def stage_step(ctx: Session, bench: str) -> None:
+    """stage:<bench>'s action: nothing when `bench` is staged (doit may run it because a file it
+    reads changed), else the one pass of stage_all, after which the other stage tasks find theirs
+    done."""
+    if not staged(ctx, bench):
+        stage_all(ctx)
+
+
+def unstage(ctx: Session, bench: str, files: Sequence[Path]) -> None:
+    """stage:<bench>'s `doit clean`: remove its staged files and the stamp that vouched for them.
+
+    Not for a queued benchmark: its staged script is the one its job runs and the sync's record of
+    the run directory; only an unqueued benchmark's files are derived and safe to drop.
+    """
+    outcome = ctx.workspace.outcome(bench)
+    if outcome is not None and outcome.job_id:
+        return
+    for path in files:
+        path.unlink(missing_ok=True)
+    ctx.workspace.drop_stage_stamp(bench)
+    ctx.workspace.save_stage_stamps()
