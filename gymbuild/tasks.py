@@ -80,7 +80,7 @@ class WorkspaceFiles(TimestampChecker):
     (no sync stamp after an unreachable host), is "changed", never doit's own error: the held error
     stays the verb's one message and exit 1."""
 
-    def info(self, file_path: str) -> os.stat_result | None:  # type: ignore[override]
+    def info(self, file_path: str) -> os.stat_result | None:
         try:
             return os.stat(file_path)
         except FileNotFoundError:

@@ -42,13 +42,13 @@ SCORE = (
 class Sweeper:
     """gymbuild in one directory with one config, its ssh calls counted."""
 
-    def __init__(self, cluster: Cluster, tmp_path: Path, name: str) -> None:
+    def __init__(self, cluster: Cluster, tmp_path: Path, name: str, command: str = SCORE) -> None:
         self.dir = tmp_path
         self.flags = cluster.run_dir(f"{name}-flags")
         self.output = cluster.run_dir(name)
         driver = {"env": {"SCORE": "lit:0", "FLAGS": f"lit:{self.flags}"}}
         services = {"policy": policy_service(model="m1")}
-        cfg = slurm_config(self.output, {"score": {"command": SCORE}}, services=services, driver=driver)
+        cfg = slurm_config(self.output, {"score": {"command": command}}, services=services, driver=driver)
         self.config = write_config(tmp_path, cfg, "eval.yaml")
         self.ssh = Sessions(tmp_path / "count", "ssh")
         env = user_env(tmp_path)
@@ -189,3 +189,18 @@ def test_a_bad_sweep_expression_is_one_message_and_nothing_queued(cluster: Clust
     typo = sweeper.run("submit", "services.policy.modle=m1,m2")
     assert typo.rc == 1 and "services.policy.modle" in typo.stderr and "Traceback" not in typo.stderr
     assert sweeper.costs() == (0, 0, 0) and not list(sweeper.output.iterdir())
+
+
+def test_cancel_of_the_sweep_cancels_every_combination_s_jobs(cluster: Cluster, tmp_path: Path) -> None:
+    sweeper = Sweeper(cluster, tmp_path, "sweep-cancel", command="sleep 300")
+    sweeper.ok("submit", "services.policy.model=m1,m2")
+    ids = [cell["status"]["benchmarks"][0]["job_id"] for cell in sweeper.status().values()]
+    assert len(ids) == 2 and all(ids)
+    out = sweeper.ok("cancel", "services.policy.model=m1,m2")
+    assert sweeper.costs()[0] == 1  # one connection for both combinations
+    assert out.count("cancelled 1 job(s) of") == 2
+    for job_id in ids:
+        assert job_id in out
+        assert cluster.wait_for_job(job_id, timeout=120).state == "CANCELLED"
+    states = {label: cell["status"]["benchmarks"][0]["state"] for label, cell in sweeper.status().items()}
+    assert states == {"model=m1": "CANCELLED", "model=m2": "CANCELLED"}
