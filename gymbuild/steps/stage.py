@@ -175,7 +175,7 @@ def stage_step(ctx: Session, bench: str) -> None:
         stage_all(ctx)
 
 
-def unstage(ctx: Session, bench: str, files: Sequence[Path]) -> None:
+def unstage(ctx: Session, bench: str, files: Sequence[str]) -> None:
     """stage:<bench>'s `doit clean`: remove its staged files and the stamp that vouched for them.
 
     Not for a queued benchmark: its staged script is the one its job runs and the sync's record of
@@ -185,6 +185,6 @@ def unstage(ctx: Session, bench: str, files: Sequence[Path]) -> None:
     if outcome is not None and outcome.job_id:
         return
     for path in files:
-        path.unlink(missing_ok=True)
+        Path(path).unlink(missing_ok=True)
     ctx.workspace.drop_stage_stamp(bench)
     ctx.workspace.save_stage_stamps()
