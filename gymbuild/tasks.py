@@ -303,7 +303,8 @@ class Graph:
         if not self._pipeline_ready():
             return
         ctx = self.ctx
-        inputs = [str(stage.resolved_path(ctx)), *sorted(str(p) for p in TEMPLATES.iterdir())]
+        templates = sorted(str(p) for p in TEMPLATES.iterdir() if p.is_file())  # not __pycache__/
+        inputs = [str(stage.resolved_path(ctx)), *templates]
         for bench in ctx.selected():
             targets = self.stage_targets(bench)
             step = self.step(
