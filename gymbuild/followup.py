@@ -35,6 +35,7 @@ class BenchStatus:
     elapsed: str | None
     nodes: str | None
     error: str | None
+    job_state: str | None = None  # a benchmark in a shared job: its job's own state (sharing.py)
 
 
 def executor_module(name: str) -> ModuleType:
@@ -77,9 +78,14 @@ def record_from_run_dir(conn: Any, run_dir: str) -> SubmissionRecord:
 
 def statuses(conn: Any, record: SubmissionRecord) -> list[BenchStatus]:
     """Every benchmark of the record with its newest job's state, from one status round trip."""
+    from gymbuild import sharing
+
     executor = executor_module(record.executor)
-    queued = {job.job_dir: job.job_id for job in record.benchmarks if job.job_id}
-    return status_rows(record.benchmarks, executor.states(conn, queued, since=record.submitted_at))
+    shared = sharing.shared_jobs(record.benchmarks)  # a shared job's state is read at its own dir
+    queued = {job.job_dir: job.job_id for job in record.benchmarks if job.job_id and job.job_id not in shared}
+    found = executor.states(conn, {**queued, **sharing.job_dirs(record, shared)}, since=record.submitted_at)
+    rows = status_rows(record.benchmarks, found)
+    return sharing.member_rows(conn, record, rows, found, shared, executor.LIVE) if shared else rows
 
 
 def status_rows(jobs: Iterable[BenchmarkJob], found: Mapping[str, Any]) -> list[BenchStatus]:
@@ -109,7 +115,7 @@ def status_rows(jobs: Iterable[BenchmarkJob], found: Mapping[str, Any]) -> list[
 # is pending or running). PENDING and REQUEUED wait for resources; any other live state (the executor's
 # LIVE) holds them. Every end but COMPLETED (a job FAILED, TIMEOUT, CANCELLED..., or NOT QUEUED at all)
 # is a failure: the benchmark has no result. UNKNOWN is a look that could not tell, not an end.
-WAITING = frozenset({"PENDING", "REQUEUED"})
+WAITING = frozenset({"PENDING", "REQUEUED", "WAITING"})  # WAITING: in its shared job, not started yet
 COMPLETED = "COMPLETED"
 UNKNOWN = "UNKNOWN"
 
@@ -164,9 +170,14 @@ def format_statuses(
     column it would push every other row's EXIT, ELAPSED and NODES off the screen.
     """
     head = f"{record.gym_job_id}  {record.executor} on {record.cluster}  {record.run_dir}"
-    table = [("BENCHMARK", "JOB", "STATE", "EXIT", "ELAPSED", "NODES")]
+    table: list[tuple[str, ...]] = [("BENCHMARK", "JOB", "STATE", "EXIT", "ELAPSED", "NODES")]
+    shared = any(row.job_state for row in rows)  # a shared job's state goes beside its benchmarks'
+    if shared:
+        table = [("BENCHMARK", "JOB", "STATE", "EXIT", "JOB STATE", "ELAPSED", "NODES")]
     for row in rows:
-        cells = (row.job_id, row.state, row.exit_code, row.elapsed, row.nodes)
+        cells: tuple[str | None, ...] = (row.job_id, row.state, row.exit_code, row.elapsed, row.nodes)
+        if shared:
+            cells = (row.job_id, row.state, row.exit_code, row.job_state, row.elapsed, row.nodes)
         table.append((row.benchmark, *(c or "-" for c in cells)))
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]) - 1)]
     lines = ["  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]) for r in table]
@@ -192,7 +203,7 @@ def statuses_json(
         "executor": record.executor,
         "cluster": record.cluster,
         "run_dir": record.run_dir,
-        "benchmarks": [row.__dict__ for row in rows],
+        "benchmarks": [{k: v for k, v in row.__dict__.items() if k != "job_state" or v} for row in rows],
     }
     if summary is not None:
         payload["summary"] = dataclasses.asdict(summary)
@@ -240,7 +251,12 @@ def to_resubmit(rows: Sequence[BenchStatus], only: Sequence[str], retryable: fro
     for row in rows:
         if only and row.benchmark not in only:
             continue
-        if row.state in retryable or (row.state == "CANCELLED" and row.benchmark in only):
+        # NOT RUN: its shared job ended before it started (sharing.py)
+        if (
+            row.state in retryable
+            or row.state == "NOT RUN"
+            or (row.state == "CANCELLED" and row.benchmark in only)
+        ):
             picked.append(row.benchmark)
     return picked
 

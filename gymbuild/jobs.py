@@ -32,11 +32,15 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gymbuild.errors import UserError
 from gymbuild.resources import load_schema, user_cache_home
 from gymbuild.workspace import atomic_write
+
+if TYPE_CHECKING:  # jsonschema is imported only to explain a bad record
+    from jsonschema import ValidationError
+    from jsonschema.protocols import Validator
 
 MANIFEST_NAME = "gym-job.json"
 RESOLVED_CONFIG_NAME = "resolved-config.yaml"
@@ -396,7 +400,7 @@ def _fits(payload: Any, shape: _Shape) -> bool:
 
 
 @cache
-def _validator() -> Any:
+def _validator() -> Validator:
     # Imported here: jsonschema costs ~0.1 s at import, and is needed only to explain a bad record.
     from jsonschema import Draft202012Validator
 
@@ -408,7 +412,7 @@ def _known_fields(cls: type, payload: Mapping[str, Any]) -> dict[str, Any]:
     return {f.name: payload[f.name] for f in fields(cls) if f.name in payload}
 
 
-def _describe_problems(problems: Iterable[Any]) -> str:
+def _describe_problems(problems: Iterable[ValidationError]) -> str:
     """One line naming where each problem is, with the missing fields of an object listed together."""
     missing: dict[str, list[str]] = {}
     others: list[str] = []
@@ -417,7 +421,10 @@ def _describe_problems(problems: Iterable[Any]) -> str:
         where = where.lstrip(".") or "(top level)"
         if problem.validator == "required":
             names = missing.setdefault(where, [])
-            names.extend(n for n in problem.validator_value if n not in problem.instance and n not in names)
+            # jsonschema's stubs allow Unset for both, which a reported `required` error never has.
+            required: Any = problem.validator_value
+            instance: Any = problem.instance
+            names.extend(n for n in required if n not in instance and n not in names)
         else:
             message = problem.message if len(problem.message) <= 160 else problem.message[:157] + "..."
             others.append(f"{where}: {message}")

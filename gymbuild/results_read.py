@@ -226,8 +226,9 @@ def _to_ask(run: _Run) -> list[Any]:
 
 
 def _read_remote(s: Session, host: str | None, runs: Sequence[_Run]) -> None:
-    """One status round trip per executor, then one round trip reading every file wanted."""
-    from gymbuild import followup
+    """One status round trip per executor, then one round trip reading every file wanted (and a look
+    of its own for a run with shared jobs, whose benchmarks' states are read from their files)."""
+    from gymbuild import followup, sharing
 
     conn, own = _connection(s, host)
     try:
@@ -242,6 +243,9 @@ def _read_remote(s: Session, host: str | None, runs: Sequence[_Run]) -> None:
             found = executor.states(conn, jobs, since=since) if jobs else {}
             for run in group:
                 rows = followup.status_rows(asked[run.record.gym_job_id], found)
+                if sharing.shared_jobs(run.record.benchmarks):  # each benchmark's own state in its job
+                    names = {job.benchmark for job in asked[run.record.gym_job_id]}
+                    rows = [row for row in followup.statuses(conn, run.record) if row.benchmark in names]
                 run.statuses = {row.benchmark: row for row in rows}
         pairs: list[tuple[str, str]] = []
         wanted: list[tuple[_Run, str | None]] = []  # per pair: the run, and its benchmark (None: the run)

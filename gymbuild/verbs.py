@@ -133,6 +133,7 @@ VERBS: tuple[Verb, ...] = (
             "gymbuild status config=eval.yaml",
             "gymbuild status config=eval.yaml watch=1",
             "gymbuild status run=gym-job-20260101T120000Z-a1b2c3 json=1",
+            "gymbuild status config=eval.yaml multirun=1            # the config's latest sweep",
         ),
     ),
     Verb(
@@ -146,7 +147,11 @@ VERBS: tuple[Verb, ...] = (
             ("json", "print the manifest and nothing else"),
             *_SWEEP,
         ),
-        ("gymbuild resubmit config=eval.yaml", "gymbuild resubmit config=eval.yaml only=gpqa"),
+        (
+            "gymbuild resubmit config=eval.yaml",
+            "gymbuild resubmit config=eval.yaml only=gpqa",
+            "gymbuild resubmit config=eval.yaml sweep=sweep-3f9c1a2b7d",
+        ),
         overrides=True,
     ),
     Verb(

@@ -14,11 +14,14 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from gymbuild.errors import ConfigError, Problem
+
+if TYPE_CHECKING:  # OmegaConf is imported only where a file needs it
+    from omegaconf import DictConfig, ListConfig
 
 _OVERRIDE_KEY = re.compile(r"^(?P<op>\+{0,2}|~)(?P<key>[^=]*)(=(?P<value>.*))?$", re.DOTALL)
 
@@ -218,7 +221,7 @@ def _hydra_problem(err: Exception, overrides: Sequence[str]) -> Problem:
     return Problem(key, text, fix)
 
 
-def _hydra_compose(path: Path, overrides: Sequence[str]) -> Any:
+def _hydra_compose(path: Path, overrides: Sequence[str]) -> DictConfig:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -268,7 +271,7 @@ def _suggest_key(problem: Problem, path: Path) -> Problem:
     return Problem(problem.path, problem.message, f"did you mean `{named}`? {problem.fix}")
 
 
-def compose(path: Path, overrides: Sequence[str]) -> Any:
+def compose(path: Path, overrides: Sequence[str]) -> DictConfig:
     """Hydra composition of `path` with `overrides`: the raw OmegaConf tree, not yet interpolated."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
@@ -292,7 +295,7 @@ def compose(path: Path, overrides: Sequence[str]) -> Any:
         raise ConfigError(str(path), [problem]) from None
 
 
-def interpolate(cfg: Any, source: str) -> dict[str, Any]:
+def interpolate(cfg: DictConfig | ListConfig, source: str) -> dict[str, Any]:
     """Resolve every `${...}`, then drop the scratch namespaces that only existed to be referenced."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
@@ -348,7 +351,7 @@ def _plain_interpolations(strings: Sequence[str]) -> bool:
     return True
 
 
-def _without_hydra(path: Path, source: Source) -> Any:
+def _without_hydra(path: Path, source: Source) -> dict[str, Any] | DictConfig | ListConfig | None:
     """The tree Hydra's compose would give for a file it has nothing to do with, or None.
 
     For a primary config without a defaults list, Hydra merges the file into an empty config after

@@ -16,6 +16,7 @@ from functools import cache
 from typing import Any
 
 from jsonschema import Draft202012Validator, ValidationError, validators
+from jsonschema.protocols import Validator
 
 from gymbuild.config.lax import coerce
 from gymbuild.errors import Problem
@@ -124,7 +125,7 @@ def _is_integer(_checker: Any, instance: Any) -> bool:
 
 
 @cache
-def _validator() -> Any:
+def _validator() -> Validator:
     """The filling validator, compiled once per process (the schema never changes while we run)."""
     cls = validators.extend(
         Draft202012Validator,
@@ -135,7 +136,7 @@ def _validator() -> Any:
 
 
 @cache
-def _plain() -> Any:
+def _plain() -> Validator:
     """A validator that never fills: used to decide which `if` branch applies when naming valid keys."""
     return Draft202012Validator(_root())
 
@@ -303,11 +304,13 @@ def schema_problems(tree: dict[str, Any]) -> tuple[list[Problem], list[Path]]:
         base: Path = tuple(error.absolute_path)
         problems += _problems_of(error)
         value = error.instance
+        schema = error.schema if isinstance(error.schema, Mapping) else {}
         if error.validator in _UNKNOWN_KEYS and isinstance(value, Mapping):
-            valid = set(_known_keys(error.schema, value)) | set(error.schema.get("properties", {}))
+            valid = set(_known_keys(schema, value)) | set(schema.get("properties", {}))
             bad += [(*base, key) for key in value if key not in valid]
         elif error.validator == "required" and isinstance(value, Mapping):
-            bad += [(*base, key) for key in error.validator_value if key not in value]
+            required: Any = error.validator_value  # jsonschema's stubs allow Unset, never reported
+            bad += [(*base, key) for key in required if key not in value]
         else:
             bad.append(base)
     return problems, bad

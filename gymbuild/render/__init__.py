@@ -217,17 +217,26 @@ def mask_secrets(names: Iterable[str]) -> dict[str, str]:
 
 def render_job(plan: BenchPlan, secrets: Mapping[str, str]) -> RenderedJob:
     """job.sh (0600: it holds the host: values) and, with the collector on, otel/collector.yaml."""
+    files = job_files(plan, secrets, "job.sh.j2", plan, f"benchmark {plan.bench}")
+    return RenderedJob(plan.bench, plan.bench_dir, MappingProxyType(files))
+
+
+def job_files(
+    plan: BenchPlan, secrets: Mapping[str, str], template: str, subject: Any, who: str
+) -> dict[str, RenderedFile]:
+    """The files of a job: `template`'s `job(subject, secrets, executor)` macro as job.sh, and the
+    collector's config when `plan` (the job as a whole) has one. `who` names the job in an error."""
     missing = [name for name in plan.secrets if name not in secrets]
     if missing:
-        raise UserError(f"benchmark {plan.bench}: no value for host: variable(s) {', '.join(missing)}")
+        raise UserError(f"{who}: no value for host: variable(s) {', '.join(missing)}")
     values = {name: secrets[name] for name in plan.secrets}
     executor = _ENV.get_template("local.j2" if plan.executor == "local" else "slurm.j2").module
-    text = _ENV.get_template("job.sh.j2").module.job(plan, values, executor)  # type: ignore[attr-defined]
+    text = _ENV.get_template(template).module.job(subject, values, executor)  # type: ignore[attr-defined]
     files = {"job.sh": RenderedFile(text, 0o600)}
     if plan.collector is not None:
         text = _ENV.get_template("collector.yaml.j2").render(plan=plan, otel=plan.collector)
         files["otel/collector.yaml"] = RenderedFile(text, 0o644)
-    return RenderedJob(plan.bench, plan.bench_dir, MappingProxyType(files))
+    return files
 
 
 def dry_run_chunks(run_dir: str, jobs: Mapping[str, RenderedJob]) -> Iterator[str]:

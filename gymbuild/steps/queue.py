@@ -40,11 +40,14 @@ def queue_many(ctx: Session, benches: list[str]) -> None:
     few benchmarks and the outcomes are written (and fsynced) on IO threads, because two fsyncs a
     benchmark in this thread were most of a submit's local time.
     """
+    from gymbuild import sharing
     from gymbuild.followup import executor_module
 
     executor = executor_module(ctx.executor_name)
     command = getattr(executor, "queue_command", None)
     keep_benchmark_order(ctx)
+    # A shared job is queued once, by its first benchmark (sharing.py), packed once for the pass.
+    benches = sharing.units(benches, sharing.freeze_packing(ctx))
     if ctx.queue_total is None:  # once per run: reading every outcome per sbatch was O(N^2)
         ctx.queue_total = len(ctx.to_queue())
     run_dir = ctx.submission().run_dir
@@ -73,7 +76,7 @@ def queue_many(ctx: Session, benches: list[str]) -> None:
 
         try:
             for bench in benches:
-                script = f"{run_dir}/{bench}/job.sh"
+                script = f"{sharing.unit_plan(ctx, bench).bench_dir}/job.sh"
                 earlier = earlier_outcomes.get(bench)
                 if bench in lost:
                     if command is not None:
@@ -111,22 +114,26 @@ def queue_many(ctx: Session, benches: list[str]) -> None:
 
 def _queued(ctx: Session, bench: str, earlier: Outcome | None, result: Any) -> None:
     """Write what queueing `bench` gave (on an IO thread), then drop its in-flight stamp."""
+    from gymbuild import sharing
     from gymbuild.jobs import utc_now, utc_timestamp
 
-    ctx.workspace.save_outcome(
-        Outcome(
-            benchmark=bench,
-            job_id=result.job_id,
-            error=result.error,
-            script_digest=stage.stage_digest(ctx, bench),
-            at=utc_timestamp(utc_now()),
-            previous_job_ids=earlier.previous_job_ids if earlier else (),
+    members = sharing.members(ctx, bench)  # a shared job: every member gets its id
+    for member in members:
+        before = earlier if member == bench else ctx.workspace.outcome(member)
+        ctx.workspace.save_outcome(
+            Outcome(
+                benchmark=member,
+                job_id=result.job_id,
+                error=result.error,
+                script_digest=stage.stage_digest(ctx, member),
+                at=utc_timestamp(utc_now()),
+                previous_job_ids=before.previous_job_ids if before else (),
+            )
         )
-    )
     (ctx.workspace.stamps_dir / f"inflight-{bench}").unlink(missing_ok=True)
     with ctx.progress_lock:
-        ctx.queue_done.add(bench)
-        ctx.queued_now.append(bench)
+        ctx.queue_done.update(members)
+        ctx.queued_now.extend(members)
         ctx.progress.show(f"queued {len(ctx.queued_now)}/{ctx.queue_total}")
 
 
@@ -144,7 +151,9 @@ def _recover(
     if adopted is not None:
         return adopted
     known = frozenset(earlier.previous_job_ids) if earlier else frozenset()
-    plan = stage.bench_plan(ctx, bench)
+    from gymbuild import sharing
+
+    plan = sharing.unit_plan(ctx, bench)
     job_id = executor.find_queued(ctx.connection(), plan.bench_dir, dict(plan.directives)["job-name"], known)
     return executor.Queued(job_id, None) if job_id else None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gymbuild.steps import stage
 from gymbuild.steps.record import build_record
@@ -33,8 +33,12 @@ def print_dry_run(ctx: Session) -> None:
     assert ctx.resolved is not None
     ctx.warn(executor=True)
     mask = render.mask_secrets(ctx.resolved.secrets)
-    plan = stage.bench_plan
-    jobs = {b: ctx.rendered.get(b) or render.render_job(plan(ctx, b), mask) for b in ctx.selected()}
+    from gymbuild import sharing
+
+    def render_one(bench: str) -> Any:
+        return ctx.rendered.get(bench) or render.render_job(stage.bench_plan(ctx, bench), mask)
+
+    jobs = sharing.dry_run_jobs(ctx, mask, render_one)
     run_dir = ctx.submission().run_dir
     if ctx.inv.json:
         payload = {

@@ -90,7 +90,9 @@ def stage_digest(ctx: Session, bench: str) -> str:
 def staged(ctx: Session, bench: str) -> bool:
     """Up to date when queued already (its script is never touched again) or staged from these
     inputs (stage_digest). The digest first: it settles the submission (new=1 empties the stamps)."""
-    wanted = stage_digest(ctx, bench)
+    from gymbuild import sharing
+
+    wanted = sharing.stage_want(ctx, bench)
     if ctx.workspace.stage_stamp(bench) == wanted:
         return True
     outcome = ctx.current_outcome(bench)
@@ -107,8 +109,11 @@ def stage_all(ctx: Session, benches: list[str] | None = None) -> None:
 def stage_many(ctx: Session, benches: list[str]) -> None:
     """Render each benchmark's job and write it into the staged tree, in order; the first error (a
     plan the config cannot express) stops the pass, as a held error stops the steps after it."""
+    from gymbuild import sharing
+
     assert ctx.resolved is not None
     render, secrets = renderer(), ctx.resolved.secrets
+    benches = sharing.stage_shared(ctx, benches)  # the shared jobs' (sharing.py); the rest here
     for done, bench in enumerate(benches):
         if done % 25 == 0 and len(benches) >= 100:
             ctx.progress.show(f"rendering job scripts {done}/{len(benches)}")

@@ -23,7 +23,9 @@ def tree_digest(ctx: Session) -> str:
     from gymbuild.config.model import thaw
 
     assert ctx.resolved is not None
-    return digest([stage.stage_digest(ctx, b) for b in ctx.selected()], thaw(ctx.resolved.tree))
+    from gymbuild import sharing
+
+    return digest([sharing.stage_want(ctx, b) for b in ctx.selected()], thaw(ctx.resolved.tree))
 
 
 def synced(ctx: Session) -> bool:
@@ -47,6 +49,7 @@ def sync(ctx: Session) -> None:
 def prepare_sync(ctx: Session, *, check_mounts: bool = True) -> None:
     """Everything of the sync before the copy: the mounts checked (unless a sweep checked them for
     all its combinations at once), the run directory made, the resolved config staged."""
+    from gymbuild import sharing
     from gymbuild.executors import rundir
 
     sub = ctx.submission()
@@ -59,7 +62,7 @@ def prepare_sync(ctx: Session, *, check_mounts: bool = True) -> None:
     if fresh:
         ctx.workspace.set_stamp("run-dir", sub.run_dir)
     try:
-        rundir.prepare_run_dir(conn, sub.run_dir, ctx.to_queue(), fresh=fresh)
+        rundir.prepare_run_dir(conn, sub.run_dir, sharing.dirs_to_make(ctx), fresh=fresh)
     except rundir.RunDirExists:
         (ctx.workspace.stamps_dir / "run-dir").unlink(missing_ok=True)  # not ours after all
         raise

@@ -19,13 +19,15 @@ reduced to what a user (or the cluster) would notice, per category:
 
 Only what must differ is normalized, each item in NORMALIZATIONS with its reason (the same list is
 in docs/compatibility.md, "Behaviour"). Every other difference is reported; the known ones that
-belong to another part of the work are listed in KNOWN with the reason they are still open.
+belong to another part of the work are listed in test_behaviour.py's KNOWN with the reason they are
+still open, and those that stay on purpose in differences.yaml (`behaviour`) with theirs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import getpass
 import json
 import os
 import re
@@ -36,13 +38,15 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import yaml
+
+from tests.parity.cases import ENV as CORPUS_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -51,8 +55,10 @@ ORACLE_SCRIPT = HERE / "behaviour_oracle.py"
 GYM_JOB_ID = "gym-job-20260101T000000Z-abcdef"
 JOB_ID = "4242"
 PREV_JOB_ID = "4100"
-# The environment a submitter has: host: secrets and the otel token (examples and the corpus use these).
+# The environment a submitter has: what the corpus reads (${oc.env:...}, host:), host: secrets and
+# the otel token (examples and the corpus use these).
 SUBMIT_ENV = {
+    **CORPUS_ENV,
     "HF_TOKEN": "hf-token-value",
     "WANDB_API_KEY": "wandb-value",
     "OTEL_TOKEN": "otel-token-value",
@@ -82,6 +88,15 @@ NORMALIZATIONS = {
     "token-scope": "the collector's ingest token reaches only the collector step in gymbuild (NeMo Gym "
     "exports it to the batch shell, so every step sees it): a secret kept away from user code",
     "tmp": "temporary directories (mktemp) differ between runs",
+    "gateway": "the Ray Serve gateway is gymbuild's own file with NeMo Gym's command line: the `ray "
+    "symmetric-run` entrypoint that writes and starts it is compared by the gateway's command line "
+    "(python3 ray_serve_gateway.py ...), which the stub records in both",
+    "collector-env": "collector.yaml is compared as the collector reads it: each ${env:VAR} is the value "
+    "of VAR in the collector's environment (gymbuild's listening ports, settled at run time, and the "
+    "job's $USER are references there; NeMo Gym writes the numbers and the submitting user)",
+    "collector-targets": "gymbuild's scrape jobs read file_sd target files that job.sh writes once each "
+    "service has its port (relabelled with gym_service); they are compared as the static targets and "
+    "labels those files hold at the end of the run, NeMo Gym's static_configs",
 }
 
 
@@ -193,6 +208,29 @@ def oracle(python: Path, request: dict[str, Any]) -> dict[str, Any]:
     return json.loads(proc.stdout)
 
 
+def oracle_stream(python: Path, asks: list[dict[str, str]]) -> Iterable[dict[str, Any]]:
+    """NeMo Gym's scripts for `asks`, one case's answer at a time as the oracle composes it."""
+    if not asks:
+        return
+    env = {**os.environ, **SUBMIT_ENV}
+    with subprocess.Popen(
+        [str(python), str(ORACLE_SCRIPT)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    ) as proc:
+        assert proc.stdin and proc.stdout and proc.stderr
+        proc.stdin.write(json.dumps({"environ": SUBMIT_ENV, "stream_scripts": asks}))
+        proc.stdin.close()
+        for line in proc.stdout:
+            yield json.loads(line)
+        err = proc.stderr.read()
+        if proc.wait() != 0:
+            raise RuntimeError(f"the oracle failed: {err[-3000:]}")
+
+
 def gymbuild_files(case: Case) -> tuple[dict[str, dict[str, str]], Any] | str:
     """job.sh (and collector.yaml) per benchmark as gymbuild renders them, or why it refuses."""
     from gymbuild.config import load_config
@@ -296,7 +334,7 @@ def run_script(
     env = {
         "PATH": f"{bin_dir}:/usr/bin:/bin",
         "HOME": str(home),
-        "USER": os.environ.get("USER", "gym"),
+        "USER": getpass.getuser(),  # the job runs as the user who submitted it (NeMo Gym's `user`)
         "LANG": "C.UTF-8",
         "STUB_LOG": str(log),
         **allocation(nodes),
@@ -330,7 +368,7 @@ def run_script(
     files = {}
     for path in bench_dir.rglob("*"):
         rel = str(path.relative_to(bench_dir))
-        if path.is_file() and (rel.startswith(".gym") or rel.startswith("logs/")):
+        if path.is_file() and rel.startswith((".gym", "logs/", "otel/")):
             with contextlib.suppress(UnicodeDecodeError):
                 files[rel] = path.read_text()
     return Run(status, sorted(records, key=lambda r: r["t"]), files, out)
@@ -397,6 +435,14 @@ def program(rec: dict[str, Any]) -> dict[str, Any]:
             opts["--kv-transfer-config"] = [json.loads(v) if v else v for v in opts["--kv-transfer-config"]]
         return {"cmd": "vllm", "args": positional, "opts": opts}
     if rec["cmd"] == "ray":
+        if (
+            argv[:1] == ["symmetric-run"]
+            and "--" in argv
+            and argv[argv.index("--") + 1 : argv.index("--") + 2] != ["vllm"]
+        ):
+            # "gateway": the entrypoint writes and runs the Ray Serve gateway, compared as the stub
+            # records the gateway's own command line (python3 ray_serve_gateway.py ...)
+            argv = [*argv[: argv.index("--")], "--", "<gateway>"]
         positional, opts = flags(argv)
         if "--resources" in opts:
             opts["--resources"] = [json.loads(v) if v else v for v in opts["--resources"]]
@@ -447,6 +493,7 @@ class Behaviour:
     batch: list[dict[str, Any]]  # commands the batch shell ran itself (sbatch, sacct, scancel)
     status: int | str
     files: dict[str, str]
+    collector: Any = None  # collector.yaml as the collector read it (None: no collector started)
 
 
 PORT_FILE = re.compile(r"^\.gym_ports/(.+)-" + JOB_ID + "$")
@@ -564,7 +611,71 @@ def behaviour(
         for k, v in run.files.items()
         if k in (".gym_infra_retries", ".gym_accumulated_walltime", ".gym_job_chain")
     }
-    return Behaviour(directives(script), steps, envs, gym_calls(gym), batch, run.status, files)
+    collector = collector_view(run, records, bench_dir, ports)
+    return Behaviour(directives(script), steps, envs, gym_calls(gym), batch, run.status, files, collector)
+
+
+ENV_REF = re.compile(r"\$\{env:(\w+)\}")
+
+
+def collector_view(run: Run, records: list[dict[str, Any]], bench_dir: str, ports: Mapping[str, str]) -> Any:
+    """The config the collector started with, as it reads it ("collector-env", "collector-targets")."""
+    rec = next((r for r in records if r["cmd"] == "otelcol-contrib"), None)
+    if rec is None:
+        return None
+    _, opts = flags(rec["argv"])
+    path = (opts.get("--config") or [""])[0] or ""
+    text = run.files.get(os.path.relpath(path, bench_dir)) if path.startswith(bench_dir + "/") else None
+    if text is None:
+        return {"error": f"the collector's --config {path!r} is not in the bench dir"}
+    env = rec["env"]
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, str):
+            return ENV_REF.sub(lambda m: env.get(m.group(1), m.group(0)), node)
+        if isinstance(node, list):
+            return [resolve(v) for v in node]
+        if isinstance(node, dict):
+            return {k: resolve(v) for k, v in node.items()}
+        return node
+
+    tree = resolve(yaml.safe_load(text))
+    prometheus = (tree.get("receivers") or {}).get("prometheus") or {}
+    scrape = (prometheus.get("config") or {}).get("scrape_configs")
+    for job in scrape or []:
+        if "file_sd_configs" not in job:
+            continue
+        targets: list[str] = []
+        labels: dict[str, str] = {}
+        for sd in job.pop("file_sd_configs"):
+            for file in sd.get("files", []):
+                for group in json.loads(run.files.get(os.path.relpath(file, bench_dir), "[]")):
+                    targets += group.get("targets", [])
+                    labels.update(group.get("labels", {}))
+        kept = []
+        for relabel in job.pop("relabel_configs", []):
+            if set(relabel) == {"target_label", "replacement"}:
+                labels[relabel["target_label"]] = relabel["replacement"]
+            else:
+                kept.append(relabel)
+        if kept:
+            job["relabel_configs"] = kept
+        job["static_configs"] = [{"targets": targets, **({"labels": labels} if labels else {})}]
+    return renumber(tree, ports)
+
+
+def leaves(tree: Any, where: str = "") -> dict[str, Any]:
+    """A parsed document as its leaves by path (`a.b[0].c`), so each value is one comparison."""
+    out: dict[str, Any] = {}
+    if isinstance(tree, dict) and tree:
+        for k, v in tree.items():
+            out.update(leaves(v, f"{where}.{k}" if where else str(k)))
+    elif isinstance(tree, list) and tree:
+        for i, v in enumerate(tree):
+            out.update(leaves(v, f"{where}[{i}]"))
+    else:
+        out[where] = tree
+    return out
 
 
 def install_calls(inner: list[dict[str, Any]]) -> list[Any]:
@@ -744,13 +855,6 @@ def run_case(
         plan = plans[bench]
         bench_cfg = resolved.config.driver.benchmarks[bench]
         bench_dir = Path(case.run_dir) / bench
-        if "otel/collector.yaml" in files or "otel/collector.yaml" in ours_files[bench]:
-            result.compared["collector"] = result.compared.get("collector", 0) + 1
-            t = yaml.safe_load(files.get("otel/collector.yaml", "{}"))
-            o = yaml.safe_load(ours_files[bench].get("otel/collector.yaml", "{}"))
-            diff_values(
-                "collector", f"{bench} collector.yaml", renumber_collector(o, plan), t, result.differences
-            )
         for scenario in scenarios(plan, bench_cfg, case.layout, case.source):
             runs = []
             for tool_files, the_plan in ((files, None), (ours_files[bench], plan)):
@@ -764,10 +868,6 @@ def run_case(
             (t_run, t_beh, _), (o_run, o_beh, _) = runs
             pairs.append(Pair(bench, scenario.name, t_beh, o_beh, t_run.stdout, o_run.stdout))
     return result, pairs
-
-
-def renumber_collector(tree: Any, plan: Any) -> Any:
-    return tree
 
 
 def compare(result: Result, pairs: list[Pair], hydra: Mapping[str, Any]) -> None:
@@ -804,6 +904,10 @@ def compare(result: Result, pairs: list[Pair], hydra: Mapping[str, Any]) -> None
         if pair.scenario != "ok":
             continue
         compare_mapping("directives", f"{where} #SBATCH", o.directives, t.directives, result)
+        if o.collector is not None or t.collector is not None:
+            compare_mapping(
+                "collector", f"{where} collector.yaml", leaves(o.collector), leaves(t.collector), result
+            )
         for role in sorted(set(t.steps) | set(o.steps)):
             ts, os_ = t.steps.get(role), o.steps.get(role)
             count("steps")
@@ -865,7 +969,7 @@ class Suite:
 
 
 def run_suite(
-    python: Path, work: Path | None = None, only: Iterable[str] | None = None, threads: int = 4
+    python: Path, work: Path | None = None, only: Iterable[str] | None = None, threads: int = 6
 ) -> Suite:
     import time
 
@@ -875,21 +979,44 @@ def run_suite(
     bin_dir = stub_bin(work)
     (work / "home" / ".local" / "bin").mkdir(parents=True, exist_ok=True)
     (work / "home" / ".local" / "bin" / "env").write_text("")  # what uv's installer leaves
-    answer = oracle(
-        python, {"scripts": [{"id": c.id, "config": str(c.config), "run_dir": c.run_dir} for c in all_cases]}
-    )
-    theirs = answer["scripts"]
-    results: list[Result] = []
-    runs: list[tuple[Result, list[Pair]]] = []
+    by_id = {c.id: c for c in all_cases}
 
-    def one(case: Case) -> tuple[Result, list[Pair]]:
-        got = theirs[case.id]
+    def one(case_id: str, got: dict[str, Any]) -> tuple[Result, list[Pair]]:
+        case = by_id[case_id]
         if "error" in got:
             return Result(case, skipped=f"NeMo Gym refuses it: {got['error']}"), []
         return run_case(case, got["benches"], work, bin_dir)
 
+    # NeMo Gym's Hydra composition takes the time: two oracle processes answer one case at a time,
+    # and each case's runs start as soon as its scripts are known. The cases with the most scenarios
+    # (examples and behaviour-cases, as written) go first, so none of them is left for the end.
+    asks = [
+        {"id": c.id, "config": str(c.config), "run_dir": c.run_dir}
+        for c in sorted(all_cases, key=lambda c: (c.source.parent.name == "accept", c.layout != "as-written"))
+    ]
+    futures: dict[str, Future[tuple[Result, list[Pair]]]] = {}
+    failed: list[BaseException] = []
     with ThreadPoolExecutor(threads) as pool:
-        runs = list(pool.map(one, all_cases))
+
+        def feed(part: list[dict[str, str]]) -> None:
+            try:
+                for got in oracle_stream(python, part):
+                    futures[got["id"]] = pool.submit(one, got["id"], got)
+            except BaseException as err:  # raised below, in the suite's thread
+                failed.append(err)
+
+        feeders = [threading.Thread(target=feed, args=(part,)) for part in (asks[0::2], asks[1::2])]
+        for feeder in feeders:
+            feeder.start()
+        for feeder in feeders:
+            feeder.join()
+        if failed:
+            raise failed[0]
+        missing = sorted(set(by_id) - set(futures))
+        if missing:
+            raise RuntimeError(f"the oracle answered nothing for {missing}")
+        runs = [futures[c.id].result() for c in all_cases]
+    results: list[Result] = []
     lists: dict[str, list[str]] = {}
     for _, pairs in runs:
         for pair in pairs:

@@ -8,7 +8,8 @@ One process does the whole suite's asking, reading one JSON request on stdin:
   per benchmark, for the run dir given (so both tools' scripts name the same paths);
 - {"overrides": [[token...]...]}: each list of `gym eval` overrides as Hydra's override parser reads
   them: key, kind (+, ++ or plain) and the value with its type.
-The answer is one JSON document on stdout.
+The answer is one JSON document on stdout; {"stream_scripts": [...]} answers as "scripts" does, one
+JSON line per config as soon as it is composed ({"id", "benches"} or {"id", "error"}).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 
-def scripts(cases: list[dict[str, str]]) -> dict[str, Any]:
+def scripts(cases: list[dict[str, str]], stream: bool = False) -> dict[str, Any]:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from nemo_gym.orchestration.api import SubmitConfig
@@ -60,6 +61,8 @@ def scripts(cases: list[dict[str, str]]) -> dict[str, Any]:
             out[case["id"]] = {"benches": benches}
         except Exception as err:  # a refusal: the answer is NeMo Gym's message
             out[case["id"]] = {"error": f"{type(err).__name__}: {err}"}
+        if stream:  # each case's answer as soon as it is known, one JSON line: its runs can start
+            print(json.dumps({"id": case["id"], **out.pop(case["id"])}), flush=True)
     return out
 
 
@@ -102,6 +105,9 @@ def main() -> None:
     request = json.load(sys.stdin)
     os.environ.update(request.get("environ", {}))
     answer: dict[str, Any] = {}
+    if "stream_scripts" in request:
+        scripts(request["stream_scripts"], stream=True)
+        return
     if "scripts" in request:
         answer["scripts"] = scripts(request["scripts"])
     if "overrides" in request:

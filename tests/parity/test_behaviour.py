@@ -2,9 +2,9 @@
 
 The harness is tests/parity/behaviour.py (what is run, compared and normalized, and why). One test
 per config and layout: it fails on every difference between what NeMo Gym's script did and what
-gymbuild's job.sh did, except the ones in KNOWN, each of which names the part of the work that owns
-the fix and why it is still open. A KNOWN entry that no longer matches anything fails too, so the
-list shrinks as fixes land. The run of every case happens once per session (about a minute).
+gymbuild's job.sh did, except the ones listed: in KNOWN (still open, each naming who fixes it) or in
+differences.yaml's `behaviour` (on purpose, each with its reason). An entry that no longer matches
+anything fails too, so the lists shrink as fixes land. Every case runs once per session.
 """
 
 from __future__ import annotations
@@ -15,30 +15,15 @@ from typing import Any
 import pytest
 
 from tests.parity import behaviour as bh
+from tests.parity.cases import differences
 
-# (category, regex on the difference's text, who fixes it / why it stays).
-KNOWN: list[tuple[str, str, str]] = [
-    # vllm_pd, multi-node vLLM and Ray: the `services` work.
-    (
-        "steps",
-        r"step (router|vllm:\d+:\S+) tasks",
-        "services: vllm_pd router flags, multi-node vLLM (ray symmetric-run, DP)",
-    ),
-    (
-        "collector",
-        r"collector\.yaml",
-        "services: collector.yaml (span groups, renames, job names, attributes)",
-    ),
-    ("steps", r"step ray-serve-gateway", "services: Ray Serve (use_ray_serve, automatic) steps"),
-    ("steps", r"step collector srun", "services: the collector step with otel.container"),
-    ("", r"^accept/vllm-pd[-\w]*@scaled ", "services: vllm_pd tiers on multi-node pools"),
-    ("", r"^accept/pinned-services@scaled ", "services: two pinned vLLM services, each over several nodes"),
-    # `gym eval run` and gym_install: the `driver` work.
-    (
-        "overrides",
-        r'override \S+: NeMo Gym \{"kind": "ADD", "value": \{"str": "None"\}\}',
-        "driver: NeMo Gym writes a null run value as the string None (str(None)); to list or follow",
-    ),
+# Differences still open: (category, regex on `<case id> <difference>`, who fixes it and why it is
+# still open). An entry with no category matches a whole case. The differences that stay on purpose
+# (gymbuild follows what NeMo Gym's script means, not what it does) are in differences.yaml.
+KNOWN: list[tuple[str, str, str]] = []
+
+LISTED: list[tuple[str, str, str]] = [
+    (e["category"], e["pattern"], f"{e['kind']}: {e['reason']}") for e in differences().get("behaviour", [])
 ]
 
 
@@ -50,7 +35,7 @@ def suite(nemo_gym: Any) -> bh.Suite:
 def known(category: str, text: str, case_id: str = "") -> str | None:
     """Why a difference is still open (a KNOWN entry matching `<case id> <text>`), or None. An entry
     with no category matches every category (a case that is known to differ as a whole)."""
-    for cat, pattern, why in KNOWN:
+    for cat, pattern, why in [*KNOWN, *LISTED]:
         if cat in ("", category) and re.search(pattern, f"{case_id} {text}"):
             return why
     return None
@@ -75,16 +60,18 @@ def test_behaviour_matches_nemo_gym(suite: bh.Suite, case_id: str) -> None:
 
 
 def test_every_known_difference_is_still_seen(suite: bh.Suite) -> None:
+    """The runs are deterministic (each simulated node has its own ports, every run starts on idle
+    nodes), so an entry that matches nothing, a whole-case one too, is fixed: it must go."""
+    entries = [*KNOWN, *LISTED]
     seen = {
         pattern
         for r in suite.results
         for cat, text in r.differences
-        for c, pattern, _ in KNOWN
+        for c, pattern, _ in entries
         if c in ("", cat) and re.search(pattern, f"{r.case.id} {text}")
     }
-    # A case-wide entry (no category) may match nothing on a run where that case happens to agree.
-    stale = [f"{cat}: {pattern} ({why})" for cat, pattern, why in KNOWN if cat and pattern not in seen]
-    assert not stale, "fixed: remove from KNOWN\n" + "\n".join(stale)
+    stale = [f"{cat or '<case>'}: {pattern} ({why})" for cat, pattern, why in entries if pattern not in seen]
+    assert not stale, "no longer differs: remove this entry\n" + "\n".join(stale)
 
 
 def test_the_suite_compares_every_category(suite: bh.Suite, record_property: Any) -> None:

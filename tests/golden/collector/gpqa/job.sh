@@ -39,7 +39,7 @@ gym_term_driver() {
   kill -TERM "$1" 2>/dev/null
 }
 cd "$GYM_BENCH_DIR" || exit 1
-mkdir -p logs artifacts model-calls .gym_ports otel/targets
+mkdir -p logs artifacts .gym_ports otel/targets
 
 # However the job ends, its exit status goes to .gym_exit-<job id>: `status` reads it once the job is
 # gone (and where Slurm keeps no accounting). A signal ends the job with 128 + its number.

@@ -1,0 +1,250 @@
+"""Which of a run's benchmarks share a job (`driver.benchmarks_per_job`), decided where they are queued.
+
+The benchmarks to queue (those without a job id: a first submit's all, a resubmit's failed or not
+run) are packed in config order, up to `benchmarks_per_job` a job and never two resume settings in
+one (`job_groups`), so a resubmit packs what is left anew. A group of one is that benchmark's own
+job, exactly as without sharing. Each benchmark keeps its own outcome: every member of a shared job
+gets the job's id, which is how status and resubmit tell a shared job from its benchmarks later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from gymbuild.config.model import Config, job_groups
+from gymbuild.plan.shared import JOBS_DIR, shared_job_name
+
+Group = tuple[str, ...]
+
+
+def pack(config: Config, benches: Iterable[str]) -> dict[str, Group]:
+    """bench -> the benchmarks of its shared job (groups of two or more only), for `benches` in order."""
+    drv = config.driver
+    if not drv.shares_jobs:
+        return {}
+    groups = job_groups(benches, drv.benchmarks_per_job, lambda b: drv.benchmarks[b].resumable)
+    return {bench: group for group in groups if len(group) > 1 for bench in group}
+
+
+def units(benches: Iterable[str], packing: Mapping[str, Group]) -> list[str]:
+    """What is queued for `benches`, in order: a benchmark alone, or the first of its shared job
+    (standing for the job: one sbatch whose id every member gets)."""
+    out: dict[str, None] = {}
+    for bench in benches:
+        group = packing.get(bench)
+        out[group[0] if group else bench] = None
+    return list(out)
+
+
+def job_rel_dir(group: Group) -> str:
+    """A shared job's directory, relative to the run directory."""
+    return f"{JOBS_DIR}/{shared_job_name(group)}"
+
+
+def shared_jobs(benchmarks: Iterable[Any]) -> dict[str, Group]:
+    """job id -> the benchmarks a record (its `BenchmarkJob`s, in record order) says it ran together:
+    the ids two or more benchmarks carry."""
+    by_id: dict[str, list[str]] = {}
+    for job in benchmarks:
+        if job.job_id:
+            by_id.setdefault(job.job_id, []).append(job.benchmark)
+    return {job_id: tuple(names) for job_id, names in by_id.items() if len(names) > 1}
+
+
+# --- status: each benchmark's own state in its shared job ------------------------------------------
+
+WAITING_IN_JOB = "WAITING"  # its job runs, and has not started it yet
+NOT_RUN = "NOT RUN"  # its job ended (or stopped) before it started
+
+
+def job_dirs(record: Any, shared: Mapping[str, Group]) -> dict[str, str]:
+    """Each shared job's own directory -> its id: where its executor's state is read."""
+    return {f"{record.run_dir.rstrip('/')}/{job_rel_dir(group)}": job_id for job_id, group in shared.items()}
+
+
+def _files_script(dirs: Mapping[str, str]) -> str:
+    """A line per file that tells a benchmark's own state in its job: every exit status it has (an
+    earlier job of a resume chain may have completed it), and the running and not-run marks of the
+    job `dirs` names (bench dir -> the job's newest id)."""
+    from gymbuild.shell import quote
+
+    lines = []
+    for bench_dir, job_id in dirs.items():
+        d, j = quote(bench_dir), quote(job_id)
+        exit_line = f'printf "exit\\t%s\\t%s\\t%s\\n" {d} "${{f##*-}}" "$(cat "$f")"'
+        lines.append(
+            f'for f in {d}/.gym_exit-*; do [ -f "$f" ] && {exit_line}; done; '
+            f'[ -f {d}/.gym_running-{j} ] && printf "running\\t%s\\n" {d}; '
+            f'[ -f {d}/.gym_not_run-{j} ] && printf "notrun\\t%s\\n" {d}; true'
+        )
+    return "\n".join(lines) or "true"
+
+
+def member_rows(
+    conn: Any,
+    record: Any,
+    rows: list[Any],
+    found: Mapping[str, Any],
+    shared: Mapping[str, Group],
+    live: frozenset[str],
+) -> list[Any]:
+    """`rows` with each member of a shared job given its own state (one more round trip reading the
+    members' files): completed, failed with its driver's exit code, running, waiting in a running job,
+    or not run; the job's own state goes beside it."""
+    from dataclasses import replace
+
+    dirs = job_dirs(record, shared)
+    state_of = {job_id: found.get(job_dir) for job_dir, job_id in dirs.items()}
+    members = {job.benchmark: job for job in record.benchmarks if job.job_id in shared}
+    tails = {}
+    for job in members.values():
+        state = state_of.get(job.job_id)
+        tails[job.job_dir] = state.job_id if state else job.job_id
+    exits: dict[str, dict[str, str]] = {}
+    marks: dict[str, set[str]] = {}
+    for line in conn.run(_files_script(tails)).stdout.splitlines():
+        kind, bench_dir, *rest = line.split("\t")
+        if kind == "exit" and len(rest) == 2:
+            exits.setdefault(bench_dir, {})[rest[0]] = rest[1].strip()
+        else:
+            marks.setdefault(bench_dir, set()).add(kind)
+    out = []
+    for row in rows:
+        job = members.get(row.benchmark)
+        if job is None:
+            out.append(row)
+            continue
+        job_state = state_of.get(job.job_id)
+        tail = tails[job.job_dir]
+        own = exits.get(job.job_dir, {})
+        ended = job_state is not None and job_state.state not in live
+        code = own.get(tail)
+        if code is not None:
+            state, exit_code = ("COMPLETED" if code == "0" else "FAILED"), f"{code}:0"
+        elif "0" in own.values():
+            state, exit_code = "COMPLETED", "0:0"
+        elif job_state is None or job_state.state == "UNKNOWN":
+            state, exit_code = "UNKNOWN", None
+        elif "running" in marks.get(job.job_dir, ()):
+            state, exit_code = ("FAILED" if ended else "RUNNING"), None
+        elif ended or "notrun" in marks.get(job.job_dir, ()):
+            state, exit_code = NOT_RUN, None
+        elif job_state.state == "RUNNING":
+            state, exit_code = WAITING_IN_JOB, None
+        else:
+            state, exit_code = job_state.state, None  # the job itself waits (PENDING, ...)
+        out.append(
+            replace(
+                row,
+                job_id=tail,
+                state=state,
+                exit_code=exit_code,
+                job_state=job_state.state if job_state else None,
+                elapsed=job_state.elapsed if job_state else None,
+                nodes=job_state.nodes if job_state else None,
+            )
+        )
+    return out
+
+
+# --- the run's steps (steps/stage, sync, queue, show) ask these about a run's shared jobs -----------
+
+
+def packing(ctx: Any, benches: list[str] | None = None) -> dict[str, Group]:
+    """bench -> its shared job's benchmarks, for the benchmarks to queue now (or `benches`); while a
+    queue pass runs, the packing it started with (its benchmarks' outcomes shrink what is left)."""
+    if not ctx.config.driver.shares_jobs:
+        return {}
+    frozen = ctx.memo.get("queue_packing")
+    if benches is None and frozen is not None:
+        return frozen
+    key = tuple(ctx.to_queue() if benches is None else benches)
+    found = ctx.memo.setdefault("packings", {})
+    if key not in found:
+        found[key] = pack(ctx.config, key)
+    return found[key]
+
+
+def freeze_packing(ctx: Any) -> dict[str, Group]:
+    """The packing of a queue pass, kept for the rest of the run."""
+    ctx.memo["queue_packing"] = None
+    found = ctx.memo["queue_packing"] = packing(ctx)
+    return found
+
+
+def shared_plan(ctx: Any, group: Group) -> Any:
+    """The SharedJobPlan of `group` (planned once a run)."""
+    from gymbuild.plan.shared import plan_shared_job
+    from gymbuild.steps.stage import bench_plan
+
+    found = ctx.memo.setdefault("shared_plans", {})
+    if group not in found:
+        plans = [bench_plan(ctx, b) for b in group]
+        found[group] = plan_shared_job(plans, ctx.config.driver.concurrent_benchmarks)
+    return found[group]
+
+
+def stage_want(ctx: Any, bench: str) -> str:
+    """The stage stamp that says `bench` is staged for this run: its own digest, and for a member of a
+    shared job also the job it is packed into (a resubmit packs anew)."""
+    from gymbuild.steps.stage import stage_digest
+    from gymbuild.workspace import digest
+
+    group = packing(ctx).get(bench)
+    own = stage_digest(ctx, bench)
+    return own if group is None else digest(own, list(group))
+
+
+def stage_shared(ctx: Any, benches: list[str]) -> list[str]:
+    """Render each shared job of `benches` into the staged tree (under +jobs/), once a job; the
+    benchmarks left are those that are their own job."""
+    from gymbuild.render.shared import render_shared_job
+
+    packed = packing(ctx)
+    mine = [b for b in benches if b in packed]
+    if mine:
+        (ctx.workspace.stage / JOBS_DIR).mkdir(mode=0o755, parents=True, exist_ok=True)
+    for group in dict.fromkeys(packed[b] for b in mine):
+        job = render_shared_job(shared_plan(ctx, group), ctx.resolved.secrets)
+        ctx.workspace.write_staged(job_rel_dir(group), {r: (f.text, f.mode) for r, f in job.files.items()})
+        for bench in group:
+            ctx.workspace.set_stage_stamp(bench, stage_want(ctx, bench))
+    return [b for b in benches if b not in packed]
+
+
+def unit_plan(ctx: Any, bench: str) -> Any:
+    """The plan of what is queued for `bench`: its own, or its shared job's as a whole."""
+    from gymbuild.steps.stage import bench_plan
+
+    group = packing(ctx).get(bench)
+    return bench_plan(ctx, bench) if group is None else shared_plan(ctx, group).job
+
+
+def members(ctx: Any, bench: str) -> Group:
+    """The benchmarks whose outcome queueing `bench` gives: itself, or every member of its job."""
+    return packing(ctx).get(bench, (bench,))
+
+
+def dirs_to_make(ctx: Any) -> list[str]:
+    """The directories (relative to the run dir) whose logs/ must exist before their job is queued:
+    each benchmark's, and each shared job's own (its Slurm output goes there)."""
+    to_queue, packed = ctx.to_queue(), packing(ctx)
+    jobs = dict.fromkeys(packed[b] for b in to_queue if b in packed)
+    return [*to_queue, *(job_rel_dir(g) for g in jobs)]
+
+
+def dry_run_jobs(ctx: Any, mask: Mapping[str, str], render_one: Any) -> dict[str, Any]:
+    """What `render` shows for the selection: each benchmark's own job, or its shared job once (keyed
+    by the job's directory, relative to the run dir)."""
+    from gymbuild.render.shared import render_shared_job
+
+    packed = packing(ctx, ctx.selected())
+    jobs = {}
+    for bench in ctx.selected():
+        group = packed.get(bench)
+        if group is None:
+            jobs[bench] = render_one(bench)
+        elif group[0] == bench:
+            jobs[job_rel_dir(group)] = render_shared_job(shared_plan(ctx, group), mask)
+    return jobs

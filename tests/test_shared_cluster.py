@@ -1,0 +1,62 @@
+"""Several benchmarks in one job on the test cluster: one Slurm job whose fake vLLM starts once, three
+benchmarks as their own driver steps; one fails, the others complete; status shows each beside the
+job's state; resubmit queues exactly the failed one, alone."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from e2e_helpers import gymbuild, job_ids, manifest, run_dir, slurm_config, user_env, write_config
+
+pytestmark = pytest.mark.cluster
+
+
+def _status(home: Any) -> dict[str, dict[str, Any]]:
+    done = gymbuild("status", "json=1", cwd=home, env=user_env(home))
+    assert done.rc == 0, done.stdout + done.stderr
+    return {row["benchmark"]: row for row in json.loads(done.stdout)["benchmarks"]}
+
+
+def test_a_shared_job_where_one_benchmark_fails_and_resubmit_runs_exactly_it(
+    cluster: Any, tmp_path: Any
+) -> None:
+    flag = cluster.run_dir("shared-flag") / "fixed"
+    benchmarks = {
+        "gpqa": {"run": {"config_paths": ["benchmarks/gpqa/config.yaml"], "fake_num_calls": 2}},
+        "flaky": {"command": f"test -e {flag}"},
+        "last": {"command": 'echo done >"$NEMO_GYM_BENCH_DIR/artifacts/out"'},
+    }
+    config = slurm_config(cluster.run_dir("e2e-shared"), benchmarks, driver={"benchmarks_per_job": "all"})
+    write_config(tmp_path, config)
+    submit = gymbuild("submit", cwd=tmp_path, env=user_env(tmp_path))
+    assert submit.rc == 0, submit.stdout + submit.stderr
+    ids = job_ids(manifest(config))
+    assert len(set(ids.values())) == 1  # one Slurm job for the three
+    (job,) = set(ids.values())
+    result = cluster.wait_for_job(job, timeout=240)
+    assert result.state == "FAILED"  # the job fails when one of its benchmarks does
+    rows = _status(tmp_path)
+    assert {b: (r["state"], r["exit_code"], r["job_state"]) for b, r in rows.items()} == {
+        "gpqa": ("COMPLETED", "0:0", "FAILED"),
+        "flaky": ("FAILED", "1:0", "FAILED"),
+        "last": ("COMPLETED", "0:0", "FAILED"),
+    }
+    run = run_dir(config)
+    (job_dir,) = (run / "+jobs").iterdir()
+    assert len(list((job_dir / "logs").glob(f"policy-{job}.log"))) == 1  # the model loaded once
+    for bench in benchmarks:
+        assert (run / bench / "logs" / f"driver-{job}.log").is_file()
+
+    flag.touch()
+    again = gymbuild("resubmit", cwd=tmp_path, env=user_env(tmp_path))
+    assert again.rc == 0, again.stdout + again.stderr
+    submitted = [line.split()[1] for line in again.stdout.splitlines() if line.startswith("submitted")]
+    assert submitted == ["flaky"]
+    second = job_ids(manifest(config))["flaky"]
+    assert second != job
+    assert cluster.wait_for_job(second, timeout=180).state == "COMPLETED"
+    rows = _status(tmp_path)
+    assert {b: r["state"] for b, r in rows.items()} == dict.fromkeys(benchmarks, "COMPLETED")
+    assert (rows["gpqa"]["job_id"], rows["last"]["job_id"]) == (job, job)
