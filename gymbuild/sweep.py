@@ -510,7 +510,9 @@ def run_pipeline(
         cs = sessions[i]
         sync.prepare_sync(cs, check_mounts=False)
         staged = cs.workspace.stage / RESOLVED_CONFIG_NAME
-        staged.write_text(_header(cells[i], ident) + staged.read_text())
+        text, header = staged.read_text(), _header(cells[i], ident)
+        if not text.startswith(header):  # written afresh by this sync, or headed by an earlier one
+            staged.write_text(header + text)
         by_parent.setdefault(str(Path(cs.submission().run_dir).parent), []).append(i)
     for parent, group in by_parent.items():
         outbox = s.workspace.config_dir / "outbox"
