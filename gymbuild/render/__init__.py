@@ -251,7 +251,7 @@ def job_files(
     missing = [name for name in plan.secrets if name not in secrets]
     if missing:
         raise UserError(f"{who}: no value for host: variable(s) {', '.join(missing)}")
-    executor = _ENV.get_template("local.j2" if plan.executor == "local" else "slurm.j2").module
+    executor = _ENV.get_template(f"{plan.executor}.j2").module
     text = _ENV.get_template(template).module.job(subject, executor)  # type: ignore[attr-defined]
     files = {"job.sh": RenderedFile(text, 0o600)}
     if plan.collector is not None:
