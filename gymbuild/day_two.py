@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gymbuild import followup, pipeline
+from gymbuild import followup, pipeline, sharing
 from gymbuild.errors import UserError
 from gymbuild.steps import show
 from gymbuild.steps.record import build_record
@@ -116,7 +116,9 @@ def cancel(s: Session) -> None:
         print(f"nothing to cancel: no job of {record.gym_job_id} is pending or running")
         return
     job_dirs = {j.benchmark: j.job_dir for j in record.benchmarks}
-    dirs = {job_dirs[r.benchmark]: r.job_id for r in rows if r.job_id in live}
+    # A shared job is cancelled at its own directory (sharing.py), where status reads its marks.
+    shared = sharing.shared_job_dirs(record)
+    dirs = {shared.get(r.job_id, job_dirs[r.benchmark]): r.job_id for r in rows if r.job_id in live}
     result = executor.cancel(s.connection(), dirs)
     if not result.ok:
         raise UserError(f"error: cancelling {', '.join(live)} failed: {result.stderr.strip()}")
@@ -132,7 +134,10 @@ def print_logs(s: Session) -> None:
     if not row.job_id:
         raise UserError(f"error: {row.benchmark} was never queued: {row.error}")
     job_dir = next(j.job_dir for j in record.benchmarks if j.benchmark == row.benchmark)
-    followup.show_logs(s.connection(), job_dir, row.job_id, follow=s.inv.follow)
+    shared = sharing.shared_job_dirs(record)
+    followup.show_logs(
+        s.connection(), job_dir, row.job_id, follow=s.inv.follow, shared_dir=shared.get(row.job_id)
+    )
 
 
 def resubmit(s: Session) -> None:

@@ -262,21 +262,29 @@ def to_resubmit(rows: Sequence[BenchStatus], only: Sequence[str], retryable: fro
 
 
 def live_job_ids(rows: Sequence[BenchStatus], only: Sequence[str], live: frozenset[str]) -> list[str]:
-    return [r.job_id for r in rows if r.job_id and r.state in live and (not only or r.benchmark in only)]
+    # A benchmark waiting in its running shared job is live through its job (sharing.py).
+    return list(
+        dict.fromkeys(
+            r.job_id
+            for r in rows
+            if r.job_id and (r.state in live or r.job_state in live) and (not only or r.benchmark in only)
+        )
+    )
 
 
 def jobs_by_dir(record: SubmissionRecord) -> Mapping[str, str]:
     return {job.job_dir: job.job_id for job in record.benchmarks if job.job_id}
 
 
-def show_logs(conn: Any, job_dir: str, job_id: str, *, follow: bool) -> None:
-    """Print (or follow) the job's service and driver logs: `logs/*-<job id>.log` of its newest job."""
+def show_logs(conn: Any, job_dir: str, job_id: str, *, follow: bool, shared_dir: str | None = None) -> None:
+    """Print (or follow) the job's service and driver logs: `logs/*-<job id>.log` of its newest job
+    (and of its shared job's own directory, where the services' logs are, for a benchmark in one)."""
     import subprocess
     import sys
 
     from gymbuild.shell import quote
 
-    pattern = f"{quote(job_dir)}/logs/*-{quote(job_id)}.log"
+    pattern = " ".join(f"{quote(d)}/logs/*-{quote(job_id)}.log" for d in (shared_dir, job_dir) if d)
     if follow:
         # The driver's log is named even before it exists: the driver starts after the services are
         # healthy, and a glob expanded when tail starts would leave it out for good. POSIX sh only:
