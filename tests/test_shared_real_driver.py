@@ -42,4 +42,4 @@ def test_the_real_driver_runs_two_benchmarks_in_one_job(cluster: Any, nemo_gym: 
     status = gymbuild("status", config, "json=1", cwd=tmp_path, env=env)
     assert status.rc == 0, status.stdout + status.stderr
     states = {r["benchmark"]: r["state"] for r in json.loads(status.stdout)["benchmarks"]}
-    assert states == {"plain": "COMPLETED", "user_set": "COMPLETED", "resumable": "NOT QUEUED"}
+    assert states == {"plain": "COMPLETED", "user_set": "COMPLETED"}  # only= queued these two
