@@ -62,10 +62,25 @@ def jobs(cluster: Any, nemo_gym: Any, tmp_path_factory: pytest.TempPathFactory) 
     subprocess.run(["scancel", *left], capture_output=True, check=False, timeout=60)
 
 
+def time_limit(job_id: str) -> float:
+    """The job's time limit in seconds, as Slurm holds it (the config's walltime): Slurm ends it there."""
+    out = subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "TimelimitRaw"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    ).stdout.split()
+    return 60 * float(out[0]) if out and out[0].isdigit() else 600
+
+
 def completed(cluster: Any, jobs: Jobs, bench: str) -> Path:
-    """Wait for the benchmark's job; it COMPLETED with exit 0 (else show its logs)."""
+    """Wait for the benchmark's job; it COMPLETED with exit 0 (else show its logs). The wait is as long
+    as the job may take: one real gym per node, so it may queue behind every other job of the module,
+    and each runs at most its own time limit (a loaded machine makes them slow, never endless)."""
     job_id, bench_dir = jobs.by_bench[bench]
-    result = wait_for_jobs(cluster, [job_id], timeout=420)[job_id]
+    bound = sum(time_limit(j) for j, _ in jobs.by_bench.values()) + 60
+    result = wait_for_jobs(cluster, [job_id], timeout=bound)[job_id]
     if (result.state, result.exit_code) != ("COMPLETED", 0):
         logs = "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted(bench_dir.glob("logs/*")))
         pytest.fail(f"{bench}: job {job_id} ended {result.state} {result.exit_code}\n{logs}")

@@ -19,7 +19,8 @@ reduced to what a user (or the cluster) would notice, per category:
 
 Only what must differ is normalized, each item in NORMALIZATIONS with its reason (the same list is
 in docs/compatibility.md, "Behaviour"). Every other difference is reported; the known ones that
-belong to another part of the work are listed in KNOWN with the reason they are still open.
+belong to another part of the work are listed in test_behaviour.py's KNOWN with the reason they are
+still open, and those that stay on purpose in differences.yaml (`behaviour`) with theirs.
 """
 
 from __future__ import annotations
