@@ -34,7 +34,17 @@ def load_schema(name: str) -> dict[str, Any]:
 # so a new module or template is covered without a line here; tests/test_script_digest.py checks that
 # every gymbuild module render_job imports is covered.
 _SCRIPT_PACKAGES = ("config", "plan", "render")
-_SCRIPT_MODULES = ("__init__.py", "errors.py", "shell.py")
+# The plan asks its executor what it does (executors/base.py: executor_for, e.g. SCHEDULED): the
+# executors' own modules count, not the connection they run commands over.
+_SCRIPT_MODULES = (
+    "__init__.py",
+    "errors.py",
+    "shell.py",
+    "executors/__init__.py",
+    "executors/base.py",
+    "executors/local.py",
+    "executors/slurm.py",
+)
 
 
 def script_code_files(package: Path = _PACKAGE) -> list[Path]:

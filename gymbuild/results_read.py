@@ -20,7 +20,7 @@ from gymbuild import results
 from gymbuild.errors import UserError
 
 if TYPE_CHECKING:
-    from gymbuild.followup import BenchStatus
+    from gymbuild.day_two import BenchStatus
     from gymbuild.jobs import SubmissionRecord
     from gymbuild.session import Session
 
@@ -149,7 +149,7 @@ def find_records(s: Session) -> list[SubmissionRecord]:
 def _config_records(s: Session) -> list[SubmissionRecord]:
     """The config's submissions from its workspace: the current one as the workspace knows it, the
     earlier ones from the local index (one missing there is named on stderr and left out)."""
-    from gymbuild import day_two, followup
+    from gymbuild import day_two
 
     current = day_two.find_record(s, "", connect=False)  # no submission yet: its message
     records = []
@@ -157,7 +157,7 @@ def _config_records(s: Session) -> list[SubmissionRecord]:
         if sub.gym_job_id == current.gym_job_id:
             records.append(current)
             continue
-        record = followup.record_from_index(sub.gym_job_id)
+        record = day_two.record_from_index(sub.gym_job_id)
         if record is None:
             print(f"note: {sub.gym_job_id} is not in this machine's local index; left out", file=sys.stderr)
         else:
@@ -228,7 +228,8 @@ def _to_ask(run: _Run) -> list[Any]:
 def _read_remote(s: Session, host: str | None, runs: Sequence[_Run]) -> None:
     """One status round trip per executor, then one round trip reading every file wanted (and a look
     of its own for a run with shared jobs, whose benchmarks' states are read from their files)."""
-    from gymbuild import followup, sharing
+    from gymbuild import day_two, sharing
+    from gymbuild.executors.base import executor_for
 
     conn, own = _connection(s, host)
     try:
@@ -236,16 +237,16 @@ def _read_remote(s: Session, host: str | None, runs: Sequence[_Run]) -> None:
         for run in runs:
             by_executor.setdefault(run.record.executor, []).append(run)
         for name, group in by_executor.items():
-            executor = followup.executor_module(name)
+            executor = executor_for(name)
             asked = {run.record.gym_job_id: _to_ask(run) for run in group}
             jobs = {job.job_dir: job.job_id for jobs in asked.values() for job in jobs}
             since = min((run.record.submitted_at for run in group), default=None)
             found = executor.states(conn, jobs, since=since) if jobs else {}
             for run in group:
-                rows = followup.status_rows(asked[run.record.gym_job_id], found)
+                rows = day_two.status_rows(asked[run.record.gym_job_id], found)
                 if sharing.shared_jobs(run.record.benchmarks):  # each benchmark's own state in its job
                     names = {job.benchmark for job in asked[run.record.gym_job_id]}
-                    rows = [row for row in followup.statuses(conn, run.record) if row.benchmark in names]
+                    rows = [row for row in day_two.statuses(conn, run.record) if row.benchmark in names]
                 run.statuses = {row.benchmark: row for row in rows}
         pairs: list[tuple[str, str]] = []
         wanted: list[tuple[_Run, str | None]] = []  # per pair: the run, and its benchmark (None: the run)
@@ -255,7 +256,7 @@ def _read_remote(s: Session, host: str | None, runs: Sequence[_Run]) -> None:
                 wanted.append((run, None))
             for job in run.record.benchmarks:
                 row = run.statuses.get(job.benchmark)
-                if row is not None and row.state not in followup.executor_module(run.record.executor).LIVE:
+                if row is not None and row.state not in executor_for(run.record.executor).LIVE:
                     pairs.append(("b", job.job_dir))
                     wanted.append((run, job.benchmark))
         if not pairs:

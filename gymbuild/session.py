@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gymbuild.errors import UserError
+from gymbuild.executors.base import Executor, executor_for
 from gymbuild.invocation import Invocation
 from gymbuild.progress import Progress, on_a_terminal
 from gymbuild.workspace import Outcome, Submission, Workspace, locked
@@ -118,10 +119,8 @@ class Session:
 
     def warn(self, *, executor: bool = False) -> None:
         """The config's warnings; with `executor`, also what its executor will not do (render, submit)."""
-        from gymbuild.plan import executor_warnings
-
         assert self.resolved is not None
-        extra = executor_warnings(self.config) if executor else ()
+        extra = self.executor.warnings(self.config) if executor else ()
         for warning in (*self.resolved.warnings, *extra):
             _err(f"warning: {warning}")
 
@@ -132,12 +131,17 @@ class Session:
         return self.config.compute.type
 
     @property
+    def executor(self) -> Executor:
+        """The config's executor (executor_for); day two asks the record's instead."""
+        return executor_for(self.config)
+
+    @property
     def output_path(self) -> str:
         """job.output_path. For the local executor a relative path is taken from the working directory,
         where the workspace is too, so the example's `gym-runs` works from a fresh clone without setup;
         on a cluster it would mean the login shell's home, so it is left to the remote shell there."""
         path = Path(self.config.job.output_path)
-        if self.executor_name == "local" and not path.is_absolute():
+        if self.executor.RUNS_HERE and not path.is_absolute():
             path = Path.cwd() / path
         return str(path)
 

@@ -501,7 +501,7 @@ def run_pipeline(
     to_sync = [i for i in busy if not sync.synced(sessions[i])]
     mounts: dict[str, list[str]] = {}
     for i in to_sync:
-        if sessions[i].executor_name == "slurm":
+        if sessions[i].executor.CHECKS_MOUNTS:
             for path, owners in rundir.mount_sources(sessions[i].config).items():
                 mounts.setdefault(path, list(dict.fromkeys([*mounts.get(path, []), *owners])))
     rundir.check_mounts(conn, mounts, str(s.inv.config))
@@ -510,7 +510,9 @@ def run_pipeline(
         cs = sessions[i]
         sync.prepare_sync(cs, check_mounts=False)
         staged = cs.workspace.stage / RESOLVED_CONFIG_NAME
-        staged.write_text(_header(cells[i], ident) + staged.read_text())
+        text, header = staged.read_text(), _header(cells[i], ident)
+        if not text.startswith(header):  # written afresh by this sync, or headed by an earlier one
+            staged.write_text(header + text)
         by_parent.setdefault(str(Path(cs.submission().run_dir).parent), []).append(i)
     for parent, group in by_parent.items():
         outbox = s.workspace.config_dir / "outbox"
@@ -677,7 +679,8 @@ def _check_only(s: Session, records: Sequence[Any]) -> None:
 
 def _look(s: Session, records: Sequence[Any]) -> list[list[Any]]:
     """One look at every job of the sweep: one status round trip per executor, however many cells."""
-    from gymbuild import followup
+    from gymbuild import day_two
+    from gymbuild.executors.base import executor_for
 
     rows: list[list[Any]] = [[] for _ in records]
     by_executor: dict[str, list[int]] = {}
@@ -688,9 +691,9 @@ def _look(s: Session, records: Sequence[Any]) -> list[list[Any]]:
         jobs = {j.job_dir: j.job_id for i in group for j in records[i].benchmarks if j.job_id}
         since = min(records[i].submitted_at for i in group)
         conn = s.connection(records[group[0]].hostname, use_config=False)
-        found = followup.executor_module(name).states(conn, jobs, since=since) if jobs else {}
+        found = executor_for(name).states(conn, jobs, since=since) if jobs else {}
         for i in group:
-            cell_rows = followup.status_rows(records[i].benchmarks, found)
+            cell_rows = day_two.status_rows(records[i].benchmarks, found)
             rows[i] = [r for r in cell_rows if r.benchmark in s.inv.only] if s.inv.only else cell_rows
     return rows
 
@@ -700,19 +703,20 @@ def status(s: Session) -> None:
     of them (watch=1: looks again, as `status watch=1` does, until every job has ended)."""
     import dataclasses
 
-    from gymbuild import followup, watch
+    from gymbuild import day_two, watch
+    from gymbuild.executors.base import executor_for
 
     record = find_sweep(s)
     cells = _submitted(s, record)
     records = _records(s, cells)
     _check_only(s, records)
-    lives = {r.executor: followup.executor_module(r.executor).LIVE for r in records if r is not None}
+    lives = {r.executor: executor_for(r.executor).LIVE for r in records if r is not None}
     live = frozenset().union(*lives.values())
     looks = 0
     for wait in watch.intervals() if s.inv.watch else iter([0.0]):
         rows = _look(s, records)
         looks += 1
-        total = followup.tally([row for cell_rows in rows for row in cell_rows], live)
+        total = day_two.tally([row for cell_rows in rows for row in cell_rows], live)
         if not s.inv.watch or total.ended:
             break
         s.progress.show(f"sweep {record['sweep_id']}: {total.line()}")
@@ -721,9 +725,9 @@ def status(s: Session) -> None:
     shown = looks if s.inv.watch else None
     docs = []
     for cell, label, found, cell_rows in zip(cells, labels(cells), records, rows, strict=True):
-        summary = followup.tally(cell_rows, live)
+        summary = day_two.tally(cell_rows, live)
         if s.inv.json:
-            doc = json.loads(followup.statuses_json(found, cell_rows, summary)) if found else None
+            doc = json.loads(day_two.statuses_json(found, cell_rows, summary)) if found else None
             docs.append(
                 {"label": label, "values": list(cell.values), "gym_job_id": found and found.gym_job_id}
                 | {"status": doc}
@@ -732,7 +736,7 @@ def status(s: Session) -> None:
             sys.stdout.write(f"== {label}  (not submitted)\n")
         else:
             sys.stdout.write(f"== {label}  ({found.gym_job_id})\n")
-            sys.stdout.write(followup.format_statuses(found, cell_rows, summary) + "\n")
+            sys.stdout.write(day_two.format_statuses(found, cell_rows, summary) + "\n")
     if s.inv.json:
         payload = {"sweep_id": record["sweep_id"], "cells": docs, "summary": dataclasses.asdict(total)}
         sys.stdout.write(json.dumps(payload | ({"looks": shown} if shown else {}), indent=2) + "\n")
@@ -754,7 +758,8 @@ def cancel(s: Session) -> None:
 def resubmit(s: Session) -> None:
     """Re-queue each cell's benchmarks that ended in a retryable state, in one pipeline: one copy,
     one sbatch per job re-queued."""
-    from gymbuild import followup
+    from gymbuild import day_two
+    from gymbuild.executors.base import executor_for
 
     record = find_sweep(s)
     cells = _submitted(s, record)
@@ -769,9 +774,9 @@ def resubmit(s: Session) -> None:
             shared.lend(cs)
             found = _day_two().find_record(cs, "")  # opens the connection, unless lent one
             shared.adopt(cs)
-            rows = followup.statuses(shared.conn, found)
-            executor = followup.executor_module(found.executor)
-            picked = followup.to_resubmit(rows, s.inv.only, executor.RETRYABLE)
+            rows = day_two.statuses(shared.conn, found)
+            executor = executor_for(found.executor)
+            picked = day_two.to_resubmit(rows, s.inv.only, executor.RETRYABLE)
             states = {r.benchmark: r.state for r in rows}
             for bench in picked:
                 cs.workspace.release(bench, states[bench])

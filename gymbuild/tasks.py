@@ -221,8 +221,8 @@ class Graph:
         action: Callable[[], None],
         check: Callable[[], bool],
         *,
-        file_dep: Sequence[Path],
-        targets: Sequence[Path],
+        file_dep: Sequence[str | Path],
+        targets: Sequence[str | Path],
         clean: list[Callable[[], None]],
         task_dep: Sequence[str] = (),
         after_failure: bool = False,
@@ -235,8 +235,8 @@ class Graph:
         tasks each."""
         return {
             "actions": [self.step_action(action, after_failure=after_failure)],
-            "file_dep": [str(p) for p in file_dep],
-            "targets": [str(p) for p in targets],
+            "file_dep": [os.fspath(p) for p in file_dep],
+            "targets": [os.fspath(p) for p in targets],
             "task_dep": list(task_dep),
             "uptodate": [user_check(check)],
             "clean": clean,
@@ -291,20 +291,20 @@ class Graph:
             task["targets"] = [str(stage.resolved_path(ctx))]
         return task
 
-    def stage_targets(self, bench: str) -> list[Path]:
+    def stage_targets(self, bench: str) -> list[str]:
         """The files stage:<bench> writes (render.render_job: job.sh, and the collector's config when
         the config turns the collector on), known without planning anything."""
-        bench_dir = self.ctx.workspace.stage / bench
+        bench_dir = f"{self.ctx.workspace.stage}/{bench}"
         with_collector = bool(self.ctx.config.otel.enabled)
-        return [bench_dir / "job.sh", *([bench_dir / "otel" / "collector.yaml"] if with_collector else [])]
+        return [f"{bench_dir}/job.sh", *([f"{bench_dir}/otel/collector.yaml"] if with_collector else [])]
 
     def task_stage(self) -> Any:
         """Render each benchmark's job script into the staged tree (only what changed)."""
         if not self._pipeline_ready():
             return
         ctx = self.ctx
-        templates = sorted(TEMPLATES.iterdir())
-        inputs = [stage.resolved_path(ctx), *templates]
+        templates = sorted(str(p) for p in TEMPLATES.iterdir() if p.is_file())  # not __pycache__/
+        inputs = [str(stage.resolved_path(ctx)), *templates]
         for bench in ctx.selected():
             targets = self.stage_targets(bench)
             step = self.step(
@@ -357,13 +357,17 @@ class Graph:
         ctx = self.ctx
         if self._stops_at_stage() or ctx.error is not None:
             return
-        synced = ctx.workspace.stamps_dir / sync.SYNC_STAMP
+        synced, staged, outcomes = (
+            f"{ctx.workspace.stamps_dir}/{sync.SYNC_STAMP}",
+            ctx.workspace.stage,
+            ctx.workspace.outcomes_dir,
+        )
         for bench in ctx.selected():
             step = self.step(
                 functools.partial(self.queue_step, bench),
                 functools.partial(queue.queued, ctx, bench),
-                file_dep=[ctx.workspace.stage / bench / "job.sh", synced],
-                targets=[ctx.workspace.outcome_path(bench)],
+                file_dep=[f"{staged}/{bench}/job.sh", synced],
+                targets=[f"{outcomes}/{bench}.json"],  # Workspace.outcome_path
                 task_dep=["sync"],
                 clean=[],  # an outcome holds the job id of a queued job: never removed
             )

@@ -11,14 +11,24 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from gymbuild.executors.connection import Connection, Result
-from gymbuild.executors.slurm import JobState, Queued, exports
+from gymbuild.executors.base import Answer, JobState, Queued
+from gymbuild.executors.slurm import exports
 from gymbuild.shell import join, quote
 
+if TYPE_CHECKING:  # annotations only: planning reads this module, and needs no connection code
+    from gymbuild.config.model import Config
+    from gymbuild.executors.connection import Connection, Result
+    from gymbuild.plan import BenchPlan
+
 NAME = "local"
+JOB_LABEL = "local job"
 RETRYABLE = frozenset({"FAILED", "TIMEOUT"})
 LIVE = frozenset({"RUNNING"})
+CHECKS_MOUNTS = False  # no containers run: nothing is mounted
+RUNS_HERE = True  # `gym-runs` works from a fresh clone: relative to where gymbuild runs
+SCHEDULED = False  # no batch scheduler: no directives, no resume chain (it needs sbatch and sacct)
 
 # A new session for the job: setsid(1) where it exists (util-linux), else Python's os.setsid (macOS
 # has no setsid command). Started as one background simple command, neither forks: the process id
@@ -48,6 +58,49 @@ def queue(conn: Connection, script: str, environment: Mapping[str, str]) -> Queu
     if not result.ok or not job_id.isdigit():
         return Queued(None, " ".join((result.stderr or f"could not start {script}").split()))
     return Queued(job_id, None)
+
+
+def hold_queue(conn: Connection, run_dir: str) -> None:
+    """Nothing to hold: each job starts in a call of its own, which answers before the next is sent."""
+
+
+def send(conn: Connection, script: str, environment: Mapping[str, str], attempt: str) -> Answer:
+    """Start the job now (`queue`); the answer is known before this returns."""
+    answer = queue(conn, script, environment)
+    return lambda: answer
+
+
+def recover_lost(
+    conn: Connection, script: str, attempt: str, plan: BenchPlan, known: frozenset[str]
+) -> Queued | None:
+    """A killed run's attempt leaves no trace to find a local job by: it is started afresh."""
+    return None
+
+
+def warnings(config: Config) -> tuple[str, ...]:
+    """What a config asks of the local executor that it does not do: it runs every command on this
+    machine (no container) and resumes nothing (a resume chain needs sbatch and sacct). Said at
+    render and submit; the config itself is valid, and runs the same on a cluster."""
+    from gymbuild.config.model import VllmPdService
+
+    unused = []
+    for name, svc in config.services.items():
+        unused.append(f"services.{name}.container")
+        if isinstance(svc, VllmPdService):
+            unused += [f"services.{name}.{tier}.container" for tier in ("prefill", "decode")]
+    unused.append("driver.container")
+    if config.otel.enabled and config.otel.container:
+        unused.append("otel.container")
+    out = [
+        f"compute.{config.compute.name} is local: containers ({', '.join(unused)}) are not used; "
+        "the commands run on this machine"
+    ]
+    out += [
+        f"driver.benchmarks.{bench.name}.resumable: a local job is not resumed; it runs once"
+        for bench in config.driver.benchmarks.values()
+        if bench.resumable
+    ]
+    return tuple(out)
 
 
 def _status_script(jobs: Mapping[str, str]) -> str:

@@ -8,21 +8,23 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gymbuild.errors import UserError
-from gymbuild.executors.connection import Connection, Result
+from gymbuild.executors.base import Answer, JobState, Queued
 from gymbuild.shell import join, quote
 
+if TYPE_CHECKING:  # annotations only: planning reads this module, and needs no connection code
+    from gymbuild.config.model import Config
+    from gymbuild.executors.connection import Connection, Result
+    from gymbuild.plan import BenchPlan
+
+
 NAME = "slurm"
-
-
-@dataclass(frozen=True)
-class Queued:
-    """sbatch's answer for one benchmark: a job id, or the error that kept it from one."""
-
-    job_id: str | None
-    error: str | None
+JOB_LABEL = "Slurm job"
+CHECKS_MOUNTS = True  # every step runs in a container: a missing mount source fails the job late
+RUNS_HERE = False  # a relative job.output_path is the login shell's, on the cluster
+SCHEDULED = True  # jobs take #SBATCH directives and can resume as a chain (sbatch, sacct)
 
 
 def parse_job_id(stdout: str) -> str | None:
@@ -136,22 +138,47 @@ def find_queued(conn: Connection, job_dir: str, job_name: str, known: frozenset[
     return max(found, key=int) if found else None
 
 
+# --- the Executor protocol's queue: the attempt protocol above, as a run drives it -----------------
+
+
+def hold_queue(conn: Connection, run_dir: str) -> None:
+    """The session's shell takes the run dir's queue lock (hold_queue_lock) before its first sbatch."""
+    hold_queue_lock(conn, run_dir)
+
+
+def send(conn: Connection, script: str, environment: Mapping[str, str], attempt: str) -> Answer:
+    """Send one attempt into the session's own shell and return at once: several are in flight while
+    the caller writes the outcomes of those before (their answers come back in the order sent)."""
+    marker = conn.send(queue_command(script, environment, attempt), in_session=True)
+    return lambda: queued(conn.receive(marker))
+
+
+def recover_lost(
+    conn: Connection, script: str, attempt: str, plan: BenchPlan, known: frozenset[str]
+) -> Queued | None:
+    """The job a killed run's attempt queued, if any (None: queue it afresh).
+
+    First the attempt's own answer, left on the cluster (and the attempt revoked if it never ran,
+    so the killed run's shell cannot run it later: this run holds the queue lock); then Slurm
+    itself, by job name and work dir, for an sbatch whose answer was lost before it was written.
+    Asked only after such a kill, so a normal submit pays nothing.
+    """
+    adopted = recover(conn, script, attempt)
+    if adopted is not None:
+        return adopted
+    job_id = find_queued(conn, plan.bench_dir, dict(plan.directives)["job-name"] or "", known)
+    return Queued(job_id, None) if job_id else None
+
+
+def warnings(config: Config) -> tuple[str, ...]:
+    """Slurm does everything a config can ask."""
+    return ()
+
+
 # --- day two: what became of the jobs -----------------------------------------------------------
 
 RETRYABLE = frozenset({"FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL"})
 LIVE = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"})
-
-
-@dataclass(frozen=True)
-class JobState:
-    """One job as Slurm (or, without accounting, the job's own files) last described it."""
-
-    job_id: str
-    state: str
-    exit_code: str | None = None
-    elapsed: str | None = None
-    nodes: str | None = None
-    note: str | None = None  # why the state is UNKNOWN: what squeue and sacct said
 
 
 _CHAIN = ".gym_job_chain"  # a resumable job appends its id when it starts (slurm.j2)

@@ -48,7 +48,7 @@ from gymbuild.plan.model import (
 from gymbuild.plan.overrides import flatten_overrides, hydra_value
 from gymbuild.plan.placement import driver_nodes, node_host, place, pool_ranges
 from gymbuild.plan.services import ray_address_var, ray_workers_var
-from gymbuild.plan.submission import executor_warnings, plan_benchmark, plan_submission, planner
+from gymbuild.plan.submission import plan_benchmark, plan_submission, planner
 
 __all__ = [
     "BenchPlan",
@@ -70,7 +70,6 @@ __all__ = [
     "Word",
     "canonical_json",
     "driver_nodes",
-    "executor_warnings",
     "flatten_overrides",
     "hydra_value",
     "node_host",

@@ -7,7 +7,7 @@ and stored without leaking anything.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 from gymbuild.config.model import EnvValue
 from gymbuild.plan.canonical import _Canonical
@@ -84,12 +84,15 @@ class Health(_Canonical):
 
 StepKind = Literal["vllm", "router", "ray_head", "ray_worker", "command"]
 VllmMode = Literal["single", "dp", "ray", "per_node", "serve"]
+# What a launched step is to the job; an executor's `launch` reads it (slurm.j2 names the driver step).
+Role = Literal["service", "collector", "driver"]
 
 
 @dataclass(frozen=True)
 class ServiceStep(_Canonical):
     """One background step: a service, a vllm_pd tier or router, a Ray head or worker pool."""
 
+    role: ClassVar[Role] = "service"
     name: str  # log and port-file name
     service: str  # the config service it belongs to
     kind: StepKind
@@ -120,6 +123,7 @@ class ServiceStep(_Canonical):
 
 @dataclass(frozen=True)
 class CollectorPlan(_Canonical):
+    role: ClassVar[Role] = "collector"
     binary: str
     container: str | None
     token_env: str
@@ -151,6 +155,7 @@ class GymInstallPlan(_Canonical):
 
 @dataclass(frozen=True)
 class DriverStep(_Canonical):
+    role: ClassVar[Role] = "driver"
     container: str
     nodes: Nodes
     mounts: tuple[str, ...]

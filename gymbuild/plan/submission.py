@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from gymbuild.config.model import Config, EnvValue, VllmPdService
+from gymbuild.config.model import Config, EnvValue
 from gymbuild.config.walltime import walltime_seconds
 from gymbuild.errors import UserError
+from gymbuild.executors.base import executor_for
 from gymbuild.plan.checks import _env, _mounts
 from gymbuild.plan.collector import _collector, _collector_ports
 from gymbuild.plan.directives import _config_directives, _directive
@@ -125,9 +126,9 @@ def _plan(config: Config, shared: _Shared, bench: str, *, run_dir: str, gym_job_
     bench_dir = f"{run_dir.rstrip('/')}/{bench}"
     collector = _collector(config, shared, bench=bench, bench_dir=bench_dir, gym_job_id=gym_job_id)
     driver = _driver(config, shared, benchmark, bench_dir=bench_dir)
-    local = config.compute.type == "local"
+    scheduled = executor_for(config).SCHEDULED
     resume = None
-    if benchmark.resumable and not local:  # a resume chain needs sbatch and sacct
+    if benchmark.resumable and scheduled:  # a resume chain needs sbatch and sacct
         limit = benchmark.resumable.max_walltime
         resume = ResumePlan(
             max_retries=benchmark.resumable.max_retries,
@@ -135,7 +136,7 @@ def _plan(config: Config, shared: _Shared, bench: str, *, run_dir: str, gym_job_
             script=f"{bench_dir}/job.sh",
         )
     directives: tuple[tuple[str, str | None], ...] = ()
-    if not local:
+    if scheduled:
         directives = (
             _directive("job-name", f"gym-{bench}", "driver.benchmarks"),
             *shared.directives_before_chdir,
@@ -162,32 +163,6 @@ def _plan(config: Config, shared: _Shared, bench: str, *, run_dir: str, gym_job_
         secrets=_secret_names(shared.services, driver),
         reserved_ports=shared.reserved_ports,
     )
-
-
-def executor_warnings(config: Config) -> tuple[str, ...]:
-    """What a config asks of its executor that the executor does not do: the local executor runs every
-    command on this machine (no container) and resumes nothing (a resume chain needs sbatch and sacct).
-    Said at render and submit; the config itself is valid, and runs the same on a cluster."""
-    if config.compute.type != "local":
-        return ()
-    unused = []
-    for name, svc in config.services.items():
-        unused.append(f"services.{name}.container")
-        if isinstance(svc, VllmPdService):
-            unused += [f"services.{name}.{tier}.container" for tier in ("prefill", "decode")]
-    unused.append("driver.container")
-    if config.otel.enabled and config.otel.container:
-        unused.append("otel.container")
-    out = [
-        f"compute.{config.compute.name} is local: containers ({', '.join(unused)}) are not used; "
-        "the commands run on this machine"
-    ]
-    out += [
-        f"driver.benchmarks.{bench.name}.resumable: a local job is not resumed; it runs once"
-        for bench in config.driver.benchmarks.values()
-        if bench.resumable
-    ]
-    return tuple(out)
 
 
 def planner(config: Config, *, run_dir: str, gym_job_id: str) -> Callable[[str], BenchPlan]:

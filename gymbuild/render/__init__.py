@@ -230,7 +230,7 @@ def job_files(
     if missing:
         raise UserError(f"{who}: no value for host: variable(s) {', '.join(missing)}")
     values = {name: secrets[name] for name in plan.secrets}
-    executor = _ENV.get_template("local.j2" if plan.executor == "local" else "slurm.j2").module
+    executor = _ENV.get_template(f"{plan.executor}.j2").module
     text = _ENV.get_template(template).module.job(subject, values, executor)  # type: ignore[attr-defined]
     files = {"job.sh": RenderedFile(text, 0o600)}
     if plan.collector is not None:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import collections
 import secrets
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from gymbuild.executors.base import Answer, Queued
 from gymbuild.steps import stage
 from gymbuild.steps.record import keep_benchmark_order
 from gymbuild.workspace import Outcome
@@ -36,30 +37,28 @@ def queue_many(ctx: Session, benches: list[str]) -> None:
     command, with its own status and output), so writing outcomes and stamps here overlaps sbatch
     there: one at a time, a thousand benchmarks waited for ~10 ms of local work per sbatch. Each
     in-flight stamp is durable before its sbatch is sent, so a run killed with calls in flight
-    leaves the next one what it needs to recover them (`slurm.recover`); the stamps of the next
+    leaves the next one what it needs to recover them (the executor's `recover_lost`); the stamps of the next
     few benchmarks and the outcomes are written (and fsynced) on IO threads, because two fsyncs a
     benchmark in this thread were most of a submit's local time.
     """
     from gymbuild import sharing
-    from gymbuild.followup import executor_module
 
-    executor = executor_module(ctx.executor_name)
-    command = getattr(executor, "queue_command", None)
+    executor = ctx.executor
     keep_benchmark_order(ctx)
     # A shared job is queued once, by its first benchmark (sharing.py), packed once for the pass.
     benches = sharing.units(benches, sharing.freeze_packing(ctx))
     if ctx.queue_total is None:  # once per run: reading every outcome per sbatch was O(N^2)
         ctx.queue_total = len(ctx.to_queue())
     run_dir = ctx.submission().run_dir
-    if command is not None and not ctx.queue_locked:  # once per session: it holds the lock
-        executor.hold_queue_lock(ctx.connection(), run_dir)
+    if not ctx.queue_locked:  # once per session: its shell holds the lock (slurm)
+        executor.hold_queue(ctx.connection(), run_dir)
         ctx.queue_locked = True
     # Read before any new stamp is written: these are the attempts of a killed run.
     lost = {b: a for b in benches if (a := ctx.workspace.stamp(f"inflight-{b}")) is not None}
     earlier_outcomes = ctx.workspace.outcomes()  # once: only this run writes them (it holds the lock)
     fresh = collections.deque(b for b in benches if b not in lost)
     stamped: collections.deque[tuple[str, str, Future[None]]] = collections.deque()
-    in_flight: collections.deque[tuple[str, Outcome | None, bytes]] = collections.deque()
+    in_flight: collections.deque[tuple[str, Outcome | None, Answer]] = collections.deque()
     with ThreadPoolExecutor(IO_THREADS, thread_name_prefix="gymbuild-io") as io:
         writes: list[Future[None]] = []
 
@@ -67,25 +66,26 @@ def queue_many(ctx: Session, benches: list[str]) -> None:
             attempt = secrets.token_hex(6)
             return attempt, io.submit(ctx.workspace.set_stamp, f"inflight-{bench}", attempt)
 
-        def done(bench: str, earlier: Outcome | None, result: Any) -> None:
+        def done(bench: str, earlier: Outcome | None, result: Queued) -> None:
             writes.append(io.submit(_queued, ctx, bench, earlier, result))
 
         def receive_one() -> None:
-            bench, earlier, marker = in_flight.popleft()
-            done(bench, earlier, executor.queued(ctx.connection().receive(marker)))
+            bench, earlier, answer = in_flight.popleft()
+            done(bench, earlier, answer())
 
         try:
             for bench in benches:
                 script = f"{sharing.unit_plan(ctx, bench).bench_dir}/job.sh"
                 earlier = earlier_outcomes.get(bench)
                 if bench in lost:
-                    if command is not None:
-                        while in_flight:  # answers come back in order: read those sent before
-                            receive_one()
-                        adopted = _recover(ctx, executor, bench, script, lost[bench], earlier)
-                        if adopted is not None:
-                            done(bench, earlier, adopted)
-                            continue
+                    while in_flight:  # answers come back in order: read those sent before
+                        receive_one()
+                    known = frozenset(earlier.previous_job_ids) if earlier else frozenset()
+                    plan = sharing.unit_plan(ctx, bench)
+                    adopted = executor.recover_lost(ctx.connection(), script, lost[bench], plan, known)
+                    if adopted is not None:
+                        done(bench, earlier, adopted)
+                        continue
                     attempt, stamp_written = stamp(bench)
                 else:
                     # A few benchmarks ahead are stamped at once, no more: a run killed now
@@ -95,14 +95,8 @@ def queue_many(ctx: Session, benches: list[str]) -> None:
                         stamped.append((ahead, *stamp(ahead)))
                     _, attempt, stamp_written = stamped.popleft()
                 stamp_written.result()  # durable before the command is sent
-                if command is None:  # the local executor: one call at a time
-                    result = executor.queue(ctx.connection(), script, job_environment(ctx))
-                    done(bench, earlier, result)
-                    continue
-                marker = ctx.connection().send(
-                    command(script, job_environment(ctx), attempt), in_session=True
-                )
-                in_flight.append((bench, earlier, marker))
+                answer = executor.send(ctx.connection(), script, job_environment(ctx), attempt)
+                in_flight.append((bench, earlier, answer))
                 if len(in_flight) >= QUEUE_PIPELINE:
                     receive_one()
             while in_flight:
@@ -112,7 +106,7 @@ def queue_many(ctx: Session, benches: list[str]) -> None:
                 write.result()
 
 
-def _queued(ctx: Session, bench: str, earlier: Outcome | None, result: Any) -> None:
+def _queued(ctx: Session, bench: str, earlier: Outcome | None, result: Queued) -> None:
     """Write what queueing `bench` gave (on an IO thread), then drop its in-flight stamp."""
     from gymbuild import sharing
     from gymbuild.jobs import utc_now, utc_timestamp
@@ -135,27 +129,6 @@ def _queued(ctx: Session, bench: str, earlier: Outcome | None, result: Any) -> N
         ctx.queue_done.update(members)
         ctx.queued_now.extend(members)
         ctx.progress.show(f"queued {len(ctx.queued_now)}/{ctx.queue_total}")
-
-
-def _recover(
-    ctx: Session, executor: Any, bench: str, script: str, attempt: str, earlier: Outcome | None
-) -> Any:
-    """The job a killed run's attempt queued, if any (a Queued, or None: queue it afresh).
-
-    First the attempt's own answer, left on the cluster (and the attempt revoked if it never ran,
-    so the killed run's shell cannot run it later: this run holds the queue lock); then Slurm
-    itself, by job name and work dir, for an sbatch whose answer was lost before it was written.
-    Asked only after such a kill, so a normal submit pays nothing.
-    """
-    adopted = executor.recover(ctx.connection(), script, attempt)
-    if adopted is not None:
-        return adopted
-    known = frozenset(earlier.previous_job_ids) if earlier else frozenset()
-    from gymbuild import sharing
-
-    plan = sharing.unit_plan(ctx, bench)
-    job_id = executor.find_queued(ctx.connection(), plan.bench_dir, dict(plan.directives)["job-name"], known)
-    return executor.Queued(job_id, None) if job_id else None
 
 
 def job_environment(ctx: Session) -> dict[str, str]:

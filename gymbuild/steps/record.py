@@ -43,7 +43,7 @@ def build_record(ctx: Session, *, commit: bool = True) -> Any:
     that is only read here (status, the plain submit report): finding the commit runs git three
     times in a checkout, a tenth of a no-op submit."""
     from gymbuild import __version__
-    from gymbuild.followup import executor_module
+    from gymbuild.executors.base import executor_for
     from gymbuild.jobs import BenchmarkJob, SubmissionRecord, gym_commit
 
     sub = ctx.submission()
@@ -60,7 +60,7 @@ def build_record(ctx: Session, *, commit: bool = True) -> Any:
         executor=sub.executor,
         hostname=sub.hostname,
         submitted_by=sub.submitted_by,
-        executor_metadata=executor_module(sub.executor).metadata(),
+        executor_metadata=executor_for(sub.executor).metadata(),
         benchmarks=tuple(
             BenchmarkJob(
                 benchmark=b,

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from gymbuild.executors.base import executor_for
 from gymbuild.steps import stage
 from gymbuild.steps.record import build_record
 
@@ -73,7 +74,7 @@ def report_submit(ctx: Session, benches: Sequence[str] | None = None) -> str | N
     # resubmit reports on what it re-queued; a benchmark it was not asked about fails nothing.
     selected = set(ctx.selected() if benches is None else benches)
     jobs = [j for j in record.benchmarks if j.benchmark in selected]
-    label = "Slurm job" if record.executor == "slurm" else f"{record.executor} job"
+    label = executor_for(record.executor).JOB_LABEL
     if ctx.inv.json:
         sys.stdout.write(record.dumps())
     elif not ctx.queued_now and all(j.job_id for j in jobs):

@@ -20,6 +20,8 @@ from gymbuild.workspace import atomic_write, digest
 if TYPE_CHECKING:
     from gymbuild.session import Session
 
+RESOLVED_STAMP = "resolved"  # the digest of the tree the staged resolved-config.yaml was written from
+
 
 @functools.cache
 def renderer() -> Any:
@@ -145,20 +147,29 @@ def resolved_path(ctx: Session) -> Path:
     return ctx.workspace.stage / RESOLVED_CONFIG_NAME
 
 
+def _resolved_digest(ctx: Session) -> str:
+    from gymbuild.config.model import thaw
+
+    assert ctx.resolved is not None
+    found = ctx.memo.get("resolved_digest")
+    if found is None:
+        found = ctx.memo["resolved_digest"] = digest(thaw(ctx.resolved.tree))
+    return str(found)
+
+
 def resolved_written(ctx: Session) -> bool:
-    """The staged resolved-config.yaml says what this run resolved. The submission is settled
-    first: a fresh one (new=1) empties the staged tree, which must not happen after this check."""
+    """The staged resolved-config.yaml was written from what this run resolved (its stamp: a digest
+    of the tree, not the YAML text, whose dump for 1000 benchmarks is a tenth of a render). The
+    submission is settled first: a fresh one (new=1) empties the staged tree and the stamps."""
     ctx.submission()
-    try:
-        return resolved_path(ctx).read_text() == resolved_text(ctx)
-    except FileNotFoundError:
-        return False
+    return ctx.workspace.stamp(RESOLVED_STAMP) == _resolved_digest(ctx) and resolved_path(ctx).exists()
 
 
 def write_resolved(ctx: Session) -> None:
     """resolved-config.yaml in the staged tree (it goes to the run directory with the scripts)."""
     if not resolved_written(ctx):
         atomic_write(resolved_path(ctx), resolved_text(ctx))
+        ctx.workspace.set_stamp(RESOLVED_STAMP, _resolved_digest(ctx), durable=False)
 
 
 def stage_step(ctx: Session, bench: str) -> None:
@@ -169,7 +180,7 @@ def stage_step(ctx: Session, bench: str) -> None:
         stage_all(ctx)
 
 
-def unstage(ctx: Session, bench: str, files: Sequence[Path]) -> None:
+def unstage(ctx: Session, bench: str, files: Sequence[str]) -> None:
     """stage:<bench>'s `doit clean`: remove its staged files and the stamp that vouched for them.
 
     Not for a queued benchmark: its staged script is the one its job runs and the sync's record of
@@ -179,6 +190,6 @@ def unstage(ctx: Session, bench: str, files: Sequence[Path]) -> None:
     if outcome is not None and outcome.job_id:
         return
     for path in files:
-        path.unlink(missing_ok=True)
+        Path(path).unlink(missing_ok=True)
     ctx.workspace.drop_stage_stamp(bench)
     ctx.workspace.save_stage_stamps()

@@ -34,8 +34,8 @@ def synced(ctx: Session) -> bool:
 
 
 def sync(ctx: Session) -> None:
-    """Check the mounts (slurm), make the run directory (fresh the first time) and copy the staged
-    tree into it; the stamp says which tree was sent."""
+    """Check the mounts (where the executor does), make the run directory (fresh the first time) and
+    copy the staged tree into it; the stamp says which tree was sent."""
     from gymbuild.executors import rundir
 
     prepare_sync(ctx)
@@ -54,7 +54,7 @@ def prepare_sync(ctx: Session, *, check_mounts: bool = True) -> None:
 
     sub = ctx.submission()
     conn = ctx.connection()
-    if check_mounts and ctx.executor_name == "slurm":  # the local executor mounts nothing
+    if check_mounts and ctx.executor.CHECKS_MOUNTS:
         rundir.check_mounts(conn, rundir.mount_sources(ctx.config), str(ctx.inv.config))
     # The intent is stamped before the directory is made: a run killed after the remote mkdir must
     # not find its own run directory "already existing" and refuse to go on (only new=1 would help).
