@@ -21,7 +21,8 @@ from gymbuild import cli
 from gymbuild.executors import slurm
 
 # sbatch --parsable SCRIPT: queues it (an id from a counter, `id|name|workdir` in jobs), or refuses a
-# job name listed in `refused` as sbatch refuses a bad request.
+# job name listed in `refused` as sbatch refuses a bad request. A job name listed in `lose-answer` is
+# queued, then the session's shell dies ($$ is it, even in a command substitution) before answering.
 _SBATCH = r"""() {
   local script=${@: -1} d=$GYM_TEST_SCHED name dir id
   name=$(sed -n 's/^#SBATCH --job-name=//p' "$script"); dir=$(sed -n 's/^#SBATCH --chdir=//p' "$script")
@@ -30,6 +31,7 @@ _SBATCH = r"""() {
   fi
   id=$(( $(cat "$d/next" 2>/dev/null || echo 4000) + 1 )); echo "$id" > "$d/next"
   printf '%s|%s|%s\n' "$id" "$name" "$dir" >> "$d/jobs"
+  if grep -qxF -- "$name" "$d/lose-answer" 2>/dev/null; then kill -KILL $$; fi
   echo "$id"
 }"""
 # squeue -h -o '%i|%Z' -n NAME: the queued jobs of that name with their work dirs.
@@ -128,5 +130,20 @@ def test_a_submit_killed_mid_queue_leaves_each_benchmark_queued_exactly_once(
     queued = _queued(user)
     # The two sent attempts ran in the killed run's shell and are adopted, not queued again; the
     # others were revoked and queued afresh.
+    assert {name: len(ids) for name, ids in queued.items()} == {f"gym-{b}": 1 for b in BENCHES}
+    assert _record(user) == {b: queued[f"gym-{b}"][0] for b in BENCHES}
+
+
+def test_an_answer_lost_with_the_shell_is_found_by_name_and_not_queued_again(user, capsys) -> None:
+    (user["sched"] / "lose-answer").write_text("gym-beta\n")
+    rc, _, err = _submit(user, capsys)
+    assert rc == 1 and "Traceback" not in err
+    assert "error: lost the connection to this machine" in err
+    assert "gym-beta" in _queued(user)  # queued, though no answer came back
+
+    (user["sched"] / "lose-answer").write_text("")
+    rc, _, err = _submit(user, capsys)
+    assert rc == 0 and "Traceback" not in err, err
+    queued = _queued(user)
     assert {name: len(ids) for name, ids in queued.items()} == {f"gym-{b}": 1 for b in BENCHES}
     assert _record(user) == {b: queued[f"gym-{b}"][0] for b in BENCHES}
