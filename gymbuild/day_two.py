@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gymbuild import pipeline
+from gymbuild import pipeline, sharing
 from gymbuild.errors import UserError
 from gymbuild.executors.base import executor_for
 from gymbuild.jobs import (
@@ -75,9 +75,8 @@ def record_from_run_dir(conn: Any, run_dir: str) -> SubmissionRecord:
 
 
 def statuses(conn: Any, record: SubmissionRecord) -> list[BenchStatus]:
-    """Every benchmark of the record with its newest job's state, from one status round trip."""
-    from gymbuild import sharing
-
+    """Every benchmark of the record with its newest job's state, from one status round trip (and,
+    for a submission with shared jobs, one more that reads their benchmarks' own files)."""
     executor = executor_for(record.executor)
     shared = sharing.shared_jobs(record.benchmarks)  # a shared job's state is read at its own dir
     queued = {job.job_dir: job.job_id for job in record.benchmarks if job.job_id and job.job_id not in shared}
@@ -260,16 +259,24 @@ def to_resubmit(rows: Sequence[BenchStatus], only: Sequence[str], retryable: fro
 
 
 def live_job_ids(rows: Sequence[BenchStatus], only: Sequence[str], live: frozenset[str]) -> list[str]:
-    return [r.job_id for r in rows if r.job_id and r.state in live and (not only or r.benchmark in only)]
+    # A benchmark waiting in its running shared job is live through its job (sharing.py).
+    return list(
+        dict.fromkeys(
+            r.job_id
+            for r in rows
+            if r.job_id and (r.state in live or r.job_state in live) and (not only or r.benchmark in only)
+        )
+    )
 
 
-def show_logs(conn: Any, job_dir: str, job_id: str, *, follow: bool) -> None:
-    """Print (or follow) the job's service and driver logs: `logs/*-<job id>.log` of its newest job."""
+def show_logs(conn: Any, job_dir: str, job_id: str, *, follow: bool, shared_dir: str | None = None) -> None:
+    """Print (or follow) the job's service and driver logs: `logs/*-<job id>.log` of its newest job
+    (and of its shared job's own directory, where the services' logs are, for a benchmark in one)."""
     import subprocess
 
     from gymbuild.shell import quote
 
-    pattern = f"{quote(job_dir)}/logs/*-{quote(job_id)}.log"
+    pattern = " ".join(f"{quote(d)}/logs/*-{quote(job_id)}.log" for d in (shared_dir, job_dir) if d)
     if follow:
         # The driver's log is named even before it exists: the driver starts after the services are
         # healthy, and a glob expanded when tail starts would leave it out for good. POSIX sh only:
@@ -391,7 +398,9 @@ def cancel(s: Session) -> None:
         print(f"nothing to cancel: no job of {record.gym_job_id} is pending or running")
         return
     job_dirs = {j.benchmark: j.job_dir for j in record.benchmarks}
-    dirs = {job_dirs[r.benchmark]: r.job_id for r in rows if r.job_id in live}
+    # A shared job is cancelled at its own directory (sharing.py), where status reads its marks.
+    shared = sharing.shared_job_dirs(record)
+    dirs = {shared.get(r.job_id, job_dirs[r.benchmark]): r.job_id for r in rows if r.job_id in live}
     result = executor.cancel(s.connection(), dirs)
     if not result.ok:
         raise UserError(f"error: cancelling {', '.join(live)} failed: {result.stderr.strip()}")
@@ -415,7 +424,8 @@ def print_logs(s: Session) -> None:
     if not row.job_id:
         raise UserError(f"error: {row.benchmark} was never queued: {row.error}")
     job_dir = next(j.job_dir for j in record.benchmarks if j.benchmark == row.benchmark)
-    show_logs(s.connection(), job_dir, row.job_id, follow=s.inv.follow)
+    shared = sharing.shared_job_dirs(record).get(row.job_id)
+    show_logs(s.connection(), job_dir, row.job_id, follow=s.inv.follow, shared_dir=shared)
 
 
 def resubmit(s: Session) -> None:

@@ -63,6 +63,11 @@ def job_dirs(record: Any, shared: Mapping[str, Group]) -> dict[str, str]:
     return {f"{record.run_dir.rstrip('/')}/{job_rel_dir(group)}": job_id for job_id, group in shared.items()}
 
 
+def shared_job_dirs(record: Any) -> dict[str, str]:
+    """A record's shared jobs: job id -> the job's own directory (cancel and logs go there)."""
+    return {job_id: d for d, job_id in job_dirs(record, shared_jobs(record.benchmarks)).items()}
+
+
 def _files_script(dirs: Mapping[str, str]) -> str:
     """A line per file that tells a benchmark's own state in its job: every exit status it has (an
     earlier job of a resume chain may have completed it), and the running and not-run marks of the
@@ -120,7 +125,14 @@ def member_rows(
         own = exits.get(job.job_dir, {})
         ended = job_state is not None and job_state.state not in live
         code = own.get(tail)
-        if code is not None:
+        if (
+            job_state is not None
+            and job_state.state == "CANCELLED"
+            and code != "0"
+            and "0" not in own.values()
+        ):
+            state, exit_code = "CANCELLED", None  # stopped (or never started) by the cancel
+        elif code is not None:
             state, exit_code = ("COMPLETED" if code == "0" else "FAILED"), f"{code}:0"
         elif "0" in own.values():
             state, exit_code = "COMPLETED", "0:0"

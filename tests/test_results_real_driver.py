@@ -16,25 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_helpers import gymbuild, job_ids, manifest, read_jsonl, user_env, wait_for_jobs
+from e2e_helpers import gymbuild, job_ids, manifest, read_jsonl, wait_for_jobs
 from results_helpers import Sessions
 
 from gymbuild.results import number
-from tests.realgym.stage import CONFIGS, make_stage, prepare
+from tests.realgym.stage import submit_realgym
 
 pytestmark = pytest.mark.cluster
 
 
 def test_results_of_a_real_gym_eval_run(cluster: Any, nemo_gym: Any, tmp_path: Path) -> None:
     base = cluster.run_dir("results-realgym")
-    stage = make_stage(base, nemo_gym.venv)
-    prepared = prepare(stage)
-    assert prepared.returncode == 0, prepared.stdout + prepared.stderr
-    output = base / "runs"
-    env = user_env(tmp_path, **stage.environ(output, REALGYM_LIMIT="3"))
-    config = f"config={CONFIGS / 'vllm.yaml'}"
-    done = gymbuild("submit", config, "only=plain", cwd=tmp_path, env=env)
-    assert done.rc == 0, done.stdout + done.stderr
+    output, env, config = submit_realgym(base, nemo_gym.venv, tmp_path, "3", "only=plain")
     record = manifest(output)
     job_id = job_ids(record)["plain"]
     try:

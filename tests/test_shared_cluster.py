@@ -5,6 +5,7 @@ job's state; resubmit queues exactly the failed one, alone."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -60,3 +61,43 @@ def test_a_shared_job_where_one_benchmark_fails_and_resubmit_runs_exactly_it(
     rows = _status(tmp_path)
     assert {b: r["state"] for b, r in rows.items()} == dict.fromkeys(benchmarks, "COMPLETED")
     assert (rows["gpqa"]["job_id"], rows["last"]["job_id"]) == (job, job)
+
+
+def test_a_shared_resumable_job_that_times_out_resumes_only_what_did_not_finish(
+    cluster: Any, tmp_path: Any
+) -> None:
+    # A one-minute walltime (Slurm enforces it up to half a minute late): `quick` finishes at once,
+    # `slow` makes one call, then pauses 200 s before its second, so the job times out in `slow`.
+    benchmarks = {
+        "quick": {"resumable": True, "run": {"fake_num_calls": 1}},
+        "slow": {"resumable": True, "run": {"fake_num_calls": 2, "fake_call_interval_seconds": 200}},
+    }
+    config = slurm_config(
+        cluster.run_dir("e2e-shared-resumable"), benchmarks, walltime="1", driver={"benchmarks_per_job": 2}
+    )
+    write_config(tmp_path, config)
+    submit = gymbuild("submit", cwd=tmp_path, env=user_env(tmp_path))
+    assert submit.rc == 0, submit.stdout + submit.stderr
+    (first,) = set(job_ids(manifest(config)).values())
+    assert cluster.wait_for_job(first, timeout=150).state == "TIMEOUT"
+    run = run_dir(config)
+    (job_dir,) = (run / "+jobs").iterdir()
+    chain: list[str] = []
+    for _ in range(60):  # the successor appends itself when it starts
+        chain = (job_dir / ".gym_job_chain").read_text().split()
+        if len(chain) == 2:
+            break
+        time.sleep(1)
+    assert chain[0] == first and len(chain) == 2, chain
+    second = chain[1]
+    result = cluster.wait_for_job(second, timeout=150)
+    log = (job_dir / "logs" / f"slurm-{second}.log").read_text()
+    assert result.state == "COMPLETED", log
+    assert "benchmark quick completed in an earlier job; not run again" in log
+    assert not (run / "quick" / "logs" / f"driver-{second}.log").exists()  # not run again
+    assert (run / "slow" / "logs" / f"driver-{second}.log").is_file()
+    rows = _status(tmp_path)
+    assert {b: (r["state"], r["job_id"]) for b, r in rows.items()} == {
+        "quick": ("COMPLETED", second),
+        "slow": ("COMPLETED", second),
+    }

@@ -155,3 +155,28 @@ def test_a_service_that_dies_leaves_the_rest_not_run_and_a_resubmit_runs_exactly
     assert len({rows[b]["job_id"] for b in "bcd"}) == 1  # packed anew into one job
     record = json.loads(next((tmp_path / "runs").glob("gym-job-*/gym-job.json")).read_text())
     assert [j["previous_job_ids"] for j in record["benchmarks"]] == [[], [first], [first], [first]]
+
+
+def test_logs_and_cancel_of_a_benchmark_in_a_shared_job(tmp_path: Path) -> None:
+    benchmarks = {"a": {"command": "echo from-a; sleep 60"}, "b": {"command": "true"}}
+    user = User(tmp_path, shared_config(benchmarks))
+    user.submit()
+    deadline = time.monotonic() + 60
+    while user.status()["a"]["state"] != "RUNNING" and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(1)
+    logs = user.run("logs", "only=a")
+    assert logs.returncode == 0, logs.stderr
+    assert "from-a" in logs.stdout  # its own driver log ...
+    assert "echo-" in logs.stdout  # ... and its job's service log (tail names each file)
+    cancelled = user.run("cancel")
+    assert cancelled.returncode == 0 and "cancelled 1 job(s)" in cancelled.stdout, (
+        cancelled.stdout + cancelled.stderr
+    )
+    rows = wait_ended(user)
+    assert {b: (r["state"], r["job_state"]) for b, r in rows.items()} == {
+        "a": ("CANCELLED", "CANCELLED"),
+        "b": ("CANCELLED", "CANCELLED"),
+    }
+    again = user.run("resubmit")  # CANCELLED is re-queued only when named
+    assert again.returncode == 0 and "nothing to resubmit" in again.stdout, again.stdout + again.stderr

@@ -77,3 +77,27 @@ def prepare(stage: Stage, timeout: float = 180) -> subprocess.CompletedProcess:
         timeout=timeout,
         stdin=subprocess.DEVNULL,
     )
+
+
+def prepared_stage(base: Path, nemo_gym_venv: Path) -> Stage:
+    """A stage under `base` whose benchmark data the real `gym eval prepare` wrote (or the test fails)."""
+    stage = make_stage(base, nemo_gym_venv)
+    prepared = prepare(stage)
+    assert prepared.returncode == 0, prepared.stdout + prepared.stderr
+    return stage
+
+
+def submit_realgym(
+    base: Path, nemo_gym_venv: Path, home: Path, limit: str, *args: str
+) -> tuple[Path, dict[str, str], str]:
+    """`gymbuild submit` of configs/vllm.yaml (with `args`) from `home`, on a prepared stage under
+    `base`, its runs under `base/runs`: (output path, the submitting shell's environment, config=)."""
+    from e2e_helpers import gymbuild, user_env
+
+    stage = prepared_stage(base, nemo_gym_venv)
+    output = base / "runs"
+    env = user_env(home, **stage.environ(output, REALGYM_LIMIT=limit))
+    config = f"config={CONFIGS / 'vllm.yaml'}"
+    done = gymbuild("submit", config, *args, cwd=home, env=env)
+    assert done.rc == 0, done.stdout + done.stderr
+    return output, env, config
