@@ -44,11 +44,14 @@ def job_rel_dir(group: Group) -> str:
 
 def shared_jobs(benchmarks: Iterable[Any]) -> dict[str, Group]:
     """job id -> the benchmarks a record (its `BenchmarkJob`s, in record order) says it ran together:
-    the ids two or more benchmarks carry."""
+    the ids two or more benchmarks carry, now or among their earlier jobs. A resubmit moves a shared
+    job's failed members to a new job; the old job still ran them all, in the directory named after
+    all of them, and its completed members' states are read there."""
     by_id: dict[str, list[str]] = {}
     for job in benchmarks:
-        if job.job_id:
-            by_id.setdefault(job.job_id, []).append(job.benchmark)
+        for job_id in dict.fromkeys((*job.previous_job_ids, job.job_id)):
+            if job_id:
+                by_id.setdefault(job_id, []).append(job.benchmark)
     return {job_id: tuple(names) for job_id, names in by_id.items() if len(names) > 1}
 
 

@@ -9,7 +9,16 @@ import time
 from typing import Any
 
 import pytest
-from e2e_helpers import gymbuild, job_ids, manifest, run_dir, slurm_config, user_env, write_config
+from e2e_helpers import (
+    DRIVER_IMAGE,
+    gymbuild,
+    job_ids,
+    manifest,
+    run_dir,
+    slurm_config,
+    user_env,
+    write_config,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -101,3 +110,59 @@ def test_a_shared_resumable_job_that_times_out_resumes_only_what_did_not_finish(
         "quick": ("COMPLETED", second),
         "slow": ("COMPLETED", second),
     }
+
+
+def test_a_service_that_dies_mid_job_leaves_the_rest_not_run_and_resubmit_runs_exactly_those(
+    cluster: Any, tmp_path: Any
+) -> None:
+    stop = cluster.run_dir("shared-stop") / "stop"
+    # The service stops serving once `stop` exists; benchmark `b` makes it so, then waits to be stopped.
+    service = {
+        "type": "command",
+        "container": DRIVER_IMAGE,
+        "port": 18952,
+        "command": f'python3 -m http.server --bind 127.0.0.1 "$GYM_PORT" & '
+        f"while [ ! -e {stop} ]; do sleep 0.2; done; kill $!",
+        "health_check": {"path": "/", "timeout_seconds": 60},
+    }
+    benchmarks: dict[str, Any] = {
+        "a": {"command": "true"},
+        "b": {"command": f"touch {stop}; sleep 120"},
+        "c": {"command": "true"},
+        "d": {"command": "true"},
+    }
+    output = cluster.run_dir("e2e-shared-dies")
+
+    def config_of(benches: dict[str, Any]) -> dict[str, Any]:
+        config = slurm_config(
+            output, benches, services={"web": service}, driver={"benchmarks_per_job": "all"}
+        )
+        del config["driver"]["policy_model"]
+        return config
+
+    config = config_of(benchmarks)
+    write_config(tmp_path, config)
+    submit = gymbuild("submit", cwd=tmp_path, env=user_env(tmp_path))
+    assert submit.rc == 0, submit.stdout + submit.stderr
+    (first,) = set(job_ids(manifest(config)).values())
+    assert cluster.wait_for_job(first, timeout=240).state == "FAILED"
+    rows = _status(tmp_path)
+    assert {b: r["state"] for b, r in rows.items()} == {
+        "a": "COMPLETED",
+        "b": "FAILED",
+        "c": "NOT RUN",
+        "d": "NOT RUN",
+    }
+
+    stop.unlink()
+    benchmarks["b"] = {"command": "true"}
+    write_config(tmp_path, config_of(benchmarks))
+    again = gymbuild("resubmit", cwd=tmp_path, env=user_env(tmp_path))
+    assert again.rc == 0, again.stdout + again.stderr
+    submitted = sorted(line.split()[1] for line in again.stdout.splitlines() if line.startswith("submitted"))
+    assert submitted == ["b", "c", "d"]
+    ids = job_ids(manifest(config))
+    assert ids["a"] == first and len({ids[b] for b in "bcd"}) == 1  # packed anew into one job
+    assert cluster.wait_for_job(ids["b"], timeout=240).state == "COMPLETED"
+    rows = _status(tmp_path)
+    assert {b: r["state"] for b, r in rows.items()} == dict.fromkeys("abcd", "COMPLETED")
