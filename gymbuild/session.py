@@ -67,7 +67,6 @@ class Session:
         self.memo: dict[str, Any] = {}  # run-wide values a step computes once (steps/stage.py)
         self.queue_total: int | None = None
         self.queue_done: set[str] = set()  # benchmarks this run has queued (or tried to)
-        self.queue_locked = False  # the run's shell holds the run dir's queue lock (slurm)
         self.progress_lock = threading.Lock()  # outcomes are written on IO threads
 
     # --- the config, loaded on first need ---------------------------------------------------------
@@ -248,7 +247,6 @@ class Session:
         with contextlib.suppress(UserError):
             self._opened_early()  # opened for nothing (a render failed): closed all the same
         conn, self._connection = self._connection, None
-        self.queue_locked = False  # the lock goes with the shell that held it
         if conn is not None:
             conn.close()
 

@@ -63,8 +63,8 @@ class Executor(Protocol):
         ...
 
     def hold_queue(self, conn: Connection, run_dir: str) -> None:
-        """Before the first job of a session is sent: whatever makes this session the run dir's only
-        queuer (Slurm: the queue lock, held by the session's shell until it ends)."""
+        """Before jobs are sent, every pass: whatever makes this session the run dir's only queuer
+        (Slurm: the queue lock, taken once and held by the session's shell until it ends)."""
         ...
 
     def send(self, conn: Connection, script: str, secrets: Any, attempt: str) -> Answer:

@@ -144,6 +144,9 @@ class Connection:
         self._shell: subprocess.Popen[bytes] | None = None
         self._shell_err: IO[bytes] | None = None
         self.round_trips = 0
+        # Run directories whose queue lock this shell holds (executors/slurm.py): the lock lives and
+        # dies with the shell, so it is kept here, where a closed shell forgets it.
+        self.held_queue_locks: set[str] = set()
 
     @property
     def is_local(self) -> bool:
@@ -197,6 +200,7 @@ class Connection:
     def close(self) -> None:
         """Close the shell and the master; safe to call twice, and on a half-open connection."""
         shell, self._shell = self._shell, None
+        self.held_queue_locks.clear()
         if shell is not None:
             try:
                 assert shell.stdin

@@ -202,8 +202,11 @@ def find_queued(conn: Connection, job_dir: str, job_name: str, known: frozenset[
 
 
 def hold_queue(conn: Connection, run_dir: str) -> None:
-    """The session's shell takes the run dir's queue lock (hold_queue_lock) before its first sbatch."""
-    hold_queue_lock(conn, run_dir)
+    """The session's shell takes the run dir's queue lock (hold_queue_lock) before its first sbatch,
+    once: later passes of the same shell already hold it."""
+    if run_dir not in conn.held_queue_locks:
+        hold_queue_lock(conn, run_dir)
+        conn.held_queue_locks.add(run_dir)
 
 
 def send(conn: Connection, script: str, secrets: SecretsFile | None, attempt: str) -> Answer:

@@ -50,9 +50,7 @@ def queue_many(ctx: Session, benches: list[str]) -> None:
     if ctx.queue_total is None:  # once per run: reading every outcome per sbatch was O(N^2)
         ctx.queue_total = len(ctx.to_queue())
     run_dir = ctx.submission().run_dir
-    if not ctx.queue_locked:  # once per session: its shell holds the lock (slurm)
-        executor.hold_queue(ctx.connection(), run_dir)
-        ctx.queue_locked = True
+    executor.hold_queue(ctx.connection(), run_dir)
     # Read before any new stamp is written: these are the attempts of a killed run.
     lost = {b: a for b in benches if (a := ctx.workspace.stamp(f"inflight-{b}")) is not None}
     earlier_outcomes = ctx.workspace.outcomes()  # once: only this run writes them (it holds the lock)
