@@ -73,7 +73,7 @@ def _stage_basis(ctx: Session) -> str:
 def stage_digest(ctx: Session, bench: str) -> str:
     """What `bench`'s script is made from: the shared basis and the benchmark's own config entry.
 
-    A plan depends on nothing else (plan.py is pure and a benchmark's plan reads no other
+    A plan depends on nothing else (gymbuild/plan is pure and a benchmark's plan reads no other
     benchmark), so equal inputs make an equal script without planning or rendering anything.
     Cached for the run: doit's uptodate checks, stage, queue and the report all ask.
     """
