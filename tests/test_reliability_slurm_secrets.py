@@ -109,7 +109,7 @@ def slurm_run(cluster, tmp_path_factory):
             )
         },
         driver={"env": {"WANDB_API_KEY": "host:WANDB_API_KEY", "PATH": f"lit:{shim.parent}:{SYSTEM_PATH}"}},
-        # a node each: two collectors starting on one node in the same second both took port 13133
+        # a node each: the two benchmarks' jobs, collectors included, never share one
         extra_args={"exclusive": True},
     )
     data["otel"] = {
