@@ -118,15 +118,33 @@ class Cluster:
                 return JobResult(jid, state.split()[0], int(code or 0), int(sig or 0))
         return None
 
+    def squeue_state(self, job_id: str | int) -> str | None:
+        """The job's state as squeue shows it (what gymbuild's status reads for live jobs), or None
+        once squeue no longer lists it."""
+        out = subprocess.run(
+            ["squeue", "-h", "-j", str(job_id), "-o", "%i|%T"], capture_output=True, text=True, timeout=30
+        ).stdout
+        for line in out.splitlines():
+            jid, _, state = line.partition("|")
+            if jid == str(job_id):
+                return state
+        return None
+
     def wait_for_job(self, job_id: str | int, timeout: float = 120) -> JobResult:
-        """Poll sacct until the job has ended; tolerates accounting lag. Fails the test on timeout."""
+        """Poll until the job has ended: sacct says how (it lags slurmctld a little), and squeue no
+        longer shows it COMPLETING (a job shutting down reads COMPLETING there for a moment after
+        scancel or its end, and `gymbuild status` asks squeue first). Fails the test on timeout."""
         deadline = time.monotonic() + timeout
         last = None
         while time.monotonic() < deadline:
             last = self.sacct(job_id)
-            if last is not None and last.state in TERMINAL_STATES:
+            if (
+                last is not None
+                and last.state in TERMINAL_STATES
+                and self.squeue_state(job_id) != "COMPLETING"
+            ):
                 return last
-            time.sleep(0.5)
+            time.sleep(0.2)
         pytest.fail(f"job {job_id} did not end within {timeout}s (last sacct record: {last})")
 
     def pyxis_records(self, job_id: str | int, step: str | int) -> list[dict]:
