@@ -35,10 +35,9 @@ from gymbuild import pipeline, verbs
 from gymbuild.errors import UserError
 from gymbuild.invocation import Invocation
 from gymbuild.reporter import GymReporter
+from gymbuild.resources import template_files
 from gymbuild.session import Session, hold_workspace
 from gymbuild.steps import queue, record, show, stage, sync
-
-TEMPLATES = Path(__file__).parent / "render" / "templates"
 
 
 def namespace(argv: Sequence[str]) -> dict[str, Any]:
@@ -303,7 +302,7 @@ class Graph:
         if not self._pipeline_ready():
             return
         ctx = self.ctx
-        templates = sorted(str(p) for p in TEMPLATES.iterdir() if p.is_file())  # not __pycache__/
+        templates = [str(p) for p in template_files()]
         inputs = [str(stage.resolved_path(ctx)), *templates]
         for bench in ctx.selected():
             targets = self.stage_targets(bench)
@@ -434,6 +433,16 @@ class Graph:
             results_read.print_results(self.ctx)
 
         return self.verb("results", action, needs_config=False)
+
+    def task_compare(self) -> dict[str, Any]:
+        """Two runs paired by task and repeat (compare_read.py); what the user sees is in verbs.py."""
+
+        def action() -> None:
+            from gymbuild import compare_read
+
+            compare_read.print_compare(self.ctx)
+
+        return self.verb("compare", action, needs_config=False)
 
     def task_runs(self) -> dict[str, Any]:
         """List this machine's submissions from the local index, newest first (json=1 for scripts)."""
