@@ -10,32 +10,13 @@ doit reads DOIT_CONFIG when it loads the tasks, so the command line is parsed he
 
 from __future__ import annotations
 
-import difflib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from gymbuild import verbs
-
-# doit's own commands, passed to doit as they are (tests/test_cli.py checks this against doit's list).
-DOIT_COMMANDS = frozenset(
-    {
-        "help",
-        "run",
-        "list",
-        "info",
-        "clean",
-        "forget",
-        "ignore",
-        "dumpdb",
-        "strace",
-        "tabcompletion",
-        "reset-dep",
-    }
-)
-HELP_FLAGS = frozenset({"-h", "--help"})
-VERSION_FLAGS = frozenset({"-V", "--version"})
+from gymbuild.argv import DOIT_COMMANDS, HELP_FLAGS, VERSION_FLAGS, known_word, nearest_verb, normalize
 
 
 def _table(rows: Sequence[tuple[str, str]], indent: str = "  ") -> list[str]:
@@ -106,19 +87,13 @@ def version() -> str:
 def _unknown(word: str, out: TextIO) -> int:
     """A word that is no verb: one message (with the nearest verb, if any), then the help; exit 1."""
     names = [v.name for v in verbs.VERBS]
-    near = difflib.get_close_matches(word, names, n=1)
-    hint = f" (did you mean {near[0]}?)" if near else ""
+    near = nearest_verb(word)
+    hint = f" (did you mean {near}?)" if near else ""
     out.write(
         f"error: {word!r} is not a gymbuild verb{hint}\n"
         f"    fix: use one of {', '.join(names)}; each is described below\n\n" + usage()
     )
     return 1
-
-
-def _known(word: str) -> bool:
-    """A verb, a doit command, or a task doit knows (a pipeline step, `stage:<bench>`...)."""
-    task = word.split(":", 1)[0]
-    return verbs.verb(word) is not None or word in DOIT_COMMANDS or task in verbs.STEPS
 
 
 def answer_here(args: Sequence[str]) -> int | None:
@@ -130,6 +105,9 @@ def answer_here(args: Sequence[str]) -> int | None:
     words = [a for a in args if "=" not in a and not a.startswith("-")]
     if any(a in HELP_FLAGS for a in args):
         named = next((verbs.verb(w) for w in words if verbs.verb(w)), None)
+        command = next((w for w in words if w in DOIT_COMMANDS and w != "help"), None)
+        if named is None and command is not None:  # `gymbuild list --help`: doit's help of `list`
+            return _doit_help([command])
         sys.stdout.write(verb_usage(named) if named else usage())
         return 0
     if not args:
@@ -151,9 +129,16 @@ def answer_here(args: Sequence[str]) -> int | None:
         if topic == "doit" or topic in DOIT_COMMANDS or topic == "task":
             return _doit_help([] if topic == "doit" else [topic])
         return _unknown(topic, sys.stderr)
+    if words[:1] == ["run"] and len(words) == 1:
+        # doit's `run` of no task is the default task, the dry run: not what `run` seems to promise.
+        sys.stderr.write(
+            "error: `gymbuild run` runs doit tasks by name, and names none: it would only do the dry run\n"
+            "    fix: `gymbuild submit config=FILE` submits; `gymbuild render config=FILE` is the dry run\n"
+        )
+        return 1
     for before, word in zip(["", *args], args, strict=False):
         # After a doit option (`-n 2`, `--reporter json`) a word may be its value, not a verb.
-        if word in words and not before.startswith("-") and not _known(word):
+        if word in words and not before.startswith("-") and not known_word(word):
             return _unknown(word, sys.stderr)
     return None
 
@@ -205,7 +190,11 @@ def _connect_ahead(args: Sequence[str]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
+    parsed = normalize(sys.argv[1:] if argv is None else argv)
+    if parsed.error is not None:
+        print(parsed.error, file=sys.stderr)
+        return 1
+    args = list(parsed.args)
     answered = answer_here(args)
     if answered is not None:
         return answered

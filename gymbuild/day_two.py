@@ -179,7 +179,7 @@ def format_statuses(
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]) - 1)]
     lines = ["  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]) for r in table]
     for title, notes in (
-        ("not queued (`doit submit` queues these again)", [r for r in rows if r.error and not r.job_id]),
+        ("not queued (`gymbuild submit` queues these again)", [r for r in rows if r.error and not r.job_id]),
         ("state unknown", [r for r in rows if r.error and r.job_id]),
     ):
         if notes:
@@ -322,16 +322,35 @@ def find_record(s: Session, run: str | None = None, *, connect: bool = True) -> 
         return record_from_run_dir(s.connection(), run_dir)
     current = s.workspace.submission()
     if current is None or not s.workspace.has_outcomes():
-        raise UserError(
-            f"error: {inv.config} has no submission in {inv.workspace} yet\n"
-            "    fix: run `doit submit` first, or name one with run=<gym_job_id> (see `doit runs`)"
-        )
+        raise no_submission(s)
     # What was submitted, where it went, even if the config has been edited since (a new
     # output_path or host): status, logs and cancel must still reach the jobs that are queued.
     s.adopt_submission(current)
     if connect:
         s.connection(current.hostname, use_config=False)
     return build_record(s, commit=False)
+
+
+def no_submission(s: Session) -> UserError:
+    """Why the config has no submission to act on, and what to type instead: the file may not
+    exist, or what was submitted from it is a sweep (multirun=1), or it was never submitted."""
+    config = s.inv.config
+    if not config.is_file():
+        return UserError(
+            f"error: {config}: no such file\n"
+            "    fix: name the config you submitted with config=FILE, or a submission with "
+            "run=<gym_job_id> (`gymbuild runs` lists them)"
+        )
+    if (s.workspace.config_dir / "sweeps").is_dir():
+        return UserError(
+            f"error: {config} has no single submission, but it has a sweep\n"
+            f"    fix: add multirun=1 (the config's latest sweep) or sweep=<id>: gymbuild VERB config={config} multirun=1"
+        )
+    return UserError(
+        f"error: {config} has not been submitted yet\n"
+        f"    fix: gymbuild submit config={config}, or name a submission with run=<gym_job_id> "
+        "(`gymbuild runs` lists them)"
+    )
 
 
 def _find_checked(s: Session) -> SubmissionRecord:

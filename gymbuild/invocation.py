@@ -11,6 +11,8 @@ from gymbuild.verbs import reserved
 RESERVED = reserved()  # the arguments gymbuild's verbs read (verbs.ARGUMENTS); the rest are overrides
 # Verbs that only read the workspace (outcome files are written atomically) and write nothing in it.
 READ_ONLY_VERBS = frozenset({"status", "logs", "cancel", "runs", "results"})
+# doit's commands that only look at the task graph and its database: they must change nothing.
+INSPECTING_COMMANDS = frozenset({"list", "info", "dumpdb", "help", "tabcompletion", "strace"})
 # Verbs whose work ends at the staged tree: nothing is copied, queued or recorded.
 STAGE_ONLY_VERBS = frozenset({"render", "resolve"})
 
@@ -26,7 +28,17 @@ def command_variables(argv: Sequence[str]) -> dict[str, str]:
 
 
 DEFAULT_CONFIG = "submit.yaml"
-DEFAULT_WORKSPACE = ".gymbuild"
+
+
+def default_workspace() -> Path:
+    """Where gymbuild remembers submissions unless `workspace=` says: the user's state directory
+    (`$XDG_STATE_HOME/gymbuild/workspaces`, else `~/.local/state/gymbuild/workspaces`), in which each
+    config has its own corner keyed by its real path (workspace.Workspace). So the state follows the
+    config file, not the directory a command runs in: every verb, from anywhere, finds the same
+    submission, and a submit from another directory never queues the evaluation a second time."""
+    from gymbuild.resources import user_state_home
+
+    return user_state_home() / "gymbuild" / "workspaces"
 
 
 @dataclass(frozen=True)
@@ -57,6 +69,12 @@ class Invocation:
         return bool(self.verbs) and set(self.verbs) <= READ_ONLY_VERBS
 
     @property
+    def inspects(self) -> bool:
+        """`gymbuild list --status`, `gymbuild info submit`: the graph is shown as it would run, and no
+        submission is started, no workspace locked, no record written (nothing changes by looking)."""
+        return bool(self.verbs) and self.verbs[0] in INSPECTING_COMMANDS
+
+    @property
     def stage_only(self) -> bool:
         """The run's verbs stop at the staged tree (none named: the default, render): no sync, queue
         or record task is built (a thousand queue tasks nobody runs cost a dry run a tenth of a second)."""
@@ -74,7 +92,7 @@ class Invocation:
             return variables.get(name, "0").strip().lower() not in ("", "0", "false", "no")
 
         return cls(
-            config=Path(variables.get("config", DEFAULT_CONFIG)),
+            config=Path(variables.get("config", DEFAULT_CONFIG)).expanduser(),
             overrides=tuple(f"{k}={v}" for k, v in variables.items() if k not in RESERVED),
             json=flag("json"),
             new=flag("new"),
@@ -82,7 +100,7 @@ class Invocation:
             watch=flag("watch"),
             only=tuple(name for name in variables.get("only", "").split(",") if name),
             run=variables.get("run") or None,
-            workspace=Path(variables.get("workspace", DEFAULT_WORKSPACE)),
+            workspace=Path(variables["workspace"]).expanduser() if "workspace" in variables else default_workspace(),
             format=variables.get("format") or None,
             multirun=flag("multirun"),
             sweep=variables.get("sweep") or None,

@@ -104,7 +104,7 @@ def record(ctx: Session) -> None:
             f"error: the jobs are queued but {sub.run_dir}/{MANIFEST_NAME} could not be written on "
             f"{ctx.connection().target}: {result.stderr.strip()}\n"
             f"    queued: {queued or 'none'}\n"
-            "    fix: note these job ids; run `doit submit` again to rewrite the record"
+            "    fix: note these job ids; run `gymbuild submit` again to rewrite the record"
         )
     atomic_write(manifest_copy(ctx), text)
     ctx.workspace.set_stamp(RECORD_STAMP, _record_digest(ctx))

@@ -97,6 +97,6 @@ def report_submit(ctx: Session, benches: Sequence[str] | None = None) -> str | N
     if failed:
         return (
             f"error: {len(failed)} of {len(jobs)} benchmarks have no job id: {', '.join(failed)}\n"
-            "    fix: correct the cause above and run `doit submit` again: it queues only these"
+            "    fix: correct the cause above and run `gymbuild submit` again: it queues only these"
         )
     return None
