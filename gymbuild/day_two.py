@@ -344,7 +344,8 @@ def no_submission(s: Session) -> UserError:
     if (s.workspace.config_dir / "sweeps").is_dir():
         return UserError(
             f"error: {config} has no single submission, but it has a sweep\n"
-            f"    fix: add multirun=1 (the config's latest sweep) or sweep=<id>: gymbuild VERB config={config} multirun=1"
+            "    fix: add multirun=1 (its latest sweep) or sweep=<id>, as in "
+            f"gymbuild results config={config} multirun=1"
         )
     return UserError(
         f"error: {config} has not been submitted yet\n"

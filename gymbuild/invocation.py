@@ -100,7 +100,9 @@ class Invocation:
             watch=flag("watch"),
             only=tuple(name for name in variables.get("only", "").split(",") if name),
             run=variables.get("run") or None,
-            workspace=Path(variables["workspace"]).expanduser() if "workspace" in variables else default_workspace(),
+            workspace=(
+                Path(variables["workspace"]).expanduser() if "workspace" in variables else default_workspace()
+            ),
             format=variables.get("format") or None,
             multirun=flag("multirun"),
             sweep=variables.get("sweep") or None,

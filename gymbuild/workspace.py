@@ -155,9 +155,8 @@ class Workspace:
             current = json.loads((other / "submission.json").read_text()).get("gym_job_id")
         except (OSError, ValueError, AttributeError):
             return None
-        queued = any(
-            json.loads(p.read_text()).get("job_id") for p in (other / "outcomes").glob("*.json") if p.is_file()
-        )
+        outcomes = (other / "outcomes").glob("*.json")
+        queued = any(json.loads(p.read_text()).get("job_id") for p in outcomes if p.is_file())
         return (other, gym_job_id) if current == gym_job_id and queued else None
 
     def history(self) -> list[Submission]:
