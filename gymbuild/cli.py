@@ -148,7 +148,18 @@ def _doit(namespace: dict[str, object]) -> Any:
     from doit.cmd_base import ModuleTaskLoader
     from doit.doit_cmd import DoitMain
 
-    main = DoitMain(ModuleTaskLoader(namespace), extra_config={"GLOBAL": {}})
+    class Main(DoitMain):
+        def get_cmds(self) -> Any:
+            # doit's own commands only: the gymbuild verbs that doit_plugin.py adds to doit are
+            # tasks here, and a task may not share a command's name.
+            from doit.plugin import PluginDict
+
+            commands = PluginDict()
+            for command in self.DOIT_CMDS:
+                commands[command.get_name()] = command
+            return commands
+
+    main = Main(ModuleTaskLoader(namespace), extra_config={"GLOBAL": {}})
     main.BIN_NAME = "gymbuild"
     return main
 

@@ -125,6 +125,12 @@ def workspaces(home: Path) -> Path:
     return home / "xdg-state" / "gymbuild" / "workspaces"
 
 
+def workspaces_home() -> Path:
+    """The workspaces of gymbuild run with this process's environment (conftest gives each test its
+    own XDG_STATE_HOME)."""
+    return Path(os.environ["XDG_STATE_HOME"]) / "gymbuild" / "workspaces"
+
+
 def run_dirs(output_path: Path | str) -> list[Path]:
     """The submissions' run directories (`gym-job-*`) under a config's job.output_path, oldest first."""
     return sorted(Path(output_path).glob("gym-job-*"))
