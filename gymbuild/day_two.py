@@ -209,35 +209,6 @@ def statuses_json(
     return json.dumps(payload, indent=2) + "\n"
 
 
-def format_runs(records: Sequence[SubmissionRecord], as_json: bool) -> str:
-    """The local index, newest first: when, where, how many queued and failed, and the run dir."""
-    if as_json:
-        rows = [
-            {
-                "gym_job_id": r.gym_job_id,
-                "submitted_at": r.submitted_at,
-                "executor": r.executor,
-                "cluster": r.cluster,
-                "hostname": r.hostname,
-                "queued": sum(1 for j in r.benchmarks if j.job_id),
-                "failed": len(r.failed),
-                "run_dir": r.run_dir,
-            }
-            for r in records
-        ]
-        return json.dumps(rows, indent=2) + "\n"
-    if not records:
-        return f"no submissions in {local_index_dir()}\n"
-    lines = []
-    for r in records:
-        queued = sum(1 for j in r.benchmarks if j.job_id)
-        where = f"{r.executor}:{r.cluster}" + (f"@{r.hostname}" if r.hostname else "")
-        lines.append(
-            f"{r.gym_job_id}  {r.submitted_at}  {where}  {queued} queued, {len(r.failed)} failed  {r.run_dir}"
-        )
-    return "\n".join(lines) + "\n"
-
-
 def all_runs() -> list[SubmissionRecord]:
     return sorted(iter_local_index(), key=lambda r: (r.submitted_at, r.gym_job_id), reverse=True)
 
@@ -402,10 +373,6 @@ def print_status(s: Session) -> None:
     sys.stdout.write(render(record, rows, summary, looks))
     if s.inv.watch and summary.failed + summary.unknown:
         raise UserError(watch.not_completed(record, rows, live))
-
-
-def print_runs(s: Session) -> None:
-    sys.stdout.write(format_runs(all_runs(), s.inv.json))
 
 
 def cancel(s: Session) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gymbuild.verbs import reserved
@@ -56,6 +56,8 @@ class Invocation:
     verbs: tuple[str, ...] = ()  # the verbs (and doit commands or task names) the command line names
     multirun: bool = False  # the overrides' sweep syntax makes a sweep (sweep.py)
     sweep: str | None = None  # a sweep by its id, for the day-two verbs
+    config_given: bool = False  # config= was on the command line (`runs config=F` filters by it)
+    extra: dict[str, str] = field(default_factory=dict)  # runs: limit=, state=, prune=
 
     @classmethod
     def from_argv(cls, argv: Sequence[str]) -> Invocation:
@@ -106,6 +108,8 @@ class Invocation:
             format=variables.get("format") or None,
             multirun=flag("multirun"),
             sweep=variables.get("sweep") or None,
+            config_given="config" in variables,
+            extra={k: variables[k] for k in ("limit", "state", "prune") if k in variables},
         )
 
     @property

@@ -68,6 +68,7 @@ class Session:
         self.queue_total: int | None = None
         self.queue_done: set[str] = set()  # benchmarks this run has queued (or tried to)
         self.progress_lock = threading.Lock()  # outcomes are written on IO threads
+        self.sweep_values: tuple[str, ...] = ()  # a sweep's combination: its swept key=values (sweep.py)
 
     # --- the config, loaded on first need ---------------------------------------------------------
 

@@ -289,6 +289,7 @@ def cell_session(s: Session, cell: Cell) -> Session:
     inv = replace(s.inv, overrides=cell.overrides, multirun=False, sweep=None)
     cs = Session(inv)
     cs.workspace = Workspace(s.inv.workspace, s.inv.config, cell=cell.key)
+    cs.sweep_values = cell.values  # `gymbuild runs` names the combination
     return cs
 
 

@@ -439,4 +439,10 @@ class Graph:
 
     def task_runs(self) -> dict[str, Any]:
         """List this machine's submissions from the local index, newest first (json=1 for scripts)."""
-        return self.verb("runs", lambda: _day_two().print_runs(self.ctx), needs_config=False)
+
+        def action() -> None:
+            from gymbuild import runs
+
+            runs.print_runs(self.ctx)
+
+        return self.verb("runs", action, needs_config=False)

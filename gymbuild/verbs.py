@@ -61,6 +61,9 @@ ARGUMENTS: tuple[Argument, ...] = (
         "per combination (their product)",
     ),
     Argument("sweep", "ID", "a sweep by its id (`submit multirun=1` prints it), not the config's latest"),
+    Argument("limit", "N", "the N newest only"),
+    Argument("state", "STATE", "only runs in this state: RUNNING, PENDING, COMPLETED, FAILED or UNKNOWN"),
+    Argument("prune", "DAYS", "remove the local index entries of submissions older than DAYS days"),
 )
 
 # What a sweep's day-two verbs read: the same config and overrides with multirun=1, or its id.
@@ -203,9 +206,20 @@ VERBS: tuple[Verb, ...] = (
     Verb(
         "runs",
         "runs",
-        "this machine's submissions, newest first, from the local index",
-        (("json", "one JSON list"),),
-        ("gymbuild runs", "gymbuild runs json=1"),
+        "this machine's submissions, newest first, each with its state from the scheduler",
+        (
+            ("config", "only the submissions of this config"),
+            ("limit", ""),
+            ("state", ""),
+            ("prune", "(run directories and jobs are left alone)"),
+            ("json", "one JSON list"),
+        ),
+        (
+            "gymbuild runs",
+            "gymbuild runs config=eval.yaml limit=5",
+            "gymbuild runs state=FAILED json=1",
+            "gymbuild runs prune=90",
+        ),
     ),
 )
 
