@@ -10,13 +10,33 @@ doit reads DOIT_CONFIG when it loads the tasks, so the command line is parsed he
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any, TextIO
+import threading
 
-from gymbuild import verbs
-from gymbuild.argv import DOIT_COMMANDS, HELP_FLAGS, VERSION_FLAGS, known_word, nearest_verb, normalize
+
+def _interrupted_early(signum: int, frame: object) -> None:
+    """Ctrl-C while the console script is still importing: one line and status 130, no traceback
+    (main() answers it the same way once it runs)."""
+    os.write(2, b"interrupted: gymbuild stopped before it did anything\n")
+    os._exit(130)
+
+
+# Only while this module's imports run, and only on the main thread (signal.signal's rule); then
+# Python's own handler is back, for main() to catch as KeyboardInterrupt.
+_EARLY = threading.current_thread() is threading.main_thread()
+_BEFORE = signal.signal(signal.SIGINT, _interrupted_early) if _EARLY else None
+
+from collections.abc import Sequence  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any, TextIO  # noqa: E402
+
+from gymbuild import verbs  # noqa: E402
+from gymbuild.argv import DOIT_COMMANDS, HELP_FLAGS, VERSION_FLAGS, known_word, nearest_verb, normalize  # noqa: E402
+
+if _EARLY:
+    signal.signal(signal.SIGINT, _BEFORE)
 
 
 def _table(rows: Sequence[tuple[str, str]], indent: str = "  ") -> list[str]:
@@ -201,6 +221,20 @@ def _connect_ahead(args: Sequence[str]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The console script: Ctrl-C (or a SIGINT from a script) at any point ends it with one line and
+    status 130, as a shell reports an interrupted command, never Python's traceback."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        sys.stdout.flush()
+        print(
+            "interrupted: gymbuild stopped; jobs already queued go on (`gymbuild status` shows them)",
+            file=sys.stderr,
+        )
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parsed = normalize(sys.argv[1:] if argv is None else argv)
     if parsed.error is not None:
         print(parsed.error, file=sys.stderr)

@@ -382,7 +382,7 @@ def cancel(s: Session) -> None:
     if not live:
         # A job killed without its EXIT trap (SIGKILL, a lost node) left its secrets file behind.
         executor.forget_secrets(s.connection(), record.gym_job_id, _secret_names(s, rows))
-        print(f"nothing to cancel: no job of {record.gym_job_id} is pending or running")
+        _said(s, record, [], f"nothing to cancel: no job of {record.gym_job_id} is pending or running")
         return
     job_dirs = {j.benchmark: j.job_dir for j in record.benchmarks}
     # A shared job is cancelled at its own directory (sharing.py), where status reads its marks.
@@ -393,7 +393,16 @@ def cancel(s: Session) -> None:
         raise UserError(f"error: cancelling {', '.join(live)} failed: {result.stderr.strip()}")
     # Their successors are cancelled too, so no later run reads these benchmarks' secrets again.
     executor.forget_secrets(s.connection(), record.gym_job_id, _secret_names(s, rows))
-    print(f"cancelled {len(live)} job(s) of {record.gym_job_id}: {', '.join(live)}")
+    _said(s, record, live, f"cancelled {len(live)} job(s) of {record.gym_job_id}: {', '.join(live)}")
+
+
+def _said(s: Session, record: SubmissionRecord, cancelled: Sequence[str], message: str) -> None:
+    """cancel's answer: its line, or (json=1) one JSON document naming the jobs it cancelled."""
+    if s.inv.json:
+        doc = {"gym_job_id": record.gym_job_id, "cancelled": list(cancelled), "message": message}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        print(message)
 
 
 def _secret_names(s: Session, rows: Sequence[BenchStatus]) -> list[str] | None:
@@ -412,6 +421,16 @@ def print_logs(s: Session) -> None:
         raise UserError(f"error: {row.benchmark} was never queued: {row.error}")
     job_dir = next(j.job_dir for j in record.benchmarks if j.benchmark == row.benchmark)
     shared = sharing.shared_job_dirs(record).get(row.job_id)
+    if s.inv.json and not s.inv.follow:  # the logs as one JSON document: json=1 on every verb
+        import contextlib
+        import io
+
+        text = io.StringIO()
+        with contextlib.redirect_stdout(text):
+            show_logs(s.connection(), job_dir, row.job_id, follow=False, shared_dir=shared)
+        doc = {"gym_job_id": record.gym_job_id, "benchmark": row.benchmark, "job_id": row.job_id}
+        sys.stdout.write(json.dumps({**doc, "logs": text.getvalue()}, indent=2) + "\n")
+        return
     show_logs(s.connection(), job_dir, row.job_id, follow=s.inv.follow, shared_dir=shared)
 
 
@@ -435,7 +454,19 @@ def resubmit(s: Session) -> None:
     executor = executor_for(record.executor)
     picked = to_resubmit(rows, s.inv.only, executor.RETRYABLE)
     if not picked:
-        print(f"nothing to resubmit: no benchmark of {record.gym_job_id} ended in a retryable state")
+        cancelled = [r.benchmark for r in rows if r.state == "CANCELLED" and r.benchmark not in s.inv.only]
+        hint = (
+            f"; cancelled: {', '.join(cancelled)}, re-queued only when named: "
+            f"gymbuild resubmit config={s.inv.config} only={','.join(cancelled)}"
+            if cancelled
+            else ""
+        )
+        message = f"nothing to resubmit: no benchmark of {record.gym_job_id} ended in a retryable state{hint}"
+        if s.inv.json:  # the manifest, and nothing else on stdout, as a resubmit that re-queued prints
+            print(message, file=sys.stderr)
+            sys.stdout.write(record.dumps())
+        else:
+            print(message)
         return
     states = {r.benchmark: r.state for r in rows}
     for bench in picked:

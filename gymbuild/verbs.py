@@ -165,6 +165,7 @@ VERBS: tuple[Verb, ...] = (
             *_SUBMISSION,
             ("only", "the one benchmark whose logs to show"),
             ("follow", ""),
+            ("json", "the logs as one JSON document (not with follow=1)"),
             ("multirun", "name the sweep's submissions (their logs are one run= each)"),
             ("sweep", ""),
         ),
@@ -174,7 +175,12 @@ VERBS: tuple[Verb, ...] = (
         "cancel",
         "cancel config=FILE",
         "cancel the submission's pending and running jobs (only= narrows)",
-        (*_SUBMISSION, ("only", "cancel these benchmarks' jobs only"), *_SWEEP),
+        (
+            *_SUBMISSION,
+            ("only", "cancel these benchmarks' jobs only"),
+            ("json", "what it cancelled, as JSON"),
+            *_SWEEP,
+        ),
         ("gymbuild cancel config=eval.yaml", "gymbuild cancel run=gym-job-20260101T120000Z-a1b2c3 only=gpqa"),
     ),
     Verb(
