@@ -224,9 +224,14 @@ def _agent_metrics(bench: BenchResult | None, agent: str | None) -> dict[str, Va
 
 
 def clean(value: Value) -> Value:
-    """A float without binary noise (0.5760000000000001 is 0.576): 15 significant digits, all a
-    double holds exactly, so a value that means 0.576 prints as 0.576 in CSV and JSON."""
-    return float(f"{value:.15g}") if isinstance(value, float) else value
+    """A float without binary noise: 0.5760000000000001 (a sum's last-bit error) is 0.576. Rounded to
+    15 significant digits (all a double holds exactly) only when that leaves a shorter number, so a
+    value with real digits there (2/3 is 0.6666666666666666) stays exactly as it was."""
+    if not isinstance(value, float):
+        return value
+    short = f"{value:.15g}"
+    digits = len(short.split("e")[0].replace("-", "").replace(".", "").strip("0"))
+    return float(short) if digits < 15 else value
 
 
 def delta(value: Value | None, first: Value | None) -> float | None:
