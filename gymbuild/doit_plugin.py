@@ -40,4 +40,7 @@ def _command(verb: verbs.Verb) -> type[_Verb]:
     return type(name, (_Verb,), {"name": verb.name, "doc_purpose": f"gymbuild: {verb.does}"})
 
 
-Resolve, Render, Submit, Status, Resubmit, Logs, Cancel, Results, Runs = (_command(v) for v in verbs.VERBS)
+# `Submit`, `Render`...: one class per verb of verbs.VERBS, named as pyproject.toml's entry points
+# name them (tests/test_cli.py checks that every verb has its entry point).
+COMMANDS = {v.name.capitalize(): _command(v) for v in verbs.VERBS}
+globals().update(COMMANDS)

@@ -10,7 +10,7 @@ from gymbuild.verbs import reserved
 
 RESERVED = reserved()  # the arguments gymbuild's verbs read (verbs.ARGUMENTS); the rest are overrides
 # Verbs that only read the workspace (outcome files are written atomically) and write nothing in it.
-READ_ONLY_VERBS = frozenset({"status", "logs", "cancel", "runs", "results"})
+READ_ONLY_VERBS = frozenset({"status", "logs", "cancel", "runs", "results", "compare"})
 # doit's commands that only look at the task graph and its database: they must change nothing.
 INSPECTING_COMMANDS = frozenset({"list", "info", "dumpdb", "help", "tabcompletion", "strace"})
 # Verbs whose work ends at the staged tree: nothing is copied, queued or recorded.
@@ -58,6 +58,7 @@ class Invocation:
     sweep: str | None = None  # a sweep by its id, for the day-two verbs
     config_given: bool = False  # config= was on the command line (`runs config=F` filters by it)
     extra: dict[str, str] = field(default_factory=dict)  # runs: limit=, state=, prune=
+    max_drop: str | None = None  # compare: exit 1 when a benchmark dropped by more (compare_read.py)
 
     @classmethod
     def from_argv(cls, argv: Sequence[str]) -> Invocation:
@@ -110,6 +111,7 @@ class Invocation:
             sweep=variables.get("sweep") or None,
             config_given="config" in variables,
             extra={k: variables[k] for k in ("limit", "state", "prune") if k in variables},
+            max_drop=variables.get("max_drop") or None,
         )
 
     @property

@@ -199,6 +199,16 @@ def test_doit_runs_the_verbs_in_any_directory_with_the_one_installed_package(tmp
     assert not list(elsewhere.iterdir())  # nothing left in the directory it ran in
 
 
+def test_every_verb_is_a_doit_command_entry_point() -> None:
+    """pyproject.toml registers each verb of verbs.py as a doit command (gymbuild/doit_plugin.py)."""
+    from gymbuild import doit_plugin
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    points = project["entry-points"]["doit.COMMAND"]
+    assert points == {v.name: f"gymbuild.doit_plugin:{v.name.capitalize()}" for v in verbs.VERBS}
+    assert all(getattr(doit_plugin, target.split(":")[1]).name == name for name, target in points.items())
+
+
 def test_readme_command_table_is_the_help(tmp_path: Path) -> None:
     """README's table of commands lists the verbs `gymbuild --help` lists, in its order, each with
     the same line."""
