@@ -1,6 +1,6 @@
 """The doit task graph: file-targeted steps with their dependencies, and the verbs on top of them.
 
-Both entry points load it: `doit` through the project's dodo.py and the `gymbuild` console script
+Both entry points load it: the `gymbuild` console script, and `doit VERB` through it (doit_plugin.py),
 through doit's ModuleTaskLoader, each with the namespace `namespace(argv)` makes from the command
 line, parsed once: one run context (session.Session) per run, no module state.
 

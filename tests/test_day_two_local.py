@@ -168,10 +168,12 @@ def test_local_status_resubmit_cancel_logs_and_runs(local: Local, tmp_path: Path
     assert not any(group_alive(j) for j in live)
 
     runs = json.loads(local.ok("runs", "json=1", cwd=elsewhere))
-    assert [(r["gym_job_id"], r["executor"], r["queued"], r["failed"]) for r in runs] == [
-        (gym_job_id, "local", 4, 0)
+    assert [(r["gym_job_id"], r["executor"], r["state"], r["not_queued"]) for r in runs] == [
+        (gym_job_id, "local", "FAILED", 0)  # two were cancelled: no result, so not COMPLETED
     ]
-    assert f"local:here  4 queued, 0 failed  {run_dir}" in local.ok("runs", cwd=elsewhere)
+    assert sum(runs[0]["benchmarks"].values()) == 4
+    line = local.ok("runs", cwd=elsewhere).splitlines()[1]
+    assert "local:here" in line and "FAILED" in line and line.endswith(str(run_dir))
 
 
 def test_a_workspace_held_by_another_run_is_one_message_without_traceback(tmp_path: Path) -> None:
