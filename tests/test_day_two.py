@@ -280,7 +280,7 @@ def test_status_shows_every_state_with_one_squeue_and_one_sacct(
     assert by_bench["slow"][2] == "TIMEOUT"
     assert by_bench["refused"][1:] == ["-", "NOT", "QUEUED", "-", "-", "-"]
     # sbatch's reason is under the table, where its length cannot widen the STATE column.
-    assert lines[7:9] == ["", "not queued (`doit submit` queues these again):"]
+    assert lines[7:9] == ["", "not queued (`gymbuild submit` queues these again):"]
     assert lines[9].startswith("  refused: sbatch: error:")
     # Last, the summary: only `ok` has a result; the other four ended without one.
     assert lines[10:] == ["", "5 benchmarks: 0 pending, 0 running, 1 completed, 4 failed"]
