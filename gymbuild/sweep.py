@@ -678,24 +678,16 @@ def _check_only(s: Session, records: Sequence[Any]) -> None:
 
 
 def _look(s: Session, records: Sequence[Any]) -> list[list[Any]]:
-    """One look at every job of the sweep: one status round trip per executor, however many cells."""
-    from gymbuild import day_two
-    from gymbuild.executors.base import executor_for
+    """One look at every job of the sweep, shared jobs' members included (states.py): one status
+    round trip per executor, however many cells."""
+    from gymbuild.states import states_of
 
-    rows: list[list[Any]] = [[] for _ in records]
-    by_executor: dict[str, list[int]] = {}
-    for i, record in enumerate(records):
-        if record is not None:
-            by_executor.setdefault(record.executor, []).append(i)
-    for name, group in by_executor.items():
-        jobs = {j.job_dir: j.job_id for i in group for j in records[i].benchmarks if j.job_id}
-        since = min(records[i].submitted_at for i in group)
-        conn = s.connection(records[group[0]].hostname, use_config=False)
-        found = executor_for(name).states(conn, jobs, since=since) if jobs else {}
-        for i in group:
-            cell_rows = day_two.status_rows(records[i].benchmarks, found)
-            rows[i] = [r for r in cell_rows if r.benchmark in s.inv.only] if s.inv.only else cell_rows
-    return rows
+    present = [r for r in records if r is not None]
+    if not present:
+        return [[] for _ in records]
+    found = iter(states_of(s.connection(present[0].hostname, use_config=False), present))
+    rows = [next(found) if r is not None else [] for r in records]
+    return [[r for r in cell if r.benchmark in s.inv.only] if s.inv.only else cell for cell in rows]
 
 
 def status(s: Session) -> None:
@@ -703,7 +695,7 @@ def status(s: Session) -> None:
     of them (watch=1: looks again, as `status watch=1` does, until every job has ended)."""
     import dataclasses
 
-    from gymbuild import day_two, watch
+    from gymbuild import states, watch
     from gymbuild.executors.base import executor_for
 
     record = find_sweep(s)
@@ -716,7 +708,7 @@ def status(s: Session) -> None:
     for wait in watch.intervals() if s.inv.watch else iter([0.0]):
         rows = _look(s, records)
         looks += 1
-        total = day_two.tally([row for cell_rows in rows for row in cell_rows], live)
+        total = states.tally([row for cell_rows in rows for row in cell_rows], live)
         if not s.inv.watch or total.ended:
             break
         s.progress.show(f"sweep {record['sweep_id']}: {total.line()}")
@@ -725,9 +717,9 @@ def status(s: Session) -> None:
     shown = looks if s.inv.watch else None
     docs = []
     for cell, label, found, cell_rows in zip(cells, labels(cells), records, rows, strict=True):
-        summary = day_two.tally(cell_rows, live)
+        summary = states.tally(cell_rows, live)
         if s.inv.json:
-            doc = json.loads(day_two.statuses_json(found, cell_rows, summary)) if found else None
+            doc = json.loads(states.statuses_json(found, cell_rows, summary)) if found else None
             docs.append(
                 {"label": label, "values": list(cell.values), "gym_job_id": found and found.gym_job_id}
                 | {"status": doc}
@@ -736,7 +728,7 @@ def status(s: Session) -> None:
             sys.stdout.write(f"== {label}  (not submitted)\n")
         else:
             sys.stdout.write(f"== {label}  ({found.gym_job_id})\n")
-            sys.stdout.write(day_two.format_statuses(found, cell_rows, summary) + "\n")
+            sys.stdout.write(states.format_statuses(found, cell_rows, summary) + "\n")
     if s.inv.json:
         payload = {"sweep_id": record["sweep_id"], "cells": docs, "summary": dataclasses.asdict(total)}
         sys.stdout.write(json.dumps(payload | ({"looks": shown} if shown else {}), indent=2) + "\n")

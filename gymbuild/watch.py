@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TextIO
 
-from gymbuild import day_two
+from gymbuild import states
 from gymbuild.errors import UserError
 from gymbuild.jobs import SubmissionRecord
 from gymbuild.progress import on_a_terminal
@@ -81,7 +81,7 @@ class LiveView:
 
 
 def watch(
-    look: Callable[[], list[day_two.BenchStatus]],
+    look: Callable[[], list[states.BenchStatus]],
     record: SubmissionRecord,
     live: frozenset[str],
     *,
@@ -89,7 +89,7 @@ def watch(
     backoff: Iterator[float] | None = None,
     wait: Callable[[float], None] = time.sleep,
     out: TextIO | None = None,
-) -> tuple[list[day_two.BenchStatus], day_two.Tally, int]:
+) -> tuple[list[states.BenchStatus], states.Tally, int]:
     """Look until every job has ended; the last look's rows, their tally and the number of looks.
 
     `backoff` and `wait` are the waits between looks and how to wait (tests pass their own).
@@ -103,14 +103,14 @@ def watch(
         while True:
             rows = look()
             looks += 1
-            summary = day_two.tally(rows, live)
+            summary = states.tally(rows, live)
             quiet = not (summary.pending or summary.running)
             unknown_streak = unknown_streak + 1 if summary.unknown and quiet else 0
             if summary.ended or unknown_streak >= UNKNOWN_LOOKS:
                 break
             gap = next(gaps)
             if view is not None:
-                table = day_two.format_statuses(record, rows, summary)
+                table = states.format_statuses(record, rows, summary)
                 view.draw(f"{table}next look in {gap:g} s (Ctrl-C stops watching; the jobs go on)")
             wait(gap)
     except KeyboardInterrupt:
@@ -122,9 +122,9 @@ def watch(
     return rows, summary, looks
 
 
-def not_completed(record: SubmissionRecord, rows: Sequence[day_two.BenchStatus], live: frozenset[str]) -> str:
+def not_completed(record: SubmissionRecord, rows: Sequence[states.BenchStatus], live: frozenset[str]) -> str:
     """Why watch exits 1: which benchmarks have no result, and what to do about each kind."""
-    bad = [r for r in rows if day_two.kind(r, live) in ("failed", "unknown")]
+    bad = [r for r in rows if states.kind(r, live) in ("failed", "unknown")]
     named = ", ".join(f"{r.benchmark} ({r.state}{' ' + r.exit_code if r.exit_code else ''})" for r in bad)
     return (
         f"error: {len(bad)} of {len(rows)} benchmarks of {record.gym_job_id} did not complete: {named}\n"

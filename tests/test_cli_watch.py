@@ -33,8 +33,8 @@ import pytest
 from e2e_helpers import Run, gymbuild, gymbuild_argv, slurm_config, user_env, write_config
 
 from gymbuild import watch
-from gymbuild.day_two import BenchStatus
 from gymbuild.errors import UserError
+from gymbuild.states import BenchStatus
 
 if TYPE_CHECKING:
     from conftest import Cluster
