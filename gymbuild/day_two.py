@@ -236,7 +236,13 @@ def print_status(s: Session) -> None:
     if s.inv.watch:
         from gymbuild import watch
 
-        rows, summary, looks = watch.watch(lambda: _look(s, record), record, live, as_json=s.inv.json)
+        rows, summary, looks = watch.watch(
+            lambda: _look(s, record),
+            live,
+            as_json=s.inv.json,
+            draw=lambda rows, summary: format_statuses(record, rows, summary),
+            what=record.gym_job_id,
+        )
     else:
         if len(record.benchmarks) >= PROGRESS_FROM:
             s.progress.show(f"asking about the {len(record.benchmarks)} jobs of {record.gym_job_id} ...")
@@ -293,32 +299,46 @@ def print_logs(s: Session) -> None:
     show_logs(s.connection(), job_dir, row.job_id, follow=s.inv.follow, shared_dir=shared)
 
 
+def requeue(
+    runs: Sequence[Session], records: Sequence[SubmissionRecord], only: Sequence[str]
+) -> list[list[str]]:
+    """Release each run's benchmarks whose newest job ended in a retryable state (one look for all
+    the runs) and queue them again in one pipeline (pipeline.run_batch): per run, what it re-queued."""
+    if not runs:
+        return []
+    conn = runs[0].connection(records[0].hostname, use_config=False)
+    picked = []
+    for ctx, record, rows in zip(runs, records, states_of(conn, records), strict=True):
+        chosen = to_resubmit(rows, only, executor_for(record.executor).RETRYABLE)
+        states = {r.benchmark: r.state for r in rows}
+        for bench in chosen:
+            ctx.workspace.release(bench, states[bench])
+        picked.append(chosen)
+    pipeline.run_batch(runs, picked)
+    return picked
+
+
 def resubmit(s: Session) -> None:
     """Re-queue what ended FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, PREEMPTED or BOOT_FAIL.
 
     Each such benchmark's outcome gives up its job id (kept in its history), then the submit
-    pipeline (pipeline.run) runs for exactly those benchmarks.
+    pipeline runs for exactly those benchmarks (requeue, as for every cell of a sweep).
     """
     if s.error is not None:
         raise s.error
     current = (
         s.submission()
     )  # a config that now submits elsewhere asks for new=1 before anything is re-queued
-    record, rows = _statuses(s)
+    record = _find_checked(s)
     if record.gym_job_id != current.gym_job_id:
         raise UserError(
             f"error: resubmit works on the config's current submission ({current.gym_job_id}),"
             f" not {record.gym_job_id}\n    fix: drop run=, or submit that config again"
         )
-    executor = executor_for(record.executor)
-    picked = to_resubmit(rows, s.inv.only, executor.RETRYABLE)
+    (picked,) = requeue([s], [record], s.inv.only)
     if not picked:
         print(f"nothing to resubmit: no benchmark of {record.gym_job_id} ended in a retryable state")
         return
-    states = {r.benchmark: r.state for r in rows}
-    for bench in picked:
-        s.workspace.release(bench, states[bench])
-    pipeline.run(s, picked)
     failure = show.report_submit(s, picked)
     if failure is not None:
         raise UserError(failure)

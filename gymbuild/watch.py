@@ -82,17 +82,20 @@ class LiveView:
 
 def watch(
     look: Callable[[], list[states.BenchStatus]],
-    record: SubmissionRecord,
     live: frozenset[str],
     *,
     as_json: bool,
+    draw: Callable[[list[states.BenchStatus], states.Tally], str],
+    what: str,
     backoff: Iterator[float] | None = None,
     wait: Callable[[float], None] = time.sleep,
     out: TextIO | None = None,
 ) -> tuple[list[states.BenchStatus], states.Tally, int]:
     """Look until every job has ended; the last look's rows, their tally and the number of looks.
 
-    `backoff` and `wait` are the waits between looks and how to wait (tests pass their own).
+    One submission's jobs or a sweep's (`what` names them); on a terminal `draw` gives the table
+    redrawn after each look. `backoff` and `wait` are the waits between looks and how to wait
+    (tests pass their own).
     Ctrl-C stops the watching (not the jobs) with the last table left on the screen.
     """
     out = out or sys.stdout
@@ -110,13 +113,11 @@ def watch(
                 break
             gap = next(gaps)
             if view is not None:
-                table = states.format_statuses(record, rows, summary)
+                table = draw(rows, summary)
                 view.draw(f"{table}next look in {gap:g} s (Ctrl-C stops watching; the jobs go on)")
             wait(gap)
     except KeyboardInterrupt:
-        raise UserError(
-            f"watch stopped; the jobs of {record.gym_job_id} go on (`gymbuild status` shows them)"
-        ) from None
+        raise UserError(f"watch stopped; the jobs of {what} go on (`gymbuild status` shows them)") from None
     if view is not None:
         view.clear()
     return rows, summary, looks
