@@ -10,7 +10,7 @@ from gymbuild.verbs import reserved
 
 RESERVED = reserved()  # the arguments gymbuild's verbs read (verbs.ARGUMENTS); the rest are overrides
 # Verbs that only read the workspace (outcome files are written atomically) and write nothing in it.
-READ_ONLY_VERBS = frozenset({"status", "logs", "cancel", "runs", "results"})
+READ_ONLY_VERBS = frozenset({"status", "logs", "cancel", "runs", "results", "compare"})
 # Verbs whose work ends at the staged tree: nothing is copied, queued or recorded.
 STAGE_ONLY_VERBS = frozenset({"render", "resolve"})
 
@@ -44,6 +44,7 @@ class Invocation:
     verbs: tuple[str, ...] = ()  # the verbs (and doit commands or task names) the command line names
     multirun: bool = False  # the overrides' sweep syntax makes a sweep (sweep.py)
     sweep: str | None = None  # a sweep by its id, for the day-two verbs
+    max_drop: str | None = None  # compare: exit 1 when a benchmark dropped by more (compare_read.py)
 
     @classmethod
     def from_argv(cls, argv: Sequence[str]) -> Invocation:
@@ -86,6 +87,7 @@ class Invocation:
             format=variables.get("format") or None,
             multirun=flag("multirun"),
             sweep=variables.get("sweep") or None,
+            max_drop=variables.get("max_drop") or None,
         )
 
     @property

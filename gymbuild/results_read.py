@@ -52,23 +52,30 @@ for i in range(0, len(a) - 1, 2):
         out.write(b"%d\\0%s\\0%s\\0" % (i // 2, n.encode(), data.replace(b"\\0", b"")))
 """
 
-# The same with bash builtins, for a target without python3: whole files.
-_READ_BASH = (
-    'i=0; while [ "$#" -gt 1 ]; do case $1 in b) names="{bench}";; r) names="{run}";; *) names=;; esac; '
-    'for n in $names; do if [ -f "$2/$n" ]; then c=; IFS= read -r -d \'\' c <"$2/$n"; '
-    'printf \'%s\\0%s\\0%s\\0\' "$i" "$n" "$c"; fi; done; i=$((i + 1)); shift 2; done'
-).format(bench=" ".join(_BENCH_FILES), run=" ".join(_RUN_FILES))
+
+def bash_reader(bench_files: Sequence[str], run_files: Sequence[str]) -> str:
+    """What a reader does with bash builtins, for a target without python3: whole files."""
+    return (
+        'i=0; while [ "$#" -gt 1 ]; do case $1 in b) names="{bench}";; r) names="{run}";; *) names=;; esac; '
+        'for n in $names; do if [ -f "$2/$n" ]; then c=; IFS= read -r -d \'\' c <"$2/$n"; '
+        'printf \'%s\\0%s\\0%s\\0\' "$i" "$n" "$c"; fi; done; i=$((i + 1)); shift 2; done'
+    ).format(bench=" ".join(bench_files), run=" ".join(run_files))
 
 
-def read_script(pairs: Sequence[tuple[str, str]]) -> str:
-    """The bash of the metrics round trip: every listed dir's files, in one command."""
+def read_script(
+    pairs: Sequence[tuple[str, str]],
+    reader: str = _READER,
+    fallback: str = bash_reader(_BENCH_FILES, _RUN_FILES),
+) -> str:
+    """The bash of a files round trip: every listed dir's files, in one command (python3's `reader`
+    where the target has it, else the bash `fallback`). compare_read.py reads with its own pair."""
     from gymbuild.shell import join, quote
 
     args = join(word for pair in pairs for word in pair)
     return (
         f"set -- {args}\n"
-        f'if command -v python3 >/dev/null 2>&1; then exec python3 -c {quote(_READER)} "$@"; fi\n'
-        f"{_READ_BASH}"
+        f'if command -v python3 >/dev/null 2>&1; then exec python3 -c {quote(reader)} "$@"; fi\n'
+        f"{fallback}"
     )
 
 
@@ -165,7 +172,7 @@ def _config_records(s: Session) -> list[SubmissionRecord]:
     return records
 
 
-def _local_policy_model(s: Session, record: SubmissionRecord) -> str | None:
+def local_policy_model(s: Session, record: SubmissionRecord) -> str | None:
     """The config's current submission has its resolved config in the workspace: no remote read."""
     from gymbuild.jobs import RESOLVED_CONFIG_NAME
 
@@ -200,7 +207,7 @@ def gather(s: Session, cache: Cache, records: Sequence[SubmissionRecord]) -> lis
     runs = []
     for record in records:
         cached = cache.load(record.gym_job_id)
-        model = cached.get("policy_model") or _local_policy_model(s, record)
+        model = cached.get("policy_model") or local_policy_model(s, record)
         runs.append(_Run(record, cached, model, {}, {}))
     by_host: dict[str | None, list[_Run]] = {}
     for run in runs:
@@ -231,7 +238,7 @@ def _read_remote(s: Session, host: str | None, runs: Sequence[_Run]) -> None:
     from gymbuild.executors.base import executor_for
     from gymbuild.states import states_of
 
-    conn, own = _connection(s, host)
+    conn, own = connection_to(s, host)
     try:
         asked = [{job.benchmark for job in _to_ask(run)} for run in runs]
         for run, rows in zip(runs, states_of(conn, [run.record for run in runs], asked), strict=True):
@@ -264,7 +271,7 @@ def _read_remote(s: Session, host: str | None, runs: Sequence[_Run]) -> None:
             conn.close()
 
 
-def _connection(s: Session, host: str | None) -> tuple[Any, bool]:
+def connection_to(s: Session, host: str | None) -> tuple[Any, bool]:
     """The session's connection when it goes (or may go) to `host`, else one of our own (a comparison
     of runs on two clusters), which the caller closes: (connection, whether it is ours)."""
     from gymbuild.executors.connection import Connection

@@ -435,6 +435,16 @@ class Graph:
 
         return self.verb("results", action, needs_config=False)
 
+    def task_compare(self) -> dict[str, Any]:
+        """Two runs paired by task and repeat (compare_read.py); what the user sees is in verbs.py."""
+
+        def action() -> None:
+            from gymbuild import compare_read
+
+            compare_read.print_compare(self.ctx)
+
+        return self.verb("compare", action, needs_config=False)
+
     def task_runs(self) -> dict[str, Any]:
         """List this machine's submissions from the local index, newest first (json=1 for scripts)."""
         return self.verb("runs", lambda: _day_two().print_runs(self.ctx), needs_config=False)

@@ -61,6 +61,11 @@ ARGUMENTS: tuple[Argument, ...] = (
         "per combination (their product)",
     ),
     Argument("sweep", "ID", "a sweep by its id (`submit multirun=1` prints it), not the config's latest"),
+    Argument(
+        "max_drop",
+        "X",
+        "exit 1 when a benchmark's mean/reward dropped by more than X with 95% confidence (a CI gate)",
+    ),
 )
 
 # What a sweep's day-two verbs read: the same config and overrides with multirun=1, or its id.
@@ -198,6 +203,23 @@ VERBS: tuple[Verb, ...] = (
             "gymbuild results run=gym-job-20260101T120000Z-a1b2c3,gym-job-20260102T090000Z-d4e5f6",
             "gymbuild results config=eval.yaml run=all",
             "gymbuild results config=eval.yaml format=markdown",
+        ),
+    ),
+    Verb(
+        "compare",
+        "compare run=A,B",
+        "B against A, paired by task and repeat: each metric's difference, its 95% CI, flips, coverage",
+        (
+            ("config", ""),
+            ("workspace", ""),
+            ("run", "the baseline's gym_job_id, then the candidate's; run=all: a config's two submissions"),
+            ("only", "these benchmarks only"),
+            ("max_drop", ""),
+            ("json", "one JSON document"),
+        ),
+        (
+            "gymbuild compare run=gym-job-20260101T120000Z-a1b2c3,gym-job-20260102T090000Z-d4e5f6",
+            "gymbuild compare run=$BASELINE,$CANDIDATE max_drop=0.02 json=1   # a CI gate",
         ),
     ),
     Verb(

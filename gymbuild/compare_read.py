@@ -1,0 +1,184 @@
+"""`gymbuild compare`, the edge: find the two runs, read their rollouts, print, gate on max_drop.
+
+Cost: one round trip per host, reading every benchmark's rollouts of both runs at once (and the
+run's resolved config, for its label, when the workspace does not have it). Where the target has
+python3 each rollout is cut down there to what the comparison reads (its agent, task, repeat and
+numbers; a line of a thousand-token answer becomes a hundred bytes), and the materialized inputs
+and failures files are sent as their line counts; without python3 the files come whole.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from gymbuild import compare
+from gymbuild.errors import UserError
+
+if TYPE_CHECKING:
+    from gymbuild.jobs import SubmissionRecord
+    from gymbuild.session import Session
+
+_BENCH_FILES = tuple(
+    f"artifacts/{n}" for n in (compare.ROLLOUTS_FILE, compare.MATERIALIZED_FILE, compare.FAILURES_FILE)
+)
+_RUN_FILES = ("resolved-config.yaml",)
+
+# Arguments: kind (b: bench dir, r: run dir) and dir, in pairs. Output: `<pair>\0<file>\0<text>\0`.
+_READER = f"""
+import json, os, sys
+a, out = sys.argv[1:], sys.stdout.buffer
+names = {{"b": {_BENCH_FILES!r}, "r": {_RUN_FILES!r}}}
+def small(line):
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return b""
+    keep = {{k: v for k, v in row.items() if k.startswith("_ng_") or k == "agent_ref"
+            or (isinstance(v, (int, float)) and not isinstance(v, bool))}}
+    usage = (row.get("response") or {{}}).get("usage") if isinstance(row.get("response"), dict) else None
+    if isinstance(usage, dict):
+        keep["response"] = {{"usage": usage}}
+    return json.dumps(keep).encode() + b"\\n"
+for i in range(0, len(a) - 1, 2):
+    for n in names.get(a[i], ()):
+        try:
+            f = open(os.path.join(a[i + 1], n), "rb")
+        except OSError:
+            continue
+        with f:
+            if n.endswith("rollouts.jsonl"):
+                data = b"".join(small(line) for line in f if line.strip())
+            elif n.endswith(".jsonl"):
+                data = b"{{}}\\n" * sum(1 for line in f if line.strip())
+            else:
+                data = f.read()
+        out.write(b"%d\\0%s\\0%s\\0" % (i // 2, n.encode(), data.replace(b"\\0", b"")))
+"""
+
+
+def read_script(pairs: Sequence[tuple[str, str]]) -> str:
+    from gymbuild import results_read
+
+    return results_read.read_script(pairs, _READER, results_read.bash_reader(_BENCH_FILES, _RUN_FILES))
+
+
+def parse_max_drop(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise UserError(
+            f"error: max_drop={text} is not a difference compare can gate on\n"
+            "    fix: a number of the metric's own unit, 0 or more: max_drop=0.02 fails when the reward "
+            "dropped by more than 0.02 with 95% confidence"
+        )
+    return value
+
+
+def _records(s: Session) -> list[SubmissionRecord]:
+    from gymbuild import results_read
+
+    records = results_read.find_records(s)
+    if len(records) != 2:
+        raise UserError(
+            f"error: compare compares two runs; {'run=' + s.inv.run if s.inv.run else 'the config'} names "
+            f"{len(records)}\n"
+            "    fix: run=<baseline gym_job_id>,<candidate gym_job_id> (`gymbuild runs` lists them)"
+        )
+    return records
+
+
+def _read(
+    s: Session, records: Sequence[SubmissionRecord]
+) -> tuple[list[dict[str, dict[str, str]]], list[str | None]]:
+    """Per record: benchmark -> its files; and its policy model (None: unknown). One round trip per host."""
+    from gymbuild import results_read
+    from gymbuild.executors.connection import is_this_machine
+
+    files: list[dict[str, dict[str, str]]] = [{} for _ in records]
+    models: list[str | None] = [results_read.local_policy_model(s, r) for r in records]
+    by_host: dict[str | None, list[int]] = {}
+    for i, record in enumerate(records):
+        by_host.setdefault(None if is_this_machine(record.hostname) else record.hostname, []).append(i)
+    for host, indices in by_host.items():
+        pairs: list[tuple[str, str]] = []
+        wanted: list[tuple[int, str | None]] = []
+        for i in indices:
+            if models[i] is None:
+                pairs.append(("r", records[i].run_dir))
+                wanted.append((i, None))
+            for job in records[i].benchmarks:
+                pairs.append(("b", job.job_dir))
+                wanted.append((i, job.benchmark))
+        conn, own = results_read.connection_to(s, host)
+        try:
+            result = conn.run(read_script(pairs))
+        finally:
+            if own:
+                conn.close()
+        if not result.ok:
+            why = " ".join(result.stderr.split()) or f"the read exited {result.status}"
+            raise UserError(f"error: the runs' rollouts could not be read on {host or 'this machine'}: {why}")
+        for (i, bench), got in zip(wanted, results_read.parse_read(result.stdout, len(pairs)), strict=True):
+            if bench is None:
+                text = got.get(_RUN_FILES[0])
+                models[i] = results_read.policy_model_of(text) if text else None
+            else:
+                files[i][bench] = {name.rsplit("/", 1)[-1]: text for name, text in got.items()}
+    return files, models
+
+
+def build(s: Session) -> compare.Comparison:
+    from gymbuild import results
+
+    records = _records(s)
+    files, models = _read(s, records)
+    runs = [
+        results.RunResult(r.gym_job_id, r.run_dir, r.executor, r.cluster, m)
+        for r, m in zip(records, models, strict=True)
+    ]
+    names = results.labels(runs)
+    agents: list[compare.AgentDiff] = []
+    skipped: list[str] = []
+    wanted = [j.benchmark for j in records[0].benchmarks if not s.inv.only or j.benchmark in s.inv.only]
+    for bench in wanted:
+        sides = [compare.parse_side(f.get(bench, {})) for f in files]
+        base, cand = sides
+        if base is None or cand is None:
+            missing = " and ".join(
+                n for n, side in zip(("baseline", "candidate"), sides, strict=True) if side is None
+            )
+            skipped.append(f"{bench}: no {compare.ROLLOUTS_FILE} in the {missing}: not compared")
+            continue
+        found, left_out = compare.diff_benchmark(bench, base, cand)
+        agents += found
+        skipped += left_out
+    skipped += [
+        f"{j.benchmark}: only in the candidate: not compared"
+        for j in records[1].benchmarks
+        if j.benchmark not in {b.benchmark for b in records[0].benchmarks}
+    ]
+    return compare.Comparison(
+        names[0], names[1], records[0].gym_job_id, records[1].gym_job_id, tuple(agents), tuple(skipped)
+    )
+
+
+def print_compare(s: Session) -> None:
+    """The verb: the comparison on stdout; exit 1 (the drops on stderr) when max_drop= is given and a
+    benchmark's reward dropped by more than it with confidence."""
+    max_drop = parse_max_drop(s.inv.max_drop)
+    comparison = build(s)
+    dropped = compare.drops(comparison, max_drop) if max_drop is not None else []
+    sys.stdout.write(compare.to_json(comparison, dropped) if s.inv.json else compare.format_table(comparison))
+    sys.stdout.flush()
+    if dropped:
+        raise UserError(
+            f"error: {len(dropped)} benchmark(s) dropped by more than max_drop={s.inv.max_drop}:\n"
+            + "\n".join(f"  {d}" for d in dropped)
+        )

@@ -1,0 +1,217 @@
+"""`gymbuild compare`: two runs paired by task and repeat, with exact numbers for small cases a reader
+can check by hand, and the verb end to end on this machine (records in the local index, run
+directories in tmp_path, read through the local connection's one round trip)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from e2e_helpers import gymbuild, user_env
+
+from gymbuild import compare, stats
+
+# 4 tasks x 2 repeats. Pairs (task, repeat): t1r0 and t3r0 go pass->fail, t2r1 fail->pass.
+BASE = {0: [1, 1], 1: [1, 0], 2: [0, 0], 3: [1, 1]}
+CAND = {0: [1, 1], 1: [0, 0], 2: [0, 1], 3: [0, 1]}
+
+
+def rollouts(scores: dict[int, list[int]], agent: str = "agent", tokens: int | None = None) -> str:
+    rows = []
+    for task, repeats in scores.items():
+        for repeat, reward in enumerate(repeats):
+            row: dict = {"_ng_task_index": task, "_ng_rollout_index": repeat, "agent_ref": {"name": agent}}
+            row["reward"] = float(reward)
+            if tokens is not None:
+                row["response"] = {"usage": {"output_tokens": tokens + task, "input_tokens": 40}}
+            rows.append(json.dumps(row) + "\n")
+    return "".join(rows)
+
+
+def side(scores: dict[int, list[int]], **files: str) -> compare.Side:
+    got = compare.parse_side({compare.ROLLOUTS_FILE: rollouts(scores), **files})
+    assert got is not None
+    return got
+
+
+def reward(a: compare.AgentDiff) -> compare.MetricDiff:
+    return next(m for m in a.metrics if m.metric == compare.PRIMARY)
+
+
+def test_a_small_pass_fail_comparison_has_the_numbers_worked_by_hand() -> None:
+    (a,), skipped = compare.diff_benchmark("quiz", side(BASE), side(CAND))
+    m = reward(a)
+    assert skipped == [] and a.pairs == m.pairs == 8
+    assert (m.baseline, m.candidate, m.delta) == (0.625, 0.5, -0.125)
+    assert m.binary and (m.pass_to_fail, m.fail_to_pass) == (2, 1)
+    assert m.p_value == 1.0  # 2 * P(X <= 1), X ~ binomial(3, 1/2) = 2 * 4/8, capped at 1
+    assert m.ci == (-0.5, 0.25)  # the paired bootstrap with its fixed seed: the same everywhere
+    # NeMo Gym's method on the same rows: per-repeat means 0.75, 0.5 against 0.25, 0.75 (scipy's Welch).
+    assert m.gym_delta == -0.125
+    assert m.gym_ci == pytest.approx((-1.854630707517766, 1.604630707517766), rel=1e-12)
+    assert m.gym_task_flips == (0, 0)  # every task that moved has a tie (mean 0.5) on one side
+
+
+def test_mcnemar_is_the_exact_binomial_test_of_the_flips() -> None:
+    assert stats.mcnemar(0, 0) == 1.0
+    assert stats.mcnemar(0, 6) == 2 / 64
+    assert stats.mcnemar(10, 3) == 0.09228515625  # scipy.stats.binomtest(3, 13).pvalue
+    assert stats.mcnemar(3, 10) == stats.mcnemar(10, 3)
+
+
+def test_the_t_quantile_is_students() -> None:
+    # scipy.stats.t.ppf(0.975, df)
+    for df, t in (
+        (1, 12.706204736174694),
+        (2, 4.302652729749462),
+        (10, 2.228138851986274),
+        (3.5, 2.9400886379827282),
+    ):
+        assert stats.t_ppf(0.975, df) == pytest.approx(t, rel=1e-12)
+
+
+def test_a_clear_drop_fails_the_gate_and_a_small_one_within_the_noise_does_not() -> None:
+    tasks = range(50)
+    base = {t: [1, 1] for t in tasks}
+    cand = {t: [0, 0] if t % 5 < 2 else [1, 1] for t in tasks}  # 40% of tasks now fail
+    (a,), _ = compare.diff_benchmark("quiz", side(base), side(cand))
+    c = compare.Comparison("A", "B", "a", "b", (a,))
+    m = reward(a)
+    assert m.delta == -0.4 and m.ci[1] < -0.2 and m.p_value is not None and m.p_value < 1e-9
+    low, high = compare.signed(m.ci[0]), compare.signed(m.ci[1])
+    assert compare.drops(c, 0.2) == [f"quiz (agent): mean/reward -0.4, 95% CI [{low}, {high}] is below -0.2"]
+    assert compare.drops(c, 0.5) == []
+    one = {t: [0, 0] if t == 0 else [1, 1] for t in tasks}  # one task of fifty: could be noise
+    (small,), _ = compare.diff_benchmark("quiz", side(base), side(one))
+    assert compare.drops(compare.Comparison("A", "B", "a", "b", (small,)), 0.0) == []
+    # The same files give the same interval on every call.
+    assert compare.diff_benchmark("quiz", side(base), side(one))[0][0].metrics == small.metrics
+
+
+def test_a_partial_side_is_said_and_only_pairs_are_compared() -> None:
+    # The candidate was asked for 8 rollouts (materialized inputs), scored 6, failed 2; its last
+    # line was cut short when the job was killed.
+    cand = rollouts({0: [1, 1], 1: [0, 0], 2: [0, 1]}) + '{"_ng_task_index": 3, "_ng_rol'
+    files = {compare.MATERIALIZED_FILE: "{}\n" * 8, compare.FAILURES_FILE: "{}\n{}\n"}
+    c_side = compare.parse_side({compare.ROLLOUTS_FILE: cand, **files})
+    assert c_side is not None and (c_side.scored, c_side.expected, c_side.failed, c_side.partial) == (
+        6,
+        8,
+        2,
+        True,
+    )
+    (a,), _ = compare.diff_benchmark("quiz", side(BASE), c_side)
+    assert a.pairs == 6 and (reward(a).baseline, reward(a).candidate) == (0.5, 0.5)
+    assert a.notes == (
+        "2 baseline rollout(s) have no partner in the other run and are left out",
+        "candidate is partial: 6/8 rollouts scored",
+    )
+    text = compare.format_table(compare.Comparison("A", "B", "a", "b", (a,)))
+    assert "8 6/8 PARTIAL" in text
+    assert "quiz (agent): candidate is partial: 6/8 rollouts scored" in text
+
+
+def test_token_counts_are_compared_as_numbers_without_flips() -> None:
+    base = compare.parse_side({compare.ROLLOUTS_FILE: rollouts(BASE, tokens=10)})
+    cand = compare.parse_side({compare.ROLLOUTS_FILE: rollouts(CAND, tokens=12)})
+    assert base is not None and cand is not None
+    (a,), _ = compare.diff_benchmark("quiz", base, cand)
+    assert [m.metric for m in a.metrics] == ["mean/reward", "mean/input_tokens", "mean/output_tokens"]
+    out = a.metrics[2]
+    assert (out.delta, out.ci, out.binary, out.pass_to_fail, out.p_value) == (
+        2.0,
+        (2.0, 2.0),
+        False,
+        None,
+        None,
+    )
+
+
+def test_an_agent_only_one_run_has_is_named_not_compared() -> None:
+    both = compare.parse_side({compare.ROLLOUTS_FILE: rollouts(BASE) + rollouts(BASE, agent="other")})
+    assert both is not None
+    agents, skipped = compare.diff_benchmark("quiz", both, side(CAND))
+    assert [a.agent for a in agents] == ["agent"]
+    assert skipped == ["quiz: agent other is only in the baseline"]
+
+
+# --- the verb, on this machine ---------------------------------------------------------------------
+
+
+def _record(home: Path, gym_job_id: str, model: str, benches: dict[str, str]) -> None:
+    """A finished local submission: its run directory and its record in the local index."""
+    run_dir = home / "runs" / gym_job_id
+    (run_dir).mkdir(parents=True)
+    (run_dir / "resolved-config.yaml").write_text(
+        f"services: {{policy: {{type: vllm, model: {model}}}}}\ndriver: {{policy_model: policy}}\n"
+    )
+    jobs = []
+    for bench, text in benches.items():
+        artifacts = run_dir / bench / "artifacts"
+        artifacts.mkdir(parents=True)
+        (artifacts / compare.ROLLOUTS_FILE).write_text(text)
+        (artifacts / compare.MATERIALIZED_FILE).write_text("{}\n" * len(text.splitlines()))
+        jobs.append({"benchmark": bench, "job_dir": str(run_dir / bench), "job_id": "1", "error": None})
+    record = {
+        "gym_job_id": gym_job_id,
+        "gym_version": "0.7.0",
+        "submitted_at": "2026-01-01T00:00:00Z",
+        "run_dir": str(run_dir),
+        "cluster": "workstation",
+        "executor": "local",
+        "hostname": None,
+        "submitted_by": "me",
+        "benchmarks": jobs,
+        "executor_metadata": {},
+        "schema_version": 1,
+    }
+    index = home / "xdg-cache" / "nemo-gym" / "jobs"
+    index.mkdir(parents=True, exist_ok=True)
+    (index / f"{gym_job_id}.json").write_text(json.dumps(record))
+
+
+A, B = "gym-job-20260101T000000Z-aaaaaa", "gym-job-20260102T000000Z-bbbbbb"
+
+
+def test_compare_prints_the_paired_table_and_gates_on_max_drop(tmp_path: Path) -> None:
+    drop = {t: [0, 0] if t % 5 < 2 else [1, 1] for t in range(50)}
+    _record(
+        tmp_path,
+        A,
+        "Qwen/Qwen3-8B",
+        {"quiz": rollouts({t: [1, 1] for t in range(50)}), "same": rollouts(BASE)},
+    )
+    _record(tmp_path, B, "Qwen/Qwen3-32B", {"quiz": rollouts(drop), "same": rollouts(BASE)})
+    env = user_env(tmp_path)
+    rc, out, err = gymbuild("compare", f"run={A},{B}", cwd=tmp_path, env=env, timeout=120)
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "compare Qwen/Qwen3-8B (baseline) -> Qwen/Qwen3-32B (candidate)"
+    quiz = next(line.split() for line in lines if line.startswith("quiz"))
+    assert quiz[:6] == ["quiz", "agent", "mean/reward", "1", "0.6", "-0.4"]
+    assert quiz[-5:] == ["40/0", quiz[-4], "100", "100/100", "100/100"]  # flips, p, pairs, coverage
+    rc, out, err = gymbuild("compare", f"run={A},{B}", "max_drop=0.2", cwd=tmp_path, env=env, timeout=120)
+    assert rc == 1 and "quiz (agent): mean/reward -0.4" in err and "same" not in err
+    assert "Traceback" not in err and out.startswith("compare ")
+    rc, out, err = gymbuild(
+        "compare", f"run={A},{B}", "max_drop=0.5", "json=1", cwd=tmp_path, env=env, timeout=120
+    )
+    assert rc == 0, err
+    data = json.loads(out)
+    assert data["dropped"] == [] and [a["benchmark"] for a in data["agents"]] == ["quiz", "same"]
+    assert data["agents"][0]["metrics"][0]["pass_to_fail"] == 40
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ((f"run={A}",), "compare compares two runs"),
+        ((f"run={A},{B}", "max_drop=lots"), "max_drop=lots is not a difference"),
+    ],
+)
+def test_mistakes_are_one_message_and_exit_1(tmp_path: Path, args: tuple[str, ...], says: str) -> None:
+    _record(tmp_path, A, "m1", {"quiz": rollouts(BASE)})
+    _record(tmp_path, B, "m2", {"quiz": rollouts(CAND)})
+    rc, out, err = gymbuild("compare", *args, cwd=tmp_path, env=user_env(tmp_path), timeout=120)
+    assert rc == 1 and says in err and "Traceback" not in err and out == ""
