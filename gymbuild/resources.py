@@ -34,29 +34,38 @@ def load_schema(name: str) -> dict[str, Any]:
 # so a new module or template is covered without a line here; tests/test_script_digest.py checks that
 # every gymbuild module render_job imports is covered.
 _SCRIPT_PACKAGES = ("config", "plan", "render")
-# The plan asks its executor what it does (executors/base.py: executor_for, e.g. SCHEDULED): the
-# executors' own modules count, not the connection they run commands over.
+# Each executor's folder (its module, whose traits the planner is handed, and its templates) counts
+# too, found as folders so a new executor is covered; not the connection they run commands over.
 _SCRIPT_MODULES = (
     "__init__.py",
     "errors.py",
     "shell.py",
     "executors/__init__.py",
     "executors/base.py",
-    "executors/local.py",
-    "executors/slurm.py",
+    "executors/secrets.py",  # an executor's module imports it
 )
 
 
 def script_code_files(package: Path = _PACKAGE) -> list[Path]:
     """Every file the script-code digest reads under `package` (gymbuild's own directory), in order."""
     files = [package / name for name in _SCRIPT_MODULES]
-    for name in _SCRIPT_PACKAGES:
+    executors = sorted(
+        f"executors/{p.name}" for p in (package / "executors").iterdir() if (p / "__init__.py").is_file()
+    )
+    for name in (*_SCRIPT_PACKAGES, *executors):
         files += sorted(
             path
             for path in (package / name).rglob("*")
             if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
         )
     return files
+
+
+def template_files(package: Path = _PACKAGE) -> list[Path]:
+    """Every template a job script is rendered from: the shared ones (render/templates) and each
+    executor's (executors/<name>/templates), in order."""
+    folders = [package / "render" / "templates", *sorted(package.glob("executors/*/templates"))]
+    return [path for folder in folders for path in sorted(folder.iterdir()) if path.is_file()]
 
 
 def code_digest(package: Path = _PACKAGE) -> str:

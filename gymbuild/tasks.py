@@ -35,10 +35,9 @@ from gymbuild import pipeline, verbs
 from gymbuild.errors import UserError
 from gymbuild.invocation import Invocation
 from gymbuild.reporter import GymReporter
+from gymbuild.resources import template_files
 from gymbuild.session import Session, hold_workspace
 from gymbuild.steps import queue, record, show, stage, sync
-
-TEMPLATES = Path(__file__).parent / "render" / "templates"
 
 
 def namespace(argv: Sequence[str]) -> dict[str, Any]:
@@ -303,7 +302,7 @@ class Graph:
         if not self._pipeline_ready():
             return
         ctx = self.ctx
-        templates = sorted(str(p) for p in TEMPLATES.iterdir() if p.is_file())  # not __pycache__/
+        templates = [str(p) for p in template_files()]
         inputs = [str(stage.resolved_path(ctx)), *templates]
         for bench in ctx.selected():
             targets = self.stage_targets(bench)

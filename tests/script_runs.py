@@ -36,7 +36,7 @@ def run_job_script(
 def stage_secrets(home: Path, plan: Any, secrets: Mapping[str, str]) -> None:
     """Write `plan`'s secrets file under `home` as a submit does (the same bash, on a shell's stdin),
     for a job run by hand with HOME=home: the job reads its secret values from that file."""
-    from gymbuild.executors.slurm import SecretsFile
+    from gymbuild.executors.secrets import SecretsFile
     from gymbuild.render import secret_values
 
     values = secret_values(plan, secrets)

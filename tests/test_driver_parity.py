@@ -20,6 +20,7 @@ from e2e_helpers import policy_service, slurm_config, write_config
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from gymbuild.config import load_config
+from gymbuild.executors.base import planning_traits
 from gymbuild.plan import Ref, plan_submission
 from tests.realgym.stage import CONFIGS, Stage
 
@@ -138,7 +139,9 @@ def both(nemo_gym: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
             mp.setenv("GYM_LIMIT", env["GYM_LIMIT"])
             config = load_config(path, environ=env).config
         scripts |= theirs
-        plans |= plan_submission(config, run_dir=run_dir, gym_job_id=Path(run_dir).name)
+        plans |= plan_submission(
+            config, planning_traits(config), run_dir=run_dir, gym_job_id=Path(run_dir).name
+        )
     return {"scripts": scripts, "plans": plans}
 
 

@@ -21,6 +21,7 @@ from gymbuild.config import load_config
 from gymbuild.config.model import Config, EnvValue, build_config
 from gymbuild.config.validate import validate
 from gymbuild.errors import UserError
+from gymbuild.executors.base import planning_traits
 from gymbuild.plan import (
     BenchPlan,
     Nodes,
@@ -60,7 +61,7 @@ def config(t: dict[str, Any]) -> Config:
 
 
 def plan(t: dict[str, Any], bench: str = "b") -> BenchPlan:
-    return plan_benchmark(config(t), bench, run_dir=RUN_DIR, gym_job_id=JOB_ID)
+    return plan_benchmark(config(t), planning_traits(config(t)), bench, run_dir=RUN_DIR, gym_job_id=JOB_ID)
 
 
 def steps(p: BenchPlan) -> dict[str, Nodes]:
@@ -348,7 +349,9 @@ FAKE_ENV = {"OTEL_TOKEN": "t", "HF_TOKEN": "h", "WANDB_API_KEY": "w"}
 
 def example_plans(name: str) -> dict[str, BenchPlan]:
     resolved = load_config(ROOT / "examples" / f"{name}.yaml", environ=FAKE_ENV)
-    return plan_submission(resolved.config, run_dir=RUN_DIR, gym_job_id=JOB_ID)
+    return plan_submission(
+        resolved.config, planning_traits(resolved.config), run_dir=RUN_DIR, gym_job_id=JOB_ID
+    )
 
 
 def leaves(value: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], Any]]:
@@ -423,9 +426,13 @@ def test_planning_a_submission_equals_planning_each_benchmark(example: str) -> N
     """plan_submission plans the config-level parts once and shares them; each plan must be the one
     plan_benchmark makes on its own, with the same canonical JSON."""
     resolved = load_config(ROOT / "examples" / f"{example}.yaml", environ=FAKE_ENV)
-    plans = plan_submission(resolved.config, run_dir=RUN_DIR, gym_job_id=JOB_ID)
+    plans = plan_submission(
+        resolved.config, planning_traits(resolved.config), run_dir=RUN_DIR, gym_job_id=JOB_ID
+    )
     for bench, p in plans.items():
-        alone = plan_benchmark(resolved.config, bench, run_dir=RUN_DIR, gym_job_id=JOB_ID)
+        alone = plan_benchmark(
+            resolved.config, planning_traits(resolved.config), bench, run_dir=RUN_DIR, gym_job_id=JOB_ID
+        )
         assert p == alone and p.canonical_json == alone.canonical_json
     assert len({p.canonical_json for p in plans.values()}) == len(plans)
 
@@ -433,7 +440,7 @@ def test_planning_a_submission_equals_planning_each_benchmark(example: str) -> N
 def test_plan_submission_keeps_config_order() -> None:
     t = tree(gpu=1)
     t["driver"]["benchmarks"] = {"zeta": {}, "alpha": {}, "mid": {}}
-    plans = plan_submission(config(t), run_dir=RUN_DIR, gym_job_id=JOB_ID)
+    plans = plan_submission(config(t), planning_traits(config(t)), run_dir=RUN_DIR, gym_job_id=JOB_ID)
     assert list(plans) == ["zeta", "alpha", "mid"]
     assert plans["alpha"].bench_dir == f"{RUN_DIR}/alpha"
 
@@ -490,7 +497,13 @@ def test_a_walltime_the_rules_accept_is_one_the_planner_reads(text: str) -> None
         with pytest.raises(UserError, match="is not a Slurm time"):
             walltime_seconds(text)
         return
-    p = plan_benchmark(build_config(checked.tree), "b", run_dir=RUN_DIR, gym_job_id=JOB_ID)
+    p = plan_benchmark(
+        build_config(checked.tree),
+        planning_traits(build_config(checked.tree)),
+        "b",
+        run_dir=RUN_DIR,
+        gym_job_id=JOB_ID,
+    )
     assert ("time", text) in p.directives
     assert p.walltime_seconds == walltime_seconds(text) >= 0
     assert p.resume is not None and p.resume.max_walltime_seconds == p.walltime_seconds

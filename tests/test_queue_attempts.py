@@ -17,6 +17,7 @@ import pytest
 
 from gymbuild.executors import slurm
 from gymbuild.executors.connection import Connection, Result
+from gymbuild.executors.secrets import SecretsFile, forget_secrets
 
 if TYPE_CHECKING:
     from conftest import Cluster
@@ -37,7 +38,7 @@ def _job_script(cluster: Cluster, run_dir: Path, bench: str) -> str:
     return str(script)
 
 
-def _queue(conn: Connection, script: str, attempt: str, secrets: slurm.SecretsFile | None = None) -> Result:
+def _queue(conn: Connection, script: str, attempt: str, secrets: SecretsFile | None = None) -> Result:
     """As steps.queue.queue_many sends it: in the session's own shell, not a subshell."""
     return conn.receive(conn.send(slurm.queue_command(script, secrets, attempt), in_session=True))
 
@@ -52,15 +53,13 @@ def test_an_attempt_that_ran_is_recovered_from_the_queue_log(cluster: Cluster) -
     with Connection(None) as first:
         slurm.hold_queue_lock(first, str(run_dir))
         first.run_in_session("export GYM_QUEUE_TEST_TOKEN=s3cret")  # the user's own, in the login shell
-        secrets = slurm.SecretsFile(
-            run_dir.name, "a", {"__gym_secret_T": "s3cret"}, ("GYM_QUEUE_TEST_TOKEN",)
-        )
+        secrets = SecretsFile(run_dir.name, "a", {"__gym_secret_T": "s3cret"}, ("GYM_QUEUE_TEST_TOKEN",))
         queued = slurm.queued(_queue(first, script, "a1b2c3", secrets))
         # The value went to the secrets file alone: neither sbatch nor the session's shell keeps it.
         assert first.run('printf %s "${GYM_QUEUE_TEST_TOKEN-unset}"').stdout == "unset"
         stored = Path(os.path.expanduser(f"~/.gymbuild-secrets/{run_dir.name}/a"))
         assert stored.read_bytes() == b"__gym_secret_T\0s3cret\0" and stored.stat().st_mode & 0o777 == 0o600
-        assert slurm.forget_secrets(first, run_dir.name, ["a"]).ok and not stored.parent.exists()
+        assert forget_secrets(first, run_dir.name, ["a"]).ok and not stored.parent.exists()
     try:
         assert queued.job_id is not None, queued
         with Connection(None) as later:

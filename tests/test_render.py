@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 from gymbuild.config import load_config
 from gymbuild.config.model import Config, build_config
 from gymbuild.config.validate import validate
+from gymbuild.executors.base import planning_traits
 from gymbuild.plan import plan_benchmark, plan_submission
 from gymbuild.render import _ENV, dry_run_chunks, mask_secrets, render_job, secret_values, sh
 from gymbuild.shell import quote
@@ -55,7 +56,9 @@ def rendered_examples() -> list[tuple[str, str, dict[str, str]]]:
     out = []
     for path in EXAMPLES:
         resolved = load_config(path, environ=FAKE_ENV)
-        plans = plan_submission(resolved.config, run_dir=RUN_DIR, gym_job_id=JOB_ID)
+        plans = plan_submission(
+            resolved.config, planning_traits(resolved.config), run_dir=RUN_DIR, gym_job_id=JOB_ID
+        )
         for bench, plan in plans.items():
             job = render_job(plan, mask_secrets(plan.secrets))
             out.append((example_name(path), bench, {k: f.text for k, f in job.files.items()}))
@@ -93,7 +96,9 @@ def test_rendering_in_another_order_gives_the_same_files() -> None:
     for path in reversed(EXAMPLES):
         resolved = load_config(path, environ=FAKE_ENV)
         for bench, p in reversed(
-            plan_submission(resolved.config, run_dir=RUN_DIR, gym_job_id=JOB_ID).items()
+            plan_submission(
+                resolved.config, planning_traits(resolved.config), run_dir=RUN_DIR, gym_job_id=JOB_ID
+            ).items()
         ):
             files = {k: f.text for k, f in render_job(p, mask_secrets(p.secrets)).files.items()}
             assert files == RENDERED_BY_ID[f"{example_name(path)}/{bench}"]
@@ -103,7 +108,7 @@ def test_parts_rendered_once_keep_value_types_apart() -> None:
     """A health check's attempts of 5 and 5.0 are equal in Python but render differently; a part
     rendered once for one must not be reused for the other."""
     t = _run_tree(18000)
-    p = plan_submission(config(t), run_dir="/r", gym_job_id="j")["runb"]
+    p = plan_submission(config(t), planning_traits(config(t)), run_dir="/r", gym_job_id="j")["runb"]
     step = p.services[0]
     assert step.health is not None
     texts = []
@@ -135,7 +140,9 @@ def test_step_scripts_pass_shellcheck(path: Path, tmp_path: Path) -> None:
     if shutil.which("shellcheck") is None:
         pytest.skip("shellcheck is not installed")
     resolved = load_config(path, environ=FAKE_ENV)
-    for plan in plan_submission(resolved.config, run_dir=RUN_DIR, gym_job_id=JOB_ID).values():
+    for plan in plan_submission(
+        resolved.config, planning_traits(resolved.config), run_dir=RUN_DIR, gym_job_id=JOB_ID
+    ).values():
         scripts = [_ENV.get_template("step.sh.j2").module.service_script(s) for s in plan.services]
         scripts.append(_ENV.get_template("driver.sh.j2").module.driver_script(plan.driver))
         for i, text in enumerate(scripts):
@@ -176,7 +183,7 @@ def test_sh_filter_reaches_bash_byte_exact(value: str, tmp_path: Path) -> None:
 def test_directive_values_with_spaces_are_grouped_for_sbatch() -> None:
     t = _run_tree(19500)
     t["compute"]["c"]["extra_args"] = {"comment": "a b ' $(x) ;`y`"}
-    plan = plan_benchmark(config(t), "runb", run_dir="/r", gym_job_id="j")
+    plan = plan_benchmark(config(t), planning_traits(config(t)), "runb", run_dir="/r", gym_job_id="j")
     text = render_job(plan, {"SECRET_TOKEN": "s"}).files["job.sh"].text
     assert '#SBATCH --comment="a b \' $(x) ;`y`"\n' in text
 
@@ -187,7 +194,9 @@ def test_directive_values_with_spaces_are_grouped_for_sbatch() -> None:
 def test_masked_rendering_prints_no_secret() -> None:
     for path in EXAMPLES:
         resolved = load_config(path, environ=FAKE_ENV)
-        plans = plan_submission(resolved.config, run_dir=RUN_DIR, gym_job_id=JOB_ID)
+        plans = plan_submission(
+            resolved.config, planning_traits(resolved.config), run_dir=RUN_DIR, gym_job_id=JOB_ID
+        )
         jobs = {b: render_job(p, mask_secrets(p.secrets)) for b, p in plans.items()}
         text = "".join(dry_run_chunks(RUN_DIR, jobs))
         assert text.startswith(f"[dry-run] remote run dir: {RUN_DIR}\n")
@@ -199,7 +208,9 @@ def test_secret_values_are_not_in_job_sh_but_in_its_secrets_file() -> None:
     """Slurm keeps every batch script: job.sh names its secrets file, reads it into unexported
     variables, and hands each value to its step by a prefix assignment (issue 19)."""
     resolved = load_config(ROOT / "examples" / "secrets.yaml", environ=FAKE_ENV)
-    for plan in plan_submission(resolved.config, run_dir=RUN_DIR, gym_job_id=JOB_ID).values():
+    for plan in plan_submission(
+        resolved.config, planning_traits(resolved.config), run_dir=RUN_DIR, gym_job_id=JOB_ID
+    ).values():
         text = render_job(plan, resolved.secrets).files["job.sh"].text
         assert f"__gym_secrets_file=~/.gymbuild-secrets/{JOB_ID}/{plan.bench}\n" in text
         wanted = {f"__gym_secret_{n}": FAKE_ENV[n] for n in plan.secrets}
@@ -212,7 +223,9 @@ def test_secret_values_are_not_in_job_sh_but_in_its_secrets_file() -> None:
 
 def test_collector_token_is_never_written() -> None:
     resolved = load_config(ROOT / "examples" / "collector.yaml", environ=FAKE_ENV)
-    for plan in plan_submission(resolved.config, run_dir=RUN_DIR, gym_job_id=JOB_ID).values():
+    for plan in plan_submission(
+        resolved.config, planning_traits(resolved.config), run_dir=RUN_DIR, gym_job_id=JOB_ID
+    ).values():
         job = render_job(plan, resolved.secrets)
         assert job.files["job.sh"].mode == 0o600 and job.files["otel/collector.yaml"].mode == 0o644
         for f in job.files.values():
@@ -295,7 +308,9 @@ def _free_port() -> int:
 
 def _run_job(tmp_path: Path, bench: str, port: int, **fake: str) -> tuple[subprocess.CompletedProcess, Path]:
     cfg = config(_run_tree(port))
-    plan = plan_benchmark(cfg, bench, run_dir=str(tmp_path / "run"), gym_job_id="gym-job-t")
+    plan = plan_benchmark(
+        cfg, planning_traits(cfg), bench, run_dir=str(tmp_path / "run"), gym_job_id="gym-job-t"
+    )
     secrets = {"SECRET_TOKEN": NASTY + "-secret"}
     job = render_job(plan, secrets)
     stage_secrets(tmp_path / "home", plan, secrets)
@@ -395,7 +410,7 @@ def test_render_1000_benchmarks(record_property: Any) -> None:
     }
     cfg = config(t)
     start = time.perf_counter()
-    plans = plan_submission(cfg, run_dir=RUN_DIR, gym_job_id=JOB_ID)
+    plans = plan_submission(cfg, planning_traits(cfg), run_dir=RUN_DIR, gym_job_id=JOB_ID)
     planned = time.perf_counter()
     jobs = {b: render_job(p, mask_secrets(p.secrets)) for b, p in plans.items()}
     done = time.perf_counter()

@@ -30,11 +30,13 @@ FAKE_ENV = {"OTEL_TOKEN": "otel-token-value", "HF_TOKEN": "hf-token-value", "WAN
 _RENDER_ALL = """
 import json, sys
 from gymbuild.config.model import build_config
+from gymbuild.executors.base import planning_traits
 from gymbuild.plan import plan_submission
 from gymbuild.render import _ENV, mask_secrets, render_job
 
 for tree in json.load(sys.stdin):
-    plans = plan_submission(build_config(tree), run_dir="/runs/r", gym_job_id="gym-job-r")
+    config = build_config(tree)
+    plans = plan_submission(config, planning_traits(config), run_dir="/runs/r", gym_job_id="gym-job-r")
     for plan in plans.values():
         render_job(plan, mask_secrets(plan.secrets))
 modules = [m.__file__ for name, m in sorted(sys.modules.items()) if name.split(".")[0] == "gymbuild"]
@@ -79,6 +81,8 @@ def package_copy(tmp_path: Path) -> Path:
     "edited",
     [
         "render/templates/job.sh.j2",
+        "executors/slurm/templates/parts.sh.j2",
+        "executors/local/__init__.py",  # its traits shape the plan
         "render/templates/step.sh.j2",
         "render/templates/ray_serve_gateway.py",  # carried inside the job script
         "plan/services.py",

@@ -24,6 +24,7 @@ import yaml
 
 from gymbuild.config.model import Config, build_config
 from gymbuild.config.validate import validate
+from gymbuild.executors.base import planning_traits
 from gymbuild.plan import plan_benchmark
 from gymbuild.render import _ENV, render_job
 from tests.script_runs import run_job_script, stage_secrets
@@ -128,7 +129,9 @@ def run_job(tmp_path: Path, t: dict[str, Any], **environ: str) -> tuple[subproce
     """Render `t`'s only benchmark and run its job.sh; the job's calls of every server program."""
     cfg = config(t)
     bench = next(iter(cfg.driver.benchmarks))
-    plan = plan_benchmark(cfg, bench, run_dir=str(tmp_path / "run"), gym_job_id="gym-job-t")
+    plan = plan_benchmark(
+        cfg, planning_traits(cfg), bench, run_dir=str(tmp_path / "run"), gym_job_id="gym-job-t"
+    )
     secrets = {name: f"secret-{name}" for name in plan.secrets}
     if plan.collector is not None:  # the token a submitter has goes to the file, not the job's environment
         secrets[plan.collector.token_env] = environ.pop(plan.collector.token_env, "otel-token-value")
@@ -486,7 +489,7 @@ def test_multi_node_decode_tier_coordinates_on_its_own_rpc_port(tmp_path: Path) 
     assert address == {"gpu-a": "gpu-a", "gpu-b": "gpu-a", "gpu-c": "gpu-c", "gpu-d": "gpu-c"}
     # prefill's 13345 and decode's 13346 (NeMo Gym's default), each where free
     assert rpc["gpu-a"] == rpc["gpu-b"] and rpc["gpu-c"] == rpc["gpu-d"] and rpc["gpu-a"] != rpc["gpu-c"]
-    plan = plan_benchmark(config(t), "b", run_dir="/runs/x", gym_job_id="x")
+    plan = plan_benchmark(config(t), planning_traits(config(t)), "b", run_dir="/runs/x", gym_job_id="x")
     assert [s.aux_ports[0].first for s in plan.services[:2]] == [13345, 13346]
 
 
@@ -587,7 +590,7 @@ def otel_tree(**otel: Any) -> dict[str, Any]:
 def test_collector_config_is_nemo_gyms_but_for_ports_and_targets_settled_at_run_time(nemo_gym: Any) -> None:
     t = otel_tree()
     cfg = config(t)
-    plan = plan_benchmark(cfg, "b", run_dir="/runs/gym-job-t", gym_job_id="gym-job-t")
+    plan = plan_benchmark(cfg, planning_traits(cfg), "b", run_dir="/runs/gym-job-t", gym_job_id="gym-job-t")
     ours = yaml.safe_load(render_job(plan, {}).files["otel/collector.yaml"].text)
     out = nemo_gym.run_python(NEMO_GYM_COLLECTOR, json.dumps(t), plan.bench_dir)
     assert out.returncode == 0, out.stderr
@@ -631,7 +634,9 @@ def test_collector_config_is_nemo_gyms_but_for_ports_and_targets_settled_at_run_
 
 def test_collector_scrapes_no_node_exporter_whose_port_is_null() -> None:
     t = otel_tree(gpu_metrics_port=None, node_metrics_port=None)
-    plan = plan_benchmark(config(t), "b", run_dir="/runs/gym-job-t", gym_job_id="gym-job-t")
+    plan = plan_benchmark(
+        config(t), planning_traits(config(t)), "b", run_dir="/runs/gym-job-t", gym_job_id="gym-job-t"
+    )
     job = render_job(plan, {})
     doc = yaml.safe_load(job.files["otel/collector.yaml"].text)
     names = [j["job_name"] for j in doc["receivers"]["prometheus"]["config"]["scrape_configs"]]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gymbuild.config import load_config
+from gymbuild.executors.base import planning_traits
 from gymbuild.plan import plan_submission
 from gymbuild.plan.shared import plan_shared_job
 from gymbuild.render import render_job
@@ -44,7 +45,14 @@ def test_a_shared_job_starts_its_services_once_and_runs_each_benchmark_in_its_ow
     config = shared_config({"a": {"command": "true"}, "b": {"command": "false"}}, compute={})
     config["compute"] = {"cluster": {"type": "slurm", "account": "gym", "walltime": "01:00:00"}}
     resolved = load_config(write(tmp_path, config))
-    plans = list(plan_submission(resolved.config, run_dir="/runs/gym-job-x", gym_job_id="gym-job-x").values())
+    plans = list(
+        plan_submission(
+            resolved.config,
+            planning_traits(resolved.config),
+            run_dir="/runs/gym-job-x",
+            gym_job_id="gym-job-x",
+        ).values()
+    )
     job = render_shared_job(plan_shared_job(plans, 1), {})
     text = job.files["job.sh"].text
     assert job.bench_dir.startswith("/runs/gym-job-x/+jobs/a+1-")

@@ -76,7 +76,7 @@ class NodePool:
 @dataclass(frozen=True)
 class Compute:
     name: str
-    type: Literal["slurm", "local"]
+    type: str  # a name in executors/base.py's EXECUTORS (the schema's enum of compute.type)
     account: str | None
     hostname: str | None
     walltime: str | None

@@ -1,23 +1,36 @@
-"""What a run needs from an executor, and the one place that picks one.
+"""What a run needs from an executor, and the one place that picks one (`EXECUTORS`).
 
-slurm.py and local.py are the two implementations: modules whose functions and constants satisfy the
-`Executor` protocol, so a type checker holds each of them to it. Every caller that acts on jobs (the
-queue, status, cancel, resubmit, results, the record) asks `executor_for` and then the executor,
-never the executor's name: a third executor is a third module and one line here.
+An executor is a folder, executors/<name>/: its module (`__init__.py`: functions and constants that
+satisfy the `Executor` protocol, so a type checker holds each one to it) and its template
+(`templates/parts.sh.j2`: the macros a job script calls for what is the executor's own). Both are found from
+the name registered here: `executor_for` imports the module, and the plan names the template through
+`planning_traits` (ExecutorTraits.name). Every caller that acts on jobs (the queue, status, cancel,
+resubmit, results, the record) asks `executor_for` and then the executor, never the executor's name;
+the planner is handed what it needs as data. A third executor is a third folder and one line here
+(README: "Adding an executor").
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from gymbuild.errors import UserError
 
 if TYPE_CHECKING:
     from gymbuild.config.model import Config
     from gymbuild.executors.connection import Connection, Result
-    from gymbuild.plan import BenchPlan
+    from gymbuild.executors.secrets import SecretsFile
+    from gymbuild.plan import BenchPlan, ExecutorTraits
+
+# The registry: a config's compute.type (and a record's `executor`) -> the executor's module, whose
+# folder also holds its template. Imported when asked: status on Slurm loads no local executor code.
+EXECUTORS = {
+    "slurm": "gymbuild.executors.slurm",
+    "local": "gymbuild.executors.local",
+}
 
 
 @dataclass(frozen=True)
@@ -67,8 +80,8 @@ class Executor(Protocol):
         (Slurm: the queue lock, taken once and held by the session's shell until it ends)."""
         ...
 
-    def send(self, conn: Connection, script: str, secrets: Any, attempt: str) -> Answer:
-        """Queue `script` as attempt `attempt`, its secrets file (slurm.SecretsFile, or None) written
+    def send(self, conn: Connection, script: str, secrets: SecretsFile | None, attempt: str) -> Answer:
+        """Queue `script` as attempt `attempt`, its secrets file (or None: the job needs none) written
         first. Answers are read in the order their jobs were sent; an executor may pipeline several."""
         ...
 
@@ -99,12 +112,25 @@ class Executor(Protocol):
 def executor_for(which: Config | str) -> Executor:
     """The executor of a config (its compute.type) or of a record (its `executor` field)."""
     name = which if isinstance(which, str) else which.compute.type
-    if name == "slurm":
-        from gymbuild.executors import slurm
+    module = EXECUTORS.get(name)
+    if module is None:
+        raise UserError(
+            f"error: this record was written by the '{name}' executor, which gymbuild does not know"
+        )
+    from importlib import import_module
 
-        return slurm
-    if name == "local":
-        from gymbuild.executors import local
+    executor: Executor = import_module(module)
+    return executor
 
-        return local
-    raise UserError(f"error: this record was written by the '{name}' executor, which gymbuild does not know")
+
+def executor_templates(name: str) -> Path:
+    """The folder of a registered executor's templates: executors/<name>/templates."""
+    return Path(__file__).parent / name / "templates"
+
+
+def planning_traits(which: Config | str) -> ExecutorTraits:
+    """What the planner needs of a config's executor, as data (the plan imports no executor)."""
+    from gymbuild.plan.model import ExecutorTraits
+
+    executor = executor_for(which)
+    return ExecutorTraits(name=executor.NAME, scheduled=executor.SCHEDULED)

@@ -84,7 +84,7 @@ class Health(_Canonical):
 
 StepKind = Literal["vllm", "router", "ray_head", "ray_worker", "command"]
 VllmMode = Literal["single", "dp", "ray", "per_node", "serve"]
-# What a launched step is to the job; an executor's `launch` reads it (slurm.j2 names the driver step).
+# What a launched step is to the job; an executor's `launch` reads it (Slurm's names the driver step).
 Role = Literal["service", "collector", "driver"]
 
 
@@ -175,12 +175,21 @@ class ResumePlan(_Canonical):
 
 
 @dataclass(frozen=True)
+class ExecutorTraits:
+    """What planning needs to know of the executor that will run the jobs, handed in by the caller
+    (executors/base.py: planning_traits), so the plan imports no executor."""
+
+    name: str  # the registry's name: picks the executor's template (executors/<name>/templates/)
+    scheduled: bool  # a batch scheduler runs the jobs: they take directives and can resume as a chain
+
+
+@dataclass(frozen=True)
 class BenchPlan(_Canonical):
     bench: str
     bench_dir: str
     run_dir: str
     gym_job_id: str
-    executor: Literal["slurm", "local"]  # picks the template of the executor's parts (render/)
+    executor: str  # ExecutorTraits.name: picks the template of the executor's parts (render/)
     directives: tuple[tuple[str, str | None], ...]  # (key, value) -> `#SBATCH --key=value`
     walltime_seconds: int | None  # the local executor enforces it itself (Slurm has --time)
     total_nodes: int

@@ -8,7 +8,6 @@ from dataclasses import dataclass, replace
 from gymbuild.config.model import Config, EnvValue
 from gymbuild.config.walltime import walltime_seconds
 from gymbuild.errors import UserError
-from gymbuild.executors.base import executor_for
 from gymbuild.plan.checks import _env, _mounts
 from gymbuild.plan.collector import _collector, _collector_ports
 from gymbuild.plan.directives import _config_directives, _directive
@@ -17,6 +16,7 @@ from gymbuild.plan.model import (
     BenchPlan,
     DriverStep,
     EnvEntry,
+    ExecutorTraits,
     GymInstallPlan,
     Nodes,
     PoolRange,
@@ -115,18 +115,28 @@ def _check_run_dir(run_dir: str) -> None:
         )
 
 
-def plan_benchmark(config: Config, bench: str, *, run_dir: str, gym_job_id: str) -> BenchPlan:
+def plan_benchmark(
+    config: Config, executor: ExecutorTraits, bench: str, *, run_dir: str, gym_job_id: str
+) -> BenchPlan:
     """Every decision for one benchmark's job. Raises UserError for what the config cannot express."""
-    return planner(config, run_dir=run_dir, gym_job_id=gym_job_id)(bench)
+    return planner(config, executor, run_dir=run_dir, gym_job_id=gym_job_id)(bench)
 
 
-def _plan(config: Config, shared: _Shared, bench: str, *, run_dir: str, gym_job_id: str) -> BenchPlan:
+def _plan(
+    config: Config,
+    executor: ExecutorTraits,
+    shared: _Shared,
+    bench: str,
+    *,
+    run_dir: str,
+    gym_job_id: str,
+) -> BenchPlan:
     """One benchmark's plan around the parts it shares with the submission's other benchmarks."""
     benchmark = config.driver.benchmarks[bench]
     bench_dir = f"{run_dir.rstrip('/')}/{bench}"
     collector = _collector(config, shared, bench=bench, bench_dir=bench_dir, gym_job_id=gym_job_id)
     driver = _driver(config, shared, benchmark, bench_dir=bench_dir)
-    scheduled = executor_for(config).SCHEDULED
+    scheduled = executor.scheduled
     resume = None
     if benchmark.resumable and scheduled:  # a resume chain needs sbatch and sacct
         limit = benchmark.resumable.max_walltime
@@ -148,7 +158,7 @@ def _plan(config: Config, shared: _Shared, bench: str, *, run_dir: str, gym_job_
         bench_dir=bench_dir,
         run_dir=run_dir,
         gym_job_id=gym_job_id,
-        executor=config.compute.type,
+        executor=executor.name,
         directives=directives,
         walltime_seconds=shared.walltime_seconds,
         total_nodes=config.compute.total_nodes,
@@ -165,9 +175,12 @@ def _plan(config: Config, shared: _Shared, bench: str, *, run_dir: str, gym_job_
     )
 
 
-def planner(config: Config, *, run_dir: str, gym_job_id: str) -> Callable[[str], BenchPlan]:
+def planner(
+    config: Config, executor: ExecutorTraits, *, run_dir: str, gym_job_id: str
+) -> Callable[[str], BenchPlan]:
     """Plan the shared parts now, each benchmark when asked: a re-submit that queues ten of a thousand
-    benchmarks plans ten. Raises UserError for what the config cannot express."""
+    benchmarks plans ten. `executor`: what the plan needs of the executor (passed in: the plan imports
+    none). Raises UserError for what the config cannot express."""
     _check_run_dir(run_dir)
     shared = _shared(config, gym_job_id)
 
@@ -175,12 +188,14 @@ def planner(config: Config, *, run_dir: str, gym_job_id: str) -> Callable[[str],
         if bench not in config.driver.benchmarks:
             known = ", ".join(config.driver.benchmarks)
             raise UserError(f"unknown benchmark {bench!r}; the config has: {known}")
-        return _plan(config, shared, bench, run_dir=run_dir, gym_job_id=gym_job_id)
+        return _plan(config, executor, shared, bench, run_dir=run_dir, gym_job_id=gym_job_id)
 
     return plan
 
 
-def plan_submission(config: Config, *, run_dir: str, gym_job_id: str) -> dict[str, BenchPlan]:
+def plan_submission(
+    config: Config, executor: ExecutorTraits, *, run_dir: str, gym_job_id: str
+) -> dict[str, BenchPlan]:
     """One plan per benchmark, in the config's order; the parts they share are planned once."""
-    plan = planner(config, run_dir=run_dir, gym_job_id=gym_job_id)
+    plan = planner(config, executor, run_dir=run_dir, gym_job_id=gym_job_id)
     return {name: plan(name) for name in config.driver.benchmarks}

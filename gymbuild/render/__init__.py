@@ -9,9 +9,10 @@ and job environment, so the submitter writes them to an owner-only file outside 
 a prefix assignment (`HF_TOKEN="${__gym_secret_HF_TOKEN}" srun ...`): they reach that step's
 environment and nothing else, and never a command line (DESIGN.md, Secrets).
 
-The templates split what every executor shares (lib.sh.j2: ports, health checks, monitor loop;
-step.sh.j2 and driver.sh.j2: what runs inside a step) from what is Slurm's (slurm.j2: directives,
-`srun`, the resume prologue), so a local variant can reuse the shared parts with its own `launch`.
+The templates split what every executor shares (templates/lib.sh.j2: ports, health checks, monitor
+loop; step.sh.j2 and driver.sh.j2: what runs inside a step) from what is an executor's own, which
+lives in the executor's folder, executors/<name>/templates/parts.sh.j2 (Slurm's: directives, `srun`,
+the resume prologue; local's: a process group on this machine), named by the plan's `executor`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,15 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from jinja2 import Environment, FileSystemBytecodeCache, PackageLoader, StrictUndefined
+from jinja2 import (
+    ChoiceLoader,
+    Environment,
+    FileSystemBytecodeCache,
+    FileSystemLoader,
+    PackageLoader,
+    PrefixLoader,
+    StrictUndefined,
+)
 from jinja2.environment import TemplateModule
 
 from gymbuild.config.model import EnvValue
@@ -201,9 +210,18 @@ def ray_serve_gateway_b64() -> str:
 _GATEWAY: str | None = None
 
 
+def _executor_templates() -> PrefixLoader:
+    """Each registered executor's templates (executors/<name>/templates/), under its name. Their
+    folders, not their modules: rendering imports no executor."""
+    from gymbuild.executors.base import EXECUTORS, executor_templates
+
+    return PrefixLoader({name: FileSystemLoader(executor_templates(name)) for name in EXECUTORS})
+
+
 def _environment() -> Environment:
     env = Environment(
-        loader=PackageLoader("gymbuild.render", "templates"),
+        # The shared templates by their names; an executor's as `<name>/parts.sh.j2`, from its folder.
+        loader=ChoiceLoader([PackageLoader("gymbuild.render", "templates"), _executor_templates()]),
         undefined=StrictUndefined,
         autoescape=False,
         auto_reload=False,  # the templates ship with the package: no stat of each one per render
@@ -243,6 +261,11 @@ def render_job(plan: BenchPlan, secrets: Mapping[str, str]) -> RenderedJob:
     return RenderedJob(plan.bench, plan.bench_dir, MappingProxyType(files))
 
 
+def executor_template(executor: str) -> str:
+    """The template of an executor's own parts of a job: in its folder (executors/base.py)."""
+    return f"{executor}/parts.sh.j2"
+
+
 def job_files(
     plan: BenchPlan, secrets: Mapping[str, str], template: str, subject: Any, who: str
 ) -> dict[str, RenderedFile]:
@@ -251,7 +274,7 @@ def job_files(
     missing = [name for name in plan.secrets if name not in secrets]
     if missing:
         raise UserError(f"{who}: no value for host: variable(s) {', '.join(missing)}")
-    executor = _ENV.get_template(f"{plan.executor}.j2").module
+    executor = _ENV.get_template(executor_template(plan.executor)).module
     text = _ENV.get_template(template).module.job(subject, executor)  # type: ignore[attr-defined]
     files = {"job.sh": RenderedFile(text, 0o600)}
     if plan.collector is not None:

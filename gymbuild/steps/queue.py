@@ -134,7 +134,7 @@ def secrets_file(ctx: Session, bench: str) -> Any:
     resubmit): its `host:` values and the collector's ingest token, which DESIGN keeps out of the
     run directory, the batch script and sbatch's environment, all of which Slurm stores."""
     from gymbuild import sharing
-    from gymbuild.executors.slurm import SecretsFile
+    from gymbuild.executors.secrets import SecretsFile
     from gymbuild.render import secret_values
 
     assert ctx.resolved is not None

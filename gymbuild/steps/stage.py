@@ -38,12 +38,14 @@ def bench_plan(ctx: Session, bench: str) -> Any:
     thousand benchmarks plans ten (whether a script is stale is told by stage_digest, unplanned)."""
     found = ctx.plans.get(bench)
     if found is None:
+        from gymbuild.executors.base import planning_traits
         from gymbuild.plan import planner
 
         try:
             if ctx.planner is None:
                 sub = ctx.submission()
-                ctx.planner = planner(ctx.config, run_dir=sub.run_dir, gym_job_id=sub.gym_job_id)
+                traits = planning_traits(ctx.config)
+                ctx.planner = planner(ctx.config, traits, run_dir=sub.run_dir, gym_job_id=sub.gym_job_id)
             found = ctx.plans[bench] = ctx.planner(bench)
         except UserError as err:  # the plan names the config path; the user also needs the file
             fix = "" if "fix:" in str(err) else "\n    fix: correct that value in the config"

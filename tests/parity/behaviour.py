@@ -236,6 +236,7 @@ def gymbuild_files(case: Case) -> tuple[dict[str, dict[str, str]], Any] | str:
     """job.sh (and collector.yaml) per benchmark as gymbuild renders them, or why it refuses."""
     from gymbuild.config import load_config
     from gymbuild.errors import UserError
+    from gymbuild.executors.base import planning_traits
     from gymbuild.plan import plan_submission
     from gymbuild.render import render_job
 
@@ -244,7 +245,9 @@ def gymbuild_files(case: Case) -> tuple[dict[str, dict[str, str]], Any] | str:
         # patches at once would leave the submit-time values (tokens) in pytest's environment.
         with _ENVIRON_LOCK, mock.patch.dict(os.environ, SUBMIT_ENV):
             resolved = load_config(case.config, environ={**os.environ, **SUBMIT_ENV})
-        plans = plan_submission(resolved.config, run_dir=case.run_dir, gym_job_id=GYM_JOB_ID)
+        plans = plan_submission(
+            resolved.config, planning_traits(resolved.config), run_dir=case.run_dir, gym_job_id=GYM_JOB_ID
+        )
         out = {}
         for bench, plan in plans.items():
             job = render_job(plan, resolved.secrets)

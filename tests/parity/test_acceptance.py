@@ -266,6 +266,7 @@ NOT_YET_RENDERED: dict[str, str] = {}
 def test_configs_both_tools_accept_also_plan_and_render(in_corpus_env: None) -> None:
     """What resolve accepts, render and submit must build: a NeMo Gym config may not fail later."""
     from gymbuild.errors import UserError
+    from gymbuild.executors.base import planning_traits
     from gymbuild.plan import plan_submission
     from gymbuild.render import render_job
 
@@ -274,7 +275,10 @@ def test_configs_both_tools_accept_also_plan_and_render(in_corpus_env: None) -> 
         resolved = load_config(case.path, environ=ENV)
         try:
             for plan in plan_submission(
-                resolved.config, run_dir="/var/tmp/gym-parity", gym_job_id="gym-parity"
+                resolved.config,
+                planning_traits(resolved.config),
+                run_dir="/var/tmp/gym-parity",
+                gym_job_id="gym-parity",
             ).values():
                 render_job(plan, resolved.secrets)
         except UserError as err:

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from gymbuild.executors.base import Answer, JobState, Queued
-from gymbuild.executors.slurm import SecretsFile
-from gymbuild.executors.slurm import forget_secrets as forget_secrets  # `cancel` calls it here too
+from gymbuild.executors.secrets import SecretsFile
+from gymbuild.executors.secrets import forget_secrets as forget_secrets  # `cancel` calls it here too
 from gymbuild.shell import join, quote
 
 if TYPE_CHECKING:  # annotations only: planning reads this module, and needs no connection code

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gymbuild.errors import UserError
 from gymbuild.executors.base import Answer, JobState, Queued
-from gymbuild.shell import SECRETS_DIR, join, quote, secrets_path
+from gymbuild.executors.secrets import SecretsFile
+from gymbuild.executors.secrets import forget_secrets as forget_secrets  # the Executor protocol's
+from gymbuild.shell import join, quote
 
 if TYPE_CHECKING:  # annotations only: planning reads this module, and needs no connection code
     from gymbuild.config.model import Config
@@ -33,63 +34,6 @@ def parse_job_id(stdout: str) -> str | None:
     first = stdout.strip().splitlines()[0] if stdout.strip() else ""
     job_id = first.split(";", 1)[0].strip()
     return job_id if job_id.isdigit() else None
-
-
-@dataclass(frozen=True)
-class SecretsFile:
-    """A benchmark's secrets file on the submit target (`render.secrets_path`: 0600, in 0700
-    directories, outside the run directory), which its job reads at start: Slurm stores every batch
-    script and job environment, so neither may hold a `host:` value or the collector's token.
-
-    `values`: the job's variable -> value (`render.secret_values`). `scrub`: the submitting shell's
-    own secret variables, unset before the job is started or queued, so it never inherits one (the
-    local executor's job inherits that shell's environment; sbatch passes it on).
-    """
-
-    gym_job_id: str
-    bench: str
-    values: Mapping[str, str]
-    scrub: tuple[str, ...] = ()
-
-    def write(self) -> str:
-        """Bash writing the file, for the session's stdin: `printf` is a builtin, so no value is ever
-        on a command line (`ps`). NUL-separated names and values: data the job reads with `read`,
-        never code it runs. Builtins only while the directory exists: `mkdir` runs once a submission.
-        Its status is the write's."""
-        unset = f"unset {join(self.scrub)}\n" if self.scrub else ""
-        if not self.values:
-            return f"{unset}true"
-        path = secrets_path(self.gym_job_id, self.bench)
-        words = join(word for pair in self.values.items() for word in pair)
-        write = f"printf '%s\\0' {words} >{path}"
-        return (
-            f"{unset}__gym_umask=${{__gym_umask:-$(umask)}}; umask 077\n"
-            f"{{ {write}; }} 2>/dev/null || {{ mkdir -p {secrets_path(self.gym_job_id)} && {write}; }}\n"
-            '__gym_w=$?; umask "$__gym_umask"; [ "$__gym_w" = 0 ]'
-        )
-
-    @property
-    def failed(self) -> str:
-        """What a submit says when the file cannot be written (the shell says why on the next line)."""
-        return f"could not write the secrets file ~/{SECRETS_DIR}/{self.gym_job_id}/{self.bench}"
-
-    def remove(self) -> str:
-        """Bash removing the file (a refused sbatch: no job will), and the submission's dir if empty."""
-        return _remove_secrets(self.gym_job_id, [self.bench]) if self.values else "true"
-
-
-def _remove_secrets(gym_job_id: str, benches: Iterable[str]) -> str:
-    files = " ".join(secrets_path(gym_job_id, bench) for bench in benches)
-    return f"rm -f -- {files}; rmdir -- {secrets_path(gym_job_id)} 2>/dev/null; true"
-
-
-def forget_secrets(conn: Connection, gym_job_id: str, benches: Iterable[str] | None = None) -> Result:
-    """Remove the benchmarks' secrets files, and their submission's directory once it is empty; with
-    no `benches`, the whole submission's (a shared job's file included): what `cancel` does (a job
-    removes its own when it ends: gym_secrets_needed in slurm.j2)."""
-    if benches is None:
-        return conn.run(f"rm -rf -- {secrets_path(gym_job_id)}")
-    return conn.run(_remove_secrets(gym_job_id, benches))
 
 
 QUEUE_LOCK_WAIT = 60  # seconds a run waits for a killed run's shell to finish what it was sent
@@ -244,7 +188,7 @@ RETRYABLE = frozenset({"FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEM
 LIVE = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"})
 
 
-_CHAIN = ".gym_job_chain"  # a resumable job appends its id when it starts (slurm.j2)
+_CHAIN = ".gym_job_chain"  # a resumable job appends its id when it starts (parts.sh.j2)
 _EXIT = ".gym_exit-"  # + job id: the exit status every job writes when it ends (body.sh.j2)
 
 
