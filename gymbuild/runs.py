@@ -64,7 +64,7 @@ def run_state(counts: Mapping[str, int]) -> str:
 
 def _states(records: Sequence[SubmissionRecord]) -> dict[str, dict[str, int]]:
     """gym_job_id -> its benchmarks' counts by kind: per host, one status round trip for all."""
-    from gymbuild import day_two
+    from gymbuild import states
     from gymbuild.executors.base import executor_for
     from gymbuild.executors.connection import Connection
 
@@ -90,8 +90,8 @@ def _states(records: Sequence[SubmissionRecord]) -> dict[str, dict[str, int]]:
                 since = min(r.submitted_at for r in mine)
                 found = executor.states(conn, jobs, since=since) if jobs else {}
                 for record in mine:
-                    rows = day_two.status_rows(record.benchmarks, found)
-                    tally = day_two.tally(rows, executor.LIVE)
+                    rows = states.status_rows(record.benchmarks, found)
+                    tally = states.tally(rows, executor.LIVE)
                     counts[record.gym_job_id] = {k: v for k, v in tally.__dict__.items() if v}
         finally:
             conn.close()

@@ -201,9 +201,9 @@ class Graph:
         ctx = self.ctx
         doc = _verb_doc(name)
         if ctx.inv.is_sweep and name in verbs.SWEEP_VERBS:  # sweep.py drives one submission per combination
-            from gymbuild import sweep
+            from gymbuild import multirun
 
-            action, task_dep, needs_config = sweep.verb_action(name, ctx), [], False
+            action, task_dep, needs_config = multirun.verb_action(name, ctx), [], False
         if needs_config and not ctx.inv.read_only and ctx.error is not None:
             return {"doc": doc, "actions": [_fail_with(ctx.error)], "uptodate": [False]}
         return {

@@ -187,7 +187,7 @@ def test_the_pipeline_queues_records_and_then_has_nothing_to_do(local_run: Any, 
     again = local_run("submit")
     pipeline.run(again)
     assert again.queued_now == []
-    assert again._connection is None and again._opening is None  # a no-op opens no connection
+    assert not again.link.used  # a no-op opens no connection
 
 
 def test_the_pipeline_for_some_benchmarks_requeues_only_those(local_run: Any) -> None:
