@@ -74,35 +74,6 @@ def statuses(conn: Any, record: SubmissionRecord) -> list[BenchStatus]:
     return rows
 
 
-def format_runs(records: Sequence[SubmissionRecord], as_json: bool) -> str:
-    """The local index, newest first: when, where, how many queued and failed, and the run dir."""
-    if as_json:
-        rows = [
-            {
-                "gym_job_id": r.gym_job_id,
-                "submitted_at": r.submitted_at,
-                "executor": r.executor,
-                "cluster": r.cluster,
-                "hostname": r.hostname,
-                "queued": sum(1 for j in r.benchmarks if j.job_id),
-                "failed": len(r.failed),
-                "run_dir": r.run_dir,
-            }
-            for r in records
-        ]
-        return json.dumps(rows, indent=2) + "\n"
-    if not records:
-        return f"no submissions in {local_index_dir()}\n"
-    lines = []
-    for r in records:
-        queued = sum(1 for j in r.benchmarks if j.job_id)
-        where = f"{r.executor}:{r.cluster}" + (f"@{r.hostname}" if r.hostname else "")
-        lines.append(
-            f"{r.gym_job_id}  {r.submitted_at}  {where}  {queued} queued, {len(r.failed)} failed  {r.run_dir}"
-        )
-    return "\n".join(lines) + "\n"
-
-
 def all_runs() -> list[SubmissionRecord]:
     return sorted(iter_local_index(), key=lambda r: (r.submitted_at, r.gym_job_id), reverse=True)
 
@@ -187,16 +158,36 @@ def find_record(s: Session, run: str | None = None, *, connect: bool = True) -> 
         return record_from_run_dir(s.connection(), run_dir)
     current = s.workspace.submission()
     if current is None or not s.workspace.has_outcomes():
-        raise UserError(
-            f"error: {inv.config} has no submission in {inv.workspace} yet\n"
-            "    fix: run `doit submit` first, or name one with run=<gym_job_id> (see `doit runs`)"
-        )
+        raise no_submission(s)
     # What was submitted, where it went, even if the config has been edited since (a new
     # output_path or host): status, logs and cancel must still reach the jobs that are queued.
     s.adopt_submission(current)
     if connect:
         s.connection(current.hostname, use_config=False)
     return build_record(s, commit=False)
+
+
+def no_submission(s: Session) -> UserError:
+    """Why the config has no submission to act on, and what to type instead: the file may not
+    exist, or what was submitted from it is a sweep (multirun=1), or it was never submitted."""
+    config = s.inv.config
+    if not config.is_file():
+        return UserError(
+            f"error: {config}: no such file\n"
+            "    fix: name the config you submitted with config=FILE, or a submission with "
+            "run=<gym_job_id> (`gymbuild runs` lists them)"
+        )
+    if (s.workspace.config_dir / "sweeps").is_dir():
+        return UserError(
+            f"error: {config} has no single submission, but it has a sweep\n"
+            "    fix: add multirun=1 (its latest sweep) or sweep=<id>, as in "
+            f"gymbuild results config={config} multirun=1"
+        )
+    return UserError(
+        f"error: {config} has not been submitted yet\n"
+        f"    fix: gymbuild submit config={config}, or name a submission with run=<gym_job_id> "
+        "(`gymbuild runs` lists them)"
+    )
 
 
 def _find_checked(s: Session) -> SubmissionRecord:
@@ -255,10 +246,6 @@ def print_status(s: Session) -> None:
         raise UserError(watch.not_completed(record, rows, live))
 
 
-def print_runs(s: Session) -> None:
-    sys.stdout.write(format_runs(all_runs(), s.inv.json))
-
-
 def cancel(s: Session) -> None:
     record, rows = _statuses(s)
     executor = executor_for(record.executor)
@@ -266,7 +253,7 @@ def cancel(s: Session) -> None:
     if not live:
         # A job killed without its EXIT trap (SIGKILL, a lost node) left its secrets file behind.
         executor.forget_secrets(s.connection(), record.gym_job_id, _secret_names(s, rows))
-        print(f"nothing to cancel: no job of {record.gym_job_id} is pending or running")
+        _said(s, record, [], f"nothing to cancel: no job of {record.gym_job_id} is pending or running")
         return
     job_dirs = {j.benchmark: j.job_dir for j in record.benchmarks}
     # A shared job is cancelled at its own directory (states.py), where status reads its marks.
@@ -277,7 +264,16 @@ def cancel(s: Session) -> None:
         raise UserError(f"error: cancelling {', '.join(live)} failed: {result.stderr.strip()}")
     # Their successors are cancelled too, so no later run reads these benchmarks' secrets again.
     executor.forget_secrets(s.connection(), record.gym_job_id, _secret_names(s, rows))
-    print(f"cancelled {len(live)} job(s) of {record.gym_job_id}: {', '.join(live)}")
+    _said(s, record, live, f"cancelled {len(live)} job(s) of {record.gym_job_id}: {', '.join(live)}")
+
+
+def _said(s: Session, record: SubmissionRecord, cancelled: Sequence[str], message: str) -> None:
+    """cancel's answer: its line, or (json=1) one JSON document naming the jobs it cancelled."""
+    if s.inv.json:
+        doc = {"gym_job_id": record.gym_job_id, "cancelled": list(cancelled), "message": message}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        print(message)
 
 
 def _secret_names(s: Session, rows: Sequence[BenchStatus]) -> list[str] | None:
@@ -296,6 +292,16 @@ def print_logs(s: Session) -> None:
         raise UserError(f"error: {row.benchmark} was never queued: {row.error}")
     job_dir = next(j.job_dir for j in record.benchmarks if j.benchmark == row.benchmark)
     shared = shared_job_dirs(record).get(row.job_id)
+    if s.inv.json and not s.inv.follow:  # the logs as one JSON document: json=1 on every verb
+        import contextlib
+        import io
+
+        text = io.StringIO()
+        with contextlib.redirect_stdout(text):
+            show_logs(s.connection(), job_dir, row.job_id, follow=False, shared_dir=shared)
+        doc = {"gym_job_id": record.gym_job_id, "benchmark": row.benchmark, "job_id": row.job_id}
+        sys.stdout.write(json.dumps({**doc, "logs": text.getvalue()}, indent=2) + "\n")
+        return
     show_logs(s.connection(), job_dir, row.job_id, follow=s.inv.follow, shared_dir=shared)
 
 
@@ -337,7 +343,20 @@ def resubmit(s: Session) -> None:
         )
     (picked,) = requeue([s], [record], s.inv.only)
     if not picked:
-        print(f"nothing to resubmit: no benchmark of {record.gym_job_id} ended in a retryable state")
+        rows = _look(s, record)  # one more look, only when nothing was re-queued: to name the cancelled
+        cancelled = [r.benchmark for r in rows if r.state == "CANCELLED" and r.benchmark not in s.inv.only]
+        hint = (
+            f"; cancelled: {', '.join(cancelled)}, re-queued only when named: "
+            f"gymbuild resubmit config={s.inv.config} only={','.join(cancelled)}"
+            if cancelled
+            else ""
+        )
+        message = f"nothing to resubmit: no benchmark of {record.gym_job_id} ended in a retryable state{hint}"
+        if s.inv.json:  # the manifest, and nothing else on stdout, as a resubmit that re-queued prints
+            print(message, file=sys.stderr)
+            sys.stdout.write(record.dumps())
+        else:
+            print(message)
         return
     failure = show.report_submit(s, picked)
     if failure is not None:

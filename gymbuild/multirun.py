@@ -49,7 +49,9 @@ def cell_session(s: Session, cell: Cell) -> Session:
     from gymbuild.session import Session
 
     inv = replace(s.inv, overrides=cell.overrides, multirun=False, sweep=None)
-    return Session(inv, workspace=Workspace(s.inv.workspace, s.inv.config, cell=cell.key), link=s.link)
+    cs = Session(inv, workspace=Workspace(s.inv.workspace, s.inv.config, cell=cell.key), link=s.link)
+    cs.sweep_values = cell.values  # `gymbuild runs` names the combination
+    return cs
 
 
 def _combined(errors: Sequence[tuple[str, UserError]]) -> UserError:

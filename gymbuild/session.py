@@ -136,6 +136,7 @@ class Session:
         self.queue_total: int | None = None
         self.queue_done: set[str] = set()  # benchmarks this run has queued (or tried to)
         self.progress_lock = threading.Lock()  # outcomes are written on IO threads
+        self.sweep_values: tuple[str, ...] = ()  # a sweep's combination: its swept key=values (sweep.py)
 
     # --- the config, loaded on first need ---------------------------------------------------------
 
@@ -204,12 +205,14 @@ class Session:
 
     @property
     def output_path(self) -> str:
-        """job.output_path. For the local executor a relative path is taken from the working directory,
-        where the workspace is too, so the example's `gym-runs` works from a fresh clone without setup;
-        on a cluster it would mean the login shell's home, so it is left to the remote shell there."""
-        path = Path(self.config.job.output_path)
+        """job.output_path. For the local executor a relative path is taken from the config file's
+        directory, as the submission's state is (invocation.default_workspace): the example's `gym-runs`
+        works from a fresh clone without setup, and the same config submitted from another directory
+        is the same submission. On a cluster it would mean the login shell's home, so it is left to
+        the remote shell there."""
+        path = Path(self.config.job.output_path).expanduser()
         if self.executor.RUNS_HERE and not path.is_absolute():
-            path = Path.cwd() / path
+            path = self.inv.config.resolve().parent / path
         return str(path)
 
     def adopt_submission(self, submission: Submission) -> None:
@@ -239,6 +242,15 @@ class Session:
                     f"current submission {current.gym_job_id} went to {was[1]}:{was[0]}\n"
                     "    fix: pass new=1 to start a fresh submission"
                 )
+        if current is None and not self.inv.new:
+            elsewhere = self.workspace.claimed_elsewhere()
+            if elsewhere is not None:
+                raise UserError(
+                    f"error: {self.inv.config}: its submission {elsewhere[1]} was queued from the "
+                    f"workspace {elsewhere[0]}, not this one ({self.workspace.dir})\n"
+                    "    fix: drop workspace= (or give that one) to carry on with it, or pass new=1 "
+                    "for a fresh submission"
+                )
         now = utc_now()
         gym_job_id = new_gym_job_id(now)
         fresh = Submission(
@@ -250,7 +262,8 @@ class Session:
             submitted_at=utc_timestamp(now),
             submitted_by=getpass.getuser(),
         )
-        self.workspace.start(fresh)
+        if not self.inv.inspects:  # `list --status` and `info` show the graph: they start nothing
+            self.workspace.start(fresh)
         self._submission = fresh
         return fresh
 
