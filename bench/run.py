@@ -226,9 +226,11 @@ class Bench:
         do: from the second run on, the config's validation and the compiled templates come from
         there. With --cold each run gets an empty one, so every run pays for both."""
         argv = [self.exe, verb, f"config={config}", f"workspace={workspace}", *extra]
-        env = self.env
+        # A fresh workspace is a fresh user's: its own state home, so the claim a config's submission
+        # leaves there (workspace.Workspace.claimed_elsewhere) does not refuse the next round's submit.
+        env = {**self.env, "XDG_STATE_HOME": f"{workspace}-state"}
         if self.cold:
-            env = {**self.env, "XDG_CACHE_HOME": str(self.root / f"cache-{next(self.caches)}")}
+            env = {**env, "XDG_CACHE_HOME": str(self.root / f"cache-{next(self.caches)}")}
         return timed(argv, env, self.root, self.counters)
 
     def floor_submit(self, stage: Path, run_dir: str, benches: list[str]) -> tuple[Run, list[str]]:

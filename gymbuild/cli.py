@@ -10,32 +10,33 @@ doit reads DOIT_CONFIG when it loads the tasks, so the command line is parsed he
 
 from __future__ import annotations
 
-import difflib
+import os
+import signal
 import sys
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any, TextIO
+import threading
 
-from gymbuild import verbs
 
-# doit's own commands, passed to doit as they are (tests/test_cli.py checks this against doit's list).
-DOIT_COMMANDS = frozenset(
-    {
-        "help",
-        "run",
-        "list",
-        "info",
-        "clean",
-        "forget",
-        "ignore",
-        "dumpdb",
-        "strace",
-        "tabcompletion",
-        "reset-dep",
-    }
-)
-HELP_FLAGS = frozenset({"-h", "--help"})
-VERSION_FLAGS = frozenset({"-V", "--version"})
+def _interrupted_early(signum: int, frame: object) -> None:
+    """Ctrl-C while the console script is still importing: one line and status 130, no traceback
+    (main() answers it the same way once it runs)."""
+    os.write(2, b"interrupted: gymbuild stopped before it did anything\n")
+    os._exit(130)
+
+
+# Only while this module's imports run, and only on the main thread (signal.signal's rule); then
+# Python's own handler is back, for main() to catch as KeyboardInterrupt.
+_EARLY = threading.current_thread() is threading.main_thread()
+_BEFORE = signal.signal(signal.SIGINT, _interrupted_early) if _EARLY else None
+
+from collections.abc import Sequence  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any, TextIO  # noqa: E402
+
+from gymbuild import verbs  # noqa: E402
+from gymbuild.argv import DOIT_COMMANDS, HELP_FLAGS, VERSION_FLAGS, known_word, nearest_verb, normalize  # noqa: E402
+
+if _EARLY:
+    signal.signal(signal.SIGINT, _BEFORE)
 
 
 def _table(rows: Sequence[tuple[str, str]], indent: str = "  ") -> list[str]:
@@ -106,19 +107,13 @@ def version() -> str:
 def _unknown(word: str, out: TextIO) -> int:
     """A word that is no verb: one message (with the nearest verb, if any), then the help; exit 1."""
     names = [v.name for v in verbs.VERBS]
-    near = difflib.get_close_matches(word, names, n=1)
-    hint = f" (did you mean {near[0]}?)" if near else ""
+    near = nearest_verb(word)
+    hint = f" (did you mean {near}?)" if near else ""
     out.write(
         f"error: {word!r} is not a gymbuild verb{hint}\n"
         f"    fix: use one of {', '.join(names)}; each is described below\n\n" + usage()
     )
     return 1
-
-
-def _known(word: str) -> bool:
-    """A verb, a doit command, or a task doit knows (a pipeline step, `stage:<bench>`...)."""
-    task = word.split(":", 1)[0]
-    return verbs.verb(word) is not None or word in DOIT_COMMANDS or task in verbs.STEPS
 
 
 def answer_here(args: Sequence[str]) -> int | None:
@@ -130,6 +125,9 @@ def answer_here(args: Sequence[str]) -> int | None:
     words = [a for a in args if "=" not in a and not a.startswith("-")]
     if any(a in HELP_FLAGS for a in args):
         named = next((verbs.verb(w) for w in words if verbs.verb(w)), None)
+        command = next((w for w in words if w in DOIT_COMMANDS and w != "help"), None)
+        if named is None and command is not None:  # `gymbuild list --help`: doit's help of `list`
+            return _doit_help([command])
         sys.stdout.write(verb_usage(named) if named else usage())
         return 0
     if not args:
@@ -151,9 +149,16 @@ def answer_here(args: Sequence[str]) -> int | None:
         if topic == "doit" or topic in DOIT_COMMANDS or topic == "task":
             return _doit_help([] if topic == "doit" else [topic])
         return _unknown(topic, sys.stderr)
+    if words[:1] == ["run"] and len(words) == 1:
+        # doit's `run` of no task is the default task, the dry run: not what `run` seems to promise.
+        sys.stderr.write(
+            "error: `gymbuild run` runs doit tasks by name, and names none: it would only do the dry run\n"
+            "    fix: `gymbuild submit config=FILE` submits; `gymbuild render config=FILE` is the dry run\n"
+        )
+        return 1
     for before, word in zip(["", *args], args, strict=False):
         # After a doit option (`-n 2`, `--reporter json`) a word may be its value, not a verb.
-        if word in words and not before.startswith("-") and not _known(word):
+        if word in words and not before.startswith("-") and not known_word(word):
             return _unknown(word, sys.stderr)
     return None
 
@@ -163,7 +168,18 @@ def _doit(namespace: dict[str, object]) -> Any:
     from doit.cmd_base import ModuleTaskLoader
     from doit.doit_cmd import DoitMain
 
-    main = DoitMain(ModuleTaskLoader(namespace), extra_config={"GLOBAL": {}})
+    class Main(DoitMain):
+        def get_cmds(self) -> Any:
+            # doit's own commands only: the gymbuild verbs that doit_plugin.py adds to doit are
+            # tasks here, and a task may not share a command's name.
+            from doit.plugin import PluginDict
+
+            commands = PluginDict()
+            for command in self.DOIT_CMDS:
+                commands[command.get_name()] = command
+            return commands
+
+    main = Main(ModuleTaskLoader(namespace), extra_config={"GLOBAL": {}})
     main.BIN_NAME = "gymbuild"
     return main
 
@@ -205,7 +221,25 @@ def _connect_ahead(args: Sequence[str]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
+    """The console script: Ctrl-C (or a SIGINT from a script) at any point ends it with one line and
+    status 130, as a shell reports an interrupted command, never Python's traceback."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        sys.stdout.flush()
+        print(
+            "interrupted: gymbuild stopped; jobs already queued go on (`gymbuild status` shows them)",
+            file=sys.stderr,
+        )
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    parsed = normalize(sys.argv[1:] if argv is None else argv)
+    if parsed.error is not None:
+        print(parsed.error, file=sys.stderr)
+        return 1
+    args = list(parsed.args)
     answered = answer_here(args)
     if answered is not None:
         return answered

@@ -10,43 +10,36 @@ take the run's Session; what is above them reads records and rows only.
 
 from __future__ import annotations
 
-import collections
-import dataclasses
 import json
 import sys
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gymbuild import pipeline, sharing
+from gymbuild import pipeline
 from gymbuild.errors import UserError
 from gymbuild.executors.base import executor_for
 from gymbuild.jobs import (
     MANIFEST_NAME,
-    BenchmarkJob,
     RecordError,
     SubmissionRecord,
     iter_local_index,
     local_index_dir,
+)
+from gymbuild.states import (
+    NOT_RUN,
+    BenchStatus,
+    format_statuses,
+    shared_job_dirs,
+    states_of,
+    statuses_json,
+    tally,
 )
 from gymbuild.steps import show
 from gymbuild.steps.record import build_record
 
 if TYPE_CHECKING:
     from gymbuild.session import Session
-
-
-@dataclass(frozen=True)
-class BenchStatus:
-    benchmark: str
-    job_id: str | None
-    state: str
-    exit_code: str | None
-    elapsed: str | None
-    nodes: str | None
-    error: str | None
-    job_state: str | None = None  # a benchmark in a shared job: its job's own state (sharing.py)
 
 
 def record_from_index(gym_job_id: str) -> SubmissionRecord | None:
@@ -75,167 +68,10 @@ def record_from_run_dir(conn: Any, run_dir: str) -> SubmissionRecord:
 
 
 def statuses(conn: Any, record: SubmissionRecord) -> list[BenchStatus]:
-    """Every benchmark of the record with its newest job's state, from one status round trip (and,
-    for a submission with shared jobs, one more that reads their benchmarks' own files)."""
-    executor = executor_for(record.executor)
-    shared = sharing.shared_jobs(record.benchmarks)  # a shared job's state is read at its own dir
-    queued = {job.job_dir: job.job_id for job in record.benchmarks if job.job_id and job.job_id not in shared}
-    found = executor.states(conn, {**queued, **sharing.job_dirs(record, shared)}, since=record.submitted_at)
-    rows = status_rows(record.benchmarks, found)
-    return sharing.member_rows(conn, record, rows, found, shared, executor.LIVE) if shared else rows
-
-
-def status_rows(jobs: Iterable[BenchmarkJob], found: Mapping[str, Any]) -> list[BenchStatus]:
-    """Each job's row from the states its executor found (bench dir -> JobState); `results` asks for
-    the states of several records at once and splits them up again here."""
-    rows = []
-    for job in jobs:
-        if not job.job_id:
-            rows.append(BenchStatus(job.benchmark, None, "NOT QUEUED", None, None, None, job.error))
-            continue
-        state = found.get(job.job_dir)
-        rows.append(
-            BenchStatus(
-                job.benchmark,
-                state.job_id if state else job.job_id,
-                state.state if state else "UNKNOWN",
-                state.exit_code if state else None,
-                state.elapsed if state else None,
-                state.nodes if state else None,
-                state.note if state else None,  # why it is UNKNOWN, when it is
-            )
-        )
+    """Every benchmark of the record with its newest job's state (states.py: one round trip, and
+    one more for the members of shared jobs)."""
+    (rows,) = states_of(conn, [record])
     return rows
-
-
-# What `status` counts a benchmark as, for its summary line and for `watch=1` (which waits while any
-# is pending or running). PENDING and REQUEUED wait for resources; any other live state (the executor's
-# LIVE) holds them. Every end but COMPLETED (a job FAILED, TIMEOUT, CANCELLED..., or NOT QUEUED at all)
-# is a failure: the benchmark has no result. UNKNOWN is a look that could not tell, not an end.
-WAITING = frozenset({"PENDING", "REQUEUED", "WAITING"})  # WAITING: in its shared job, not started yet
-COMPLETED = "COMPLETED"
-UNKNOWN = "UNKNOWN"
-
-
-@dataclass(frozen=True)
-class Tally:
-    pending: int = 0
-    running: int = 0
-    completed: int = 0
-    failed: int = 0
-    unknown: int = 0
-
-    @property
-    def ended(self) -> bool:
-        """Nothing can change any more: no job pending, running or of unknown state."""
-        return not (self.pending or self.running or self.unknown)
-
-    def line(self) -> str:
-        """`5 benchmarks: 1 pending, 1 running, 2 completed, 1 failed` (and `, 1 unknown` if any)."""
-        counts = dataclasses.asdict(self)
-        shown = [f"{n} {name}" for name, n in counts.items() if n or name != "unknown"]
-        total = sum(counts.values())
-        return f"{total} benchmark{'' if total == 1 else 's'}: {', '.join(shown)}"
-
-
-def kind(row: BenchStatus, live: frozenset[str]) -> str:
-    """pending, running, completed, failed or unknown: what a row counts as in the Tally."""
-    if row.state in WAITING:
-        return "pending"
-    if row.state in live:
-        return "running"
-    if row.state == COMPLETED:
-        return "completed"
-    return "unknown" if row.state == UNKNOWN else "failed"
-
-
-def tally(rows: Sequence[BenchStatus], live: frozenset[str]) -> Tally:
-    counts = collections.Counter(kind(row, live) for row in rows)
-    return Tally(**counts)
-
-
-def format_statuses(
-    record: SubmissionRecord,
-    rows: Sequence[BenchStatus],
-    summary: Tally | None = None,
-    looks: int | None = None,
-) -> str:
-    """The submission, one row per benchmark, then why a benchmark has no job or no known state, and
-    the summary line last (where a watching eye finds it), with how many looks a watch took.
-
-    The reasons go below the table, not in it: an sbatch error is a long line, and in the STATE
-    column it would push every other row's EXIT, ELAPSED and NODES off the screen.
-    """
-    head = f"{record.gym_job_id}  {record.executor} on {record.cluster}  {record.run_dir}"
-    table: list[tuple[str, ...]] = [("BENCHMARK", "JOB", "STATE", "EXIT", "ELAPSED", "NODES")]
-    shared = any(row.job_state for row in rows)  # a shared job's state goes beside its benchmarks'
-    if shared:
-        table = [("BENCHMARK", "JOB", "STATE", "EXIT", "JOB STATE", "ELAPSED", "NODES")]
-    for row in rows:
-        cells: tuple[str | None, ...] = (row.job_id, row.state, row.exit_code, row.elapsed, row.nodes)
-        if shared:
-            cells = (row.job_id, row.state, row.exit_code, row.job_state, row.elapsed, row.nodes)
-        table.append((row.benchmark, *(c or "-" for c in cells)))
-    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]) - 1)]
-    lines = ["  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]) for r in table]
-    for title, notes in (
-        ("not queued (`doit submit` queues these again)", [r for r in rows if r.error and not r.job_id]),
-        ("state unknown", [r for r in rows if r.error and r.job_id]),
-    ):
-        if notes:
-            lines += ["", f"{title}:", *(f"  {r.benchmark}: {r.error}" for r in notes)]
-    if summary is not None:
-        lines += ["", summary.line() + (f" (watched: {looks} looks)" if looks else "")]
-    return head + "\n" + "\n".join(line.rstrip() for line in lines) + "\n"
-
-
-def statuses_json(
-    record: SubmissionRecord,
-    rows: Sequence[BenchStatus],
-    summary: Tally | None = None,
-    looks: int | None = None,
-) -> str:
-    payload: dict[str, Any] = {
-        "gym_job_id": record.gym_job_id,
-        "executor": record.executor,
-        "cluster": record.cluster,
-        "run_dir": record.run_dir,
-        "benchmarks": [{k: v for k, v in row.__dict__.items() if k != "job_state" or v} for row in rows],
-    }
-    if summary is not None:
-        payload["summary"] = dataclasses.asdict(summary)
-    if looks is not None:
-        payload["looks"] = looks  # status watch=1: how many status round trips it took
-    return json.dumps(payload, indent=2) + "\n"
-
-
-def format_runs(records: Sequence[SubmissionRecord], as_json: bool) -> str:
-    """The local index, newest first: when, where, how many queued and failed, and the run dir."""
-    if as_json:
-        rows = [
-            {
-                "gym_job_id": r.gym_job_id,
-                "submitted_at": r.submitted_at,
-                "executor": r.executor,
-                "cluster": r.cluster,
-                "hostname": r.hostname,
-                "queued": sum(1 for j in r.benchmarks if j.job_id),
-                "failed": len(r.failed),
-                "run_dir": r.run_dir,
-            }
-            for r in records
-        ]
-        return json.dumps(rows, indent=2) + "\n"
-    if not records:
-        return f"no submissions in {local_index_dir()}\n"
-    lines = []
-    for r in records:
-        queued = sum(1 for j in r.benchmarks if j.job_id)
-        where = f"{r.executor}:{r.cluster}" + (f"@{r.hostname}" if r.hostname else "")
-        lines.append(
-            f"{r.gym_job_id}  {r.submitted_at}  {where}  {queued} queued, {len(r.failed)} failed  {r.run_dir}"
-        )
-    return "\n".join(lines) + "\n"
 
 
 def all_runs() -> list[SubmissionRecord]:
@@ -248,10 +84,10 @@ def to_resubmit(rows: Sequence[BenchStatus], only: Sequence[str], retryable: fro
     for row in rows:
         if only and row.benchmark not in only:
             continue
-        # NOT RUN: its shared job ended before it started (sharing.py)
+        # NOT RUN: its shared job ended before it started (states.py)
         if (
             row.state in retryable
-            or row.state == "NOT RUN"
+            or row.state == NOT_RUN
             or (row.state == "CANCELLED" and row.benchmark in only)
         ):
             picked.append(row.benchmark)
@@ -259,7 +95,7 @@ def to_resubmit(rows: Sequence[BenchStatus], only: Sequence[str], retryable: fro
 
 
 def live_job_ids(rows: Sequence[BenchStatus], only: Sequence[str], live: frozenset[str]) -> list[str]:
-    # A benchmark waiting in its running shared job is live through its job (sharing.py).
+    # A benchmark waiting in its running shared job is live through its job (states.py).
     return list(
         dict.fromkeys(
             r.job_id
@@ -322,16 +158,36 @@ def find_record(s: Session, run: str | None = None, *, connect: bool = True) -> 
         return record_from_run_dir(s.connection(), run_dir)
     current = s.workspace.submission()
     if current is None or not s.workspace.has_outcomes():
-        raise UserError(
-            f"error: {inv.config} has no submission in {inv.workspace} yet\n"
-            "    fix: run `doit submit` first, or name one with run=<gym_job_id> (see `doit runs`)"
-        )
+        raise no_submission(s)
     # What was submitted, where it went, even if the config has been edited since (a new
     # output_path or host): status, logs and cancel must still reach the jobs that are queued.
     s.adopt_submission(current)
     if connect:
         s.connection(current.hostname, use_config=False)
     return build_record(s, commit=False)
+
+
+def no_submission(s: Session) -> UserError:
+    """Why the config has no submission to act on, and what to type instead: the file may not
+    exist, or what was submitted from it is a sweep (multirun=1), or it was never submitted."""
+    config = s.inv.config
+    if not config.is_file():
+        return UserError(
+            f"error: {config}: no such file\n"
+            "    fix: name the config you submitted with config=FILE, or a submission with "
+            "run=<gym_job_id> (`gymbuild runs` lists them)"
+        )
+    if (s.workspace.config_dir / "sweeps").is_dir():
+        return UserError(
+            f"error: {config} has no single submission, but it has a sweep\n"
+            "    fix: add multirun=1 (its latest sweep) or sweep=<id>, as in "
+            f"gymbuild results config={config} multirun=1"
+        )
+    return UserError(
+        f"error: {config} has not been submitted yet\n"
+        f"    fix: gymbuild submit config={config}, or name a submission with run=<gym_job_id> "
+        "(`gymbuild runs` lists them)"
+    )
 
 
 def _find_checked(s: Session) -> SubmissionRecord:
@@ -371,7 +227,13 @@ def print_status(s: Session) -> None:
     if s.inv.watch:
         from gymbuild import watch
 
-        rows, summary, looks = watch.watch(lambda: _look(s, record), record, live, as_json=s.inv.json)
+        rows, summary, looks = watch.watch(
+            lambda: _look(s, record),
+            live,
+            as_json=s.inv.json,
+            draw=lambda rows, summary: format_statuses(record, rows, summary),
+            what=record.gym_job_id,
+        )
     else:
         if len(record.benchmarks) >= PROGRESS_FROM:
             s.progress.show(f"asking about the {len(record.benchmarks)} jobs of {record.gym_job_id} ...")
@@ -384,10 +246,6 @@ def print_status(s: Session) -> None:
         raise UserError(watch.not_completed(record, rows, live))
 
 
-def print_runs(s: Session) -> None:
-    sys.stdout.write(format_runs(all_runs(), s.inv.json))
-
-
 def cancel(s: Session) -> None:
     record, rows = _statuses(s)
     executor = executor_for(record.executor)
@@ -395,18 +253,27 @@ def cancel(s: Session) -> None:
     if not live:
         # A job killed without its EXIT trap (SIGKILL, a lost node) left its secrets file behind.
         executor.forget_secrets(s.connection(), record.gym_job_id, _secret_names(s, rows))
-        print(f"nothing to cancel: no job of {record.gym_job_id} is pending or running")
+        _said(s, record, [], f"nothing to cancel: no job of {record.gym_job_id} is pending or running")
         return
     job_dirs = {j.benchmark: j.job_dir for j in record.benchmarks}
-    # A shared job is cancelled at its own directory (sharing.py), where status reads its marks.
-    shared = sharing.shared_job_dirs(record)
+    # A shared job is cancelled at its own directory (states.py), where status reads its marks.
+    shared = shared_job_dirs(record)
     dirs = {shared.get(r.job_id, job_dirs[r.benchmark]): r.job_id for r in rows if r.job_id in live}
     result = executor.cancel(s.connection(), dirs)
     if not result.ok:
         raise UserError(f"error: cancelling {', '.join(live)} failed: {result.stderr.strip()}")
     # Their successors are cancelled too, so no later run reads these benchmarks' secrets again.
     executor.forget_secrets(s.connection(), record.gym_job_id, _secret_names(s, rows))
-    print(f"cancelled {len(live)} job(s) of {record.gym_job_id}: {', '.join(live)}")
+    _said(s, record, live, f"cancelled {len(live)} job(s) of {record.gym_job_id}: {', '.join(live)}")
+
+
+def _said(s: Session, record: SubmissionRecord, cancelled: Sequence[str], message: str) -> None:
+    """cancel's answer: its line, or (json=1) one JSON document naming the jobs it cancelled."""
+    if s.inv.json:
+        doc = {"gym_job_id": record.gym_job_id, "cancelled": list(cancelled), "message": message}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        print(message)
 
 
 def _secret_names(s: Session, rows: Sequence[BenchStatus]) -> list[str] | None:
@@ -424,36 +291,73 @@ def print_logs(s: Session) -> None:
     if not row.job_id:
         raise UserError(f"error: {row.benchmark} was never queued: {row.error}")
     job_dir = next(j.job_dir for j in record.benchmarks if j.benchmark == row.benchmark)
-    shared = sharing.shared_job_dirs(record).get(row.job_id)
+    shared = shared_job_dirs(record).get(row.job_id)
+    if s.inv.json and not s.inv.follow:  # the logs as one JSON document: json=1 on every verb
+        import contextlib
+        import io
+
+        text = io.StringIO()
+        with contextlib.redirect_stdout(text):
+            show_logs(s.connection(), job_dir, row.job_id, follow=False, shared_dir=shared)
+        doc = {"gym_job_id": record.gym_job_id, "benchmark": row.benchmark, "job_id": row.job_id}
+        sys.stdout.write(json.dumps({**doc, "logs": text.getvalue()}, indent=2) + "\n")
+        return
     show_logs(s.connection(), job_dir, row.job_id, follow=s.inv.follow, shared_dir=shared)
+
+
+def requeue(
+    runs: Sequence[Session], records: Sequence[SubmissionRecord], only: Sequence[str]
+) -> list[list[str]]:
+    """Release each run's benchmarks whose newest job ended in a retryable state (one look for all
+    the runs) and queue them again in one pipeline (pipeline.run_batch): per run, what it re-queued."""
+    if not runs:
+        return []
+    conn = runs[0].connection(records[0].hostname, use_config=False)
+    picked = []
+    for ctx, record, rows in zip(runs, records, states_of(conn, records), strict=True):
+        chosen = to_resubmit(rows, only, executor_for(record.executor).RETRYABLE)
+        states = {r.benchmark: r.state for r in rows}
+        for bench in chosen:
+            ctx.workspace.release(bench, states[bench])
+        picked.append(chosen)
+    pipeline.run_batch(runs, picked)
+    return picked
 
 
 def resubmit(s: Session) -> None:
     """Re-queue what ended FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, PREEMPTED or BOOT_FAIL.
 
     Each such benchmark's outcome gives up its job id (kept in its history), then the submit
-    pipeline (pipeline.run) runs for exactly those benchmarks.
+    pipeline runs for exactly those benchmarks (requeue, as for every cell of a sweep).
     """
     if s.error is not None:
         raise s.error
     current = (
         s.submission()
     )  # a config that now submits elsewhere asks for new=1 before anything is re-queued
-    record, rows = _statuses(s)
+    record = _find_checked(s)
     if record.gym_job_id != current.gym_job_id:
         raise UserError(
             f"error: resubmit works on the config's current submission ({current.gym_job_id}),"
             f" not {record.gym_job_id}\n    fix: drop run=, or submit that config again"
         )
-    executor = executor_for(record.executor)
-    picked = to_resubmit(rows, s.inv.only, executor.RETRYABLE)
+    (picked,) = requeue([s], [record], s.inv.only)
     if not picked:
-        print(f"nothing to resubmit: no benchmark of {record.gym_job_id} ended in a retryable state")
+        rows = _look(s, record)  # one more look, only when nothing was re-queued: to name the cancelled
+        cancelled = [r.benchmark for r in rows if r.state == "CANCELLED" and r.benchmark not in s.inv.only]
+        hint = (
+            f"; cancelled: {', '.join(cancelled)}, re-queued only when named: "
+            f"gymbuild resubmit config={s.inv.config} only={','.join(cancelled)}"
+            if cancelled
+            else ""
+        )
+        message = f"nothing to resubmit: no benchmark of {record.gym_job_id} ended in a retryable state{hint}"
+        if s.inv.json:  # the manifest, and nothing else on stdout, as a resubmit that re-queued prints
+            print(message, file=sys.stderr)
+            sys.stdout.write(record.dumps())
+        else:
+            print(message)
         return
-    states = {r.benchmark: r.state for r in rows}
-    for bench in picked:
-        s.workspace.release(bench, states[bench])
-    pipeline.run(s, picked)
     failure = show.report_submit(s, picked)
     if failure is not None:
         raise UserError(failure)

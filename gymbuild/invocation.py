@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gymbuild.verbs import reserved
@@ -11,6 +11,8 @@ from gymbuild.verbs import reserved
 RESERVED = reserved()  # the arguments gymbuild's verbs read (verbs.ARGUMENTS); the rest are overrides
 # Verbs that only read the workspace (outcome files are written atomically) and write nothing in it.
 READ_ONLY_VERBS = frozenset({"status", "logs", "cancel", "runs", "results", "compare"})
+# doit's commands that only look at the task graph and its database: they must change nothing.
+INSPECTING_COMMANDS = frozenset({"list", "info", "dumpdb", "help", "tabcompletion", "strace"})
 # Verbs whose work ends at the staged tree: nothing is copied, queued or recorded.
 STAGE_ONLY_VERBS = frozenset({"render", "resolve"})
 
@@ -26,7 +28,17 @@ def command_variables(argv: Sequence[str]) -> dict[str, str]:
 
 
 DEFAULT_CONFIG = "submit.yaml"
-DEFAULT_WORKSPACE = ".gymbuild"
+
+
+def default_workspace() -> Path:
+    """Where gymbuild remembers submissions unless `workspace=` says: the user's state directory
+    (`$XDG_STATE_HOME/gymbuild/workspaces`, else `~/.local/state/gymbuild/workspaces`), in which each
+    config has its own corner keyed by its real path (workspace.Workspace). So the state follows the
+    config file, not the directory a command runs in: every verb, from anywhere, finds the same
+    submission, and a submit from another directory never queues the evaluation a second time."""
+    from gymbuild.resources import user_state_home
+
+    return user_state_home() / "gymbuild" / "workspaces"
 
 
 @dataclass(frozen=True)
@@ -44,6 +56,8 @@ class Invocation:
     verbs: tuple[str, ...] = ()  # the verbs (and doit commands or task names) the command line names
     multirun: bool = False  # the overrides' sweep syntax makes a sweep (sweep.py)
     sweep: str | None = None  # a sweep by its id, for the day-two verbs
+    config_given: bool = False  # config= was on the command line (`runs config=F` filters by it)
+    extra: dict[str, str] = field(default_factory=dict)  # runs: limit=, state=, prune=
     max_drop: str | None = None  # compare: exit 1 when a benchmark dropped by more (compare_read.py)
 
     @classmethod
@@ -56,6 +70,12 @@ class Invocation:
     def read_only(self) -> bool:
         """Only verbs that read the workspace: the run holds no lock and builds no pipeline tasks."""
         return bool(self.verbs) and set(self.verbs) <= READ_ONLY_VERBS
+
+    @property
+    def inspects(self) -> bool:
+        """`gymbuild list --status`, `gymbuild info submit`: the graph is shown as it would run, and no
+        submission is started, no workspace locked, no record written (nothing changes by looking)."""
+        return bool(self.verbs) and self.verbs[0] in INSPECTING_COMMANDS
 
     @property
     def stage_only(self) -> bool:
@@ -75,7 +95,7 @@ class Invocation:
             return variables.get(name, "0").strip().lower() not in ("", "0", "false", "no")
 
         return cls(
-            config=Path(variables.get("config", DEFAULT_CONFIG)),
+            config=Path(variables.get("config", DEFAULT_CONFIG)).expanduser(),
             overrides=tuple(f"{k}={v}" for k, v in variables.items() if k not in RESERVED),
             json=flag("json"),
             new=flag("new"),
@@ -83,10 +103,14 @@ class Invocation:
             watch=flag("watch"),
             only=tuple(name for name in variables.get("only", "").split(",") if name),
             run=variables.get("run") or None,
-            workspace=Path(variables.get("workspace", DEFAULT_WORKSPACE)),
+            workspace=(
+                Path(variables["workspace"]).expanduser() if "workspace" in variables else default_workspace()
+            ),
             format=variables.get("format") or None,
             multirun=flag("multirun"),
             sweep=variables.get("sweep") or None,
+            config_given="config" in variables,
+            extra={k: variables[k] for k in ("limit", "state", "prune") if k in variables},
             max_drop=variables.get("max_drop") or None,
         )
 

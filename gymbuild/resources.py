@@ -92,3 +92,9 @@ def user_cache_home() -> Path:
     spec asks: a relative one would scatter caches over whatever directories commands ran in."""
     cache_home = os.environ.get("XDG_CACHE_HOME", "")
     return Path(cache_home) if os.path.isabs(cache_home) else Path.home() / ".cache"
+
+
+def user_state_home() -> Path:
+    """`$XDG_STATE_HOME`, else `~/.local/state` (an empty or relative value is ignored, as above)."""
+    state_home = os.environ.get("XDG_STATE_HOME", "")
+    return Path(state_home) if os.path.isabs(state_home) else Path.home() / ".local" / "state"

@@ -223,11 +223,29 @@ def _agent_metrics(bench: BenchResult | None, agent: str | None) -> dict[str, Va
     return {}
 
 
+def clean(value: Value) -> Value:
+    """A float without binary noise: 0.5760000000000001 (a sum's last-bit error) is 0.576. Rounded to
+    15 significant digits (all a double holds exactly) only when that leaves a shorter number, so a
+    value with real digits there (2/3 is 0.6666666666666666) stays exactly as it was."""
+    if not isinstance(value, float):
+        return value
+    short = f"{value:.15g}"
+    digits = len(short.split("e")[0].replace("-", "").replace(".", "").strip("0"))
+    return float(short) if digits < 15 else value
+
+
 def delta(value: Value | None, first: Value | None) -> float | None:
-    """value - first, when both are numbers."""
+    """value - first, when both are numbers, as the decimal difference of the numbers shown
+    (0.61 - 0.52 is 0.09, not 0.08999999999999997)."""
+    from decimal import Decimal
+
     numbers = (int, float)
-    if isinstance(value, numbers) and isinstance(first, numbers):
+    if isinstance(value, bool) or isinstance(first, bool):
+        return None
+    if isinstance(value, int) and isinstance(first, int):
         return value - first
+    if isinstance(value, numbers) and isinstance(first, numbers):
+        return float(Decimal(repr(clean(value))) - Decimal(repr(clean(first))))
     return None
 
 
@@ -370,7 +388,15 @@ def format_csv(runs: Sequence[RunResult]) -> str:
                 for metric, value in a.metrics:
                     change = delta(value, firsts.get((b.benchmark, a.agent, metric))) if i else None
                     writer.writerow(
-                        [*lead, a.agent or "", b.state, metric, value, "" if change is None else change, ""]
+                        [
+                            *lead,
+                            a.agent or "",
+                            b.state,
+                            metric,
+                            clean(value),
+                            "" if change is None else change,
+                            "",
+                        ]
                     )
     return out.getvalue()
 
@@ -398,7 +424,10 @@ def to_json(runs: Sequence[RunResult]) -> str:
                         "exit_code": b.exit_code,
                         "source": b.source,
                         "why": b.why,
-                        "agents": [{"agent": a.agent, "key_metrics": dict(a.metrics)} for a in b.agents],
+                        "agents": [
+                            {"agent": a.agent, "key_metrics": {m: clean(v) for m, v in a.metrics}}
+                            for a in b.agents
+                        ],
                     }
                     for b in run.benchmarks
                 ],
@@ -412,8 +441,10 @@ def to_json(runs: Sequence[RunResult]) -> str:
                 "benchmark": row.benchmark,
                 "agent": row.agent,
                 "metric": row.metric,
-                "first": row.values[0],
-                "values": dict(zip(names, row.values, strict=True)),
+                "first": None if row.values[0] is None else clean(row.values[0]),
+                "values": {
+                    n: None if v is None else clean(v) for n, v in zip(names, row.values, strict=True)
+                },
                 "deltas": {
                     n: delta(v, row.values[0]) for n, v in zip(names[1:], row.values[1:], strict=True)
                 },

@@ -20,9 +20,9 @@ from gymbuild import results
 from gymbuild.errors import UserError
 
 if TYPE_CHECKING:
-    from gymbuild.day_two import BenchStatus
     from gymbuild.jobs import SubmissionRecord
     from gymbuild.session import Session
+    from gymbuild.states import BenchStatus
 
 CACHE_VERSION = 1
 _BENCH_FILES = (f"artifacts/{results.AGGREGATE_FILE}", f"artifacts/{results.COMMAND_FILE}")
@@ -233,28 +233,16 @@ def _to_ask(run: _Run) -> list[Any]:
 
 
 def _read_remote(s: Session, host: str | None, runs: Sequence[_Run]) -> None:
-    """One status round trip per executor, then one round trip reading every file wanted (and a look
-    of its own for a run with shared jobs, whose benchmarks' states are read from their files)."""
-    from gymbuild import day_two, sharing
+    """One status round trip per executor (and one for the members of shared jobs: states.py), then
+    one round trip reading every file wanted."""
     from gymbuild.executors.base import executor_for
+    from gymbuild.states import states_of
 
     conn, own = connection_to(s, host)
     try:
-        by_executor: dict[str, list[_Run]] = {}
-        for run in runs:
-            by_executor.setdefault(run.record.executor, []).append(run)
-        for name, group in by_executor.items():
-            executor = executor_for(name)
-            asked = {run.record.gym_job_id: _to_ask(run) for run in group}
-            jobs = {job.job_dir: job.job_id for jobs in asked.values() for job in jobs}
-            since = min((run.record.submitted_at for run in group), default=None)
-            found = executor.states(conn, jobs, since=since) if jobs else {}
-            for run in group:
-                rows = day_two.status_rows(asked[run.record.gym_job_id], found)
-                if sharing.shared_jobs(run.record.benchmarks):  # each benchmark's own state in its job
-                    names = {job.benchmark for job in asked[run.record.gym_job_id]}
-                    rows = [row for row in day_two.statuses(conn, run.record) if row.benchmark in names]
-                run.statuses = {row.benchmark: row for row in rows}
+        asked = [{job.benchmark for job in _to_ask(run)} for run in runs]
+        for run, rows in zip(runs, states_of(conn, [run.record for run in runs], asked), strict=True):
+            run.statuses = {row.benchmark: row for row in rows}
         pairs: list[tuple[str, str]] = []
         wanted: list[tuple[_Run, str | None]] = []  # per pair: the run, and its benchmark (None: the run)
         for run in runs:

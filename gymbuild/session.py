@@ -26,6 +26,7 @@ from gymbuild.workspace import Outcome, Submission, Workspace, locked
 
 if TYPE_CHECKING:
     from gymbuild.config import Resolved
+    from gymbuild.executors.connection import Connection
 
 _HELD: contextlib.ExitStack | None = None
 
@@ -44,21 +45,88 @@ def _err(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+class Link:
+    """One connection, opened on first use (or early, in the background) and closed by its owner.
+
+    A run has one; the runs of a batch (a sweep's combinations) are given their base run's, so they
+    all go over one SSH connection and none of them closes it.
+    """
+
+    def __init__(self) -> None:
+        self._conn: Connection | None = None
+        self._opening: tuple[Connection, threading.Thread, list[BaseException]] | None = None
+
+    @property
+    def used(self) -> bool:
+        """Opened, or being opened: a run with nothing to do has neither."""
+        return self._conn is not None or self._opening is not None
+
+    def start(self, hostname: str | None) -> None:
+        """Start opening the connection to `hostname` in the background."""
+        from gymbuild.executors.connection import Connection
+
+        if self.used:
+            return
+        conn = Connection(hostname)
+        failed: list[BaseException] = []
+
+        def open_it() -> None:
+            try:
+                conn.open()
+            except BaseException as err:  # handed to the main thread in get()
+                failed.append(err)
+
+        thread = threading.Thread(target=open_it, name="gymbuild-connect", daemon=True)
+        thread.start()
+        self._opening = (conn, thread, failed)
+
+    def _opened_early(self) -> None:
+        opening, self._opening = self._opening, None
+        if opening is None:
+            return
+        conn, thread, failed = opening
+        thread.join()
+        if failed:
+            conn.close()
+            raise failed[0]
+        self._conn = conn
+
+    def get(self, hostname: str | None) -> Connection:
+        """The connection, opened to `hostname` now if it is not open yet (the first caller's host)."""
+        self._opened_early()
+        if self._conn is None:
+            from gymbuild.executors.connection import Connection
+
+            conn = Connection(hostname)
+            conn.open()
+            self._conn = conn
+        return self._conn
+
+    def close(self) -> None:
+        with contextlib.suppress(UserError):
+            self._opened_early()  # opened for nothing (a render failed): closed all the same
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+
 class Session:
     """The run context of one gymbuild run; built lazily so `doit list` touches nothing remote, and
     `status`, `logs` and `cancel`, which read the workspace, never load the config at all."""
 
-    def __init__(self, inv: Invocation) -> None:
+    def __init__(
+        self, inv: Invocation, *, workspace: Workspace | None = None, link: Link | None = None
+    ) -> None:
         self.inv = inv
-        self.workspace = Workspace(inv.workspace, inv.config)
+        self.workspace = workspace or Workspace(inv.workspace, inv.config)
+        self.link = link or Link()  # a lent link (a sweep's cell) is closed by its owner
+        self._owns_link = link is None
         # User errors of the steps between the config and the verb (stage, sync, queue, record): kept
         # for the verb to report, so doit sees no failed dependency (it would exit 2, not the user's 1).
         self.held: list[UserError] = []
         self.queued_now: list[str] = []  # benchmarks whose outcome this run wrote, in that order
         self.progress = Progress(on_a_terminal(json=inv.json))  # "queued 350/1000", on a terminal only
         self._submission: Submission | None = None
-        self._connection: Any = None
-        self._opening: tuple[Any, threading.Thread, list[BaseException]] | None = None
         # What the steps remember for the rest of the run (gymbuild/steps/): computed once each.
         self.stage_digests: dict[str, str] = {}  # bench -> digest of what its script is made from
         self.plans: dict[str, Any] = {}  # bench -> its Plan, made on first need
@@ -68,6 +136,7 @@ class Session:
         self.queue_total: int | None = None
         self.queue_done: set[str] = set()  # benchmarks this run has queued (or tried to)
         self.progress_lock = threading.Lock()  # outcomes are written on IO threads
+        self.sweep_values: tuple[str, ...] = ()  # a sweep's combination: its swept key=values (sweep.py)
 
     # --- the config, loaded on first need ---------------------------------------------------------
 
@@ -136,12 +205,14 @@ class Session:
 
     @property
     def output_path(self) -> str:
-        """job.output_path. For the local executor a relative path is taken from the working directory,
-        where the workspace is too, so the example's `gym-runs` works from a fresh clone without setup;
-        on a cluster it would mean the login shell's home, so it is left to the remote shell there."""
-        path = Path(self.config.job.output_path)
+        """job.output_path. For the local executor a relative path is taken from the config file's
+        directory, as the submission's state is (invocation.default_workspace): the example's `gym-runs`
+        works from a fresh clone without setup, and the same config submitted from another directory
+        is the same submission. On a cluster it would mean the login shell's home, so it is left to
+        the remote shell there."""
+        path = Path(self.config.job.output_path).expanduser()
         if self.executor.RUNS_HERE and not path.is_absolute():
-            path = Path.cwd() / path
+            path = self.inv.config.resolve().parent / path
         return str(path)
 
     def adopt_submission(self, submission: Submission) -> None:
@@ -171,6 +242,15 @@ class Session:
                     f"current submission {current.gym_job_id} went to {was[1]}:{was[0]}\n"
                     "    fix: pass new=1 to start a fresh submission"
                 )
+        if current is None and not self.inv.new:
+            elsewhere = self.workspace.claimed_elsewhere()
+            if elsewhere is not None:
+                raise UserError(
+                    f"error: {self.inv.config}: its submission {elsewhere[1]} was queued from the "
+                    f"workspace {elsewhere[0]}, not this one ({self.workspace.dir})\n"
+                    "    fix: drop workspace= (or give that one) to carry on with it, or pass new=1 "
+                    "for a fresh submission"
+                )
         now = utc_now()
         gym_job_id = new_gym_job_id(now)
         fresh = Submission(
@@ -182,7 +262,8 @@ class Session:
             submitted_at=utc_timestamp(now),
             submitted_by=getpass.getuser(),
         )
-        self.workspace.start(fresh)
+        if not self.inv.inspects:  # `list --status` and `info` show the graph: they start nothing
+            self.workspace.start(fresh)
         self._submission = fresh
         return fresh
 
@@ -195,60 +276,27 @@ class Session:
         the stage tasks' rendering can fill; a run with nothing to queue opens nothing. A failure is
         raised where the connection is first used, as if it had been opened there.
         """
-        if self._connection is not None or self._opening is not None:
+        if self.link.used:
             return
         try:
             if not self.to_queue():
                 return
         except UserError:  # e.g. the config now submits elsewhere: the step that needs it says so
             return
-        from gymbuild.executors.connection import Connection
+        self.link.start(self.config.compute.hostname)
 
-        conn = Connection(self.config.compute.hostname)
-        failed: list[BaseException] = []
-
-        def open_it() -> None:
-            try:
-                conn.open()
-            except BaseException as err:  # handed to the main thread in connection()
-                failed.append(err)
-
-        thread = threading.Thread(target=open_it, name="gymbuild-connect", daemon=True)
-        thread.start()
-        self._opening = (conn, thread, failed)
-
-    def _opened_early(self) -> None:
-        opening, self._opening = self._opening, None
-        if opening is None:
-            return
-        conn, thread, failed = opening
-        thread.join()
-        if failed:
-            conn.close()
-            raise failed[0]
-        self._connection = conn
-
-    def connection(self, hostname: str | None = None, *, use_config: bool = True) -> Any:
-        """The run's one connection, opened on first use and closed by the tasks' teardown.
-
-        It goes to the config's compute host, or to `hostname` for a record found by `run=`.
-        """
-        self._opened_early()
-        if self._connection is None:
-            from gymbuild.executors.connection import Connection
-
-            conn = Connection(self.config.compute.hostname if use_config else hostname)
-            conn.open()
-            self._connection = conn
-        return self._connection
+    def connection(self, hostname: str | None = None, *, use_config: bool = True) -> Connection:
+        """The run's one connection (its link's), opened on first use and closed by the tasks'
+        teardown. It goes to the config's compute host, or to `hostname` for a record found by `run=`."""
+        if self.link.used:  # open (or opening) already: where to is settled; the config is not loaded
+            return self.link.get(hostname)
+        return self.link.get(self.config.compute.hostname if use_config else hostname)
 
     def close(self) -> None:
+        """Save what the steps stamped; close the connection unless it is lent (a sweep's cell)."""
         self.workspace.save_stage_stamps()
-        with contextlib.suppress(UserError):
-            self._opened_early()  # opened for nothing (a render failed): closed all the same
-        conn, self._connection = self._connection, None
-        if conn is not None:
-            conn.close()
+        if self._owns_link:
+            self.link.close()
 
     # --- what the submission still needs -------------------------------------------------------
 

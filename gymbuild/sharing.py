@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gymbuild.config.model import Config, job_groups
-from gymbuild.plan.shared import JOBS_DIR, shared_job_name
+from gymbuild.plan.shared import JOBS_DIR, job_rel_dir
 
 Group = tuple[str, ...]
 
@@ -35,132 +35,6 @@ def units(benches: Iterable[str], packing: Mapping[str, Group]) -> list[str]:
         group = packing.get(bench)
         out[group[0] if group else bench] = None
     return list(out)
-
-
-def job_rel_dir(group: Group) -> str:
-    """A shared job's directory, relative to the run directory."""
-    return f"{JOBS_DIR}/{shared_job_name(group)}"
-
-
-def shared_jobs(benchmarks: Iterable[Any]) -> dict[str, Group]:
-    """job id -> the benchmarks a record (its `BenchmarkJob`s, in record order) says it ran together:
-    the ids two or more benchmarks carry, now or among their earlier jobs. A resubmit moves a shared
-    job's failed members to a new job; the old job still ran them all, in the directory named after
-    all of them, and its completed members' states are read there."""
-    by_id: dict[str, list[str]] = {}
-    for job in benchmarks:
-        for job_id in dict.fromkeys((*job.previous_job_ids, job.job_id)):
-            if job_id:
-                by_id.setdefault(job_id, []).append(job.benchmark)
-    return {job_id: tuple(names) for job_id, names in by_id.items() if len(names) > 1}
-
-
-# --- status: each benchmark's own state in its shared job ------------------------------------------
-
-WAITING_IN_JOB = "WAITING"  # its job runs, and has not started it yet
-NOT_RUN = "NOT RUN"  # its job ended (or stopped) before it started
-
-
-def job_dirs(record: Any, shared: Mapping[str, Group]) -> dict[str, str]:
-    """Each shared job's own directory -> its id: where its executor's state is read."""
-    return {f"{record.run_dir.rstrip('/')}/{job_rel_dir(group)}": job_id for job_id, group in shared.items()}
-
-
-def shared_job_dirs(record: Any) -> dict[str, str]:
-    """A record's shared jobs: job id -> the job's own directory (cancel and logs go there)."""
-    return {job_id: d for d, job_id in job_dirs(record, shared_jobs(record.benchmarks)).items()}
-
-
-def _files_script(dirs: Mapping[str, str]) -> str:
-    """A line per file that tells a benchmark's own state in its job: every exit status it has (an
-    earlier job of a resume chain may have completed it), and the running and not-run marks of the
-    job `dirs` names (bench dir -> the job's newest id)."""
-    from gymbuild.shell import quote
-
-    lines = []
-    for bench_dir, job_id in dirs.items():
-        d, j = quote(bench_dir), quote(job_id)
-        exit_line = f'printf "exit\\t%s\\t%s\\t%s\\n" {d} "${{f##*-}}" "$(cat "$f")"'
-        lines.append(
-            f'for f in {d}/.gym_exit-*; do [ -f "$f" ] && {exit_line}; done; '
-            f'[ -f {d}/.gym_running-{j} ] && printf "running\\t%s\\n" {d}; '
-            f'[ -f {d}/.gym_not_run-{j} ] && printf "notrun\\t%s\\n" {d}; true'
-        )
-    return "\n".join(lines) or "true"
-
-
-def member_rows(
-    conn: Any,
-    record: Any,
-    rows: list[Any],
-    found: Mapping[str, Any],
-    shared: Mapping[str, Group],
-    live: frozenset[str],
-) -> list[Any]:
-    """`rows` with each member of a shared job given its own state (one more round trip reading the
-    members' files): completed, failed with its driver's exit code, running, waiting in a running job,
-    or not run; the job's own state goes beside it."""
-    from dataclasses import replace
-
-    dirs = job_dirs(record, shared)
-    state_of = {job_id: found.get(job_dir) for job_dir, job_id in dirs.items()}
-    members = {job.benchmark: job for job in record.benchmarks if job.job_id in shared}
-    tails = {}
-    for job in members.values():
-        state = state_of.get(job.job_id)
-        tails[job.job_dir] = state.job_id if state else job.job_id
-    exits: dict[str, dict[str, str]] = {}
-    marks: dict[str, set[str]] = {}
-    for line in conn.run(_files_script(tails)).stdout.splitlines():
-        kind, bench_dir, *rest = line.split("\t")
-        if kind == "exit" and len(rest) == 2:
-            exits.setdefault(bench_dir, {})[rest[0]] = rest[1].strip()
-        else:
-            marks.setdefault(bench_dir, set()).add(kind)
-    out = []
-    for row in rows:
-        job = members.get(row.benchmark)
-        if job is None:
-            out.append(row)
-            continue
-        job_state = state_of.get(job.job_id)
-        tail = tails[job.job_dir]
-        own = exits.get(job.job_dir, {})
-        ended = job_state is not None and job_state.state not in live
-        code = own.get(tail)
-        if (
-            job_state is not None
-            and job_state.state == "CANCELLED"
-            and code != "0"
-            and "0" not in own.values()
-        ):
-            state, exit_code = "CANCELLED", None  # stopped (or never started) by the cancel
-        elif code is not None:
-            state, exit_code = ("COMPLETED" if code == "0" else "FAILED"), f"{code}:0"
-        elif "0" in own.values():
-            state, exit_code = "COMPLETED", "0:0"
-        elif job_state is None or job_state.state == "UNKNOWN":
-            state, exit_code = "UNKNOWN", None
-        elif "running" in marks.get(job.job_dir, ()):
-            state, exit_code = ("FAILED" if ended else "RUNNING"), None
-        elif ended or "notrun" in marks.get(job.job_dir, ()):
-            state, exit_code = NOT_RUN, None
-        elif job_state.state == "RUNNING":
-            state, exit_code = WAITING_IN_JOB, None
-        else:
-            state, exit_code = job_state.state, None  # the job itself waits (PENDING, ...)
-        out.append(
-            replace(
-                row,
-                job_id=tail,
-                state=state,
-                exit_code=exit_code,
-                job_state=job_state.state if job_state else None,
-                elapsed=job_state.elapsed if job_state else None,
-                nodes=job_state.nodes if job_state else None,
-            )
-        )
-    return out
 
 
 # --- the run's steps (steps/stage, sync, queue, show) ask these about a run's shared jobs -----------

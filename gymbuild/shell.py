@@ -43,7 +43,7 @@ def secrets_path(gym_job_id: str, bench: str = "") -> str:
     `~/.gymbuild-secrets/<gym_job_id>/<bench>` on the submit target, read again by the job.
 
     In the home directory, not the run directory (which is shared with a collection job under another
-    account) nor `.gymbuild/` (the default workspace, when gymbuild runs in the home directory). `~`
+    account) nor the workspace (under the user's state directory, invocation.default_workspace). `~`
     is expanded by the shell that reads it: `$HOME`, else the user's passwd entry; a Slurm cluster's
     home is the same on its login and compute nodes.
     """

@@ -1,6 +1,6 @@
 """The doit task graph: file-targeted steps with their dependencies, and the verbs on top of them.
 
-Both entry points load it: `doit` through the project's dodo.py and the `gymbuild` console script
+Both entry points load it: the `gymbuild` console script, and `doit VERB` through it (doit_plugin.py),
 through doit's ModuleTaskLoader, each with the namespace `namespace(argv)` makes from the command
 line, parsed once: one run context (session.Session) per run, no module state.
 
@@ -44,11 +44,12 @@ def namespace(argv: Sequence[str]) -> dict[str, Any]:
     """What doit loads for the command line `argv` (after the program name): DOIT_CONFIG and the task
     creators of one run context. Raises UserError when another run holds the workspace."""
     inv = Invocation.from_argv(argv)
-    config = doit_config(inv)
-    return {"DOIT_CONFIG": config, **Graph(Session(inv)).creators()}
+    session = Session(inv)
+    config = doit_config(inv, session.workspace.config_dir)
+    return {"DOIT_CONFIG": config, **Graph(session).creators()}
 
 
-def doit_config(inv: Invocation) -> dict[str, Any]:
+def doit_config(inv: Invocation, config_dir: Path) -> dict[str, Any]:
     """DOIT_CONFIG for this run: doit's database in the workspace, json backend, `continue` on.
 
     `continue` because one benchmark's failure must never stop the others; the json backend because
@@ -57,13 +58,14 @@ def doit_config(inv: Invocation) -> dict[str, Any]:
 
     A run of read-only verbs holds no lock and keeps doit's database in memory: `status` must answer
     while a long submit holds the workspace, and `status run=<id>` or `runs` must leave no
-    `.gymbuild/` in whatever directory it is run from.
+    workspace behind. The lock and doit's database are the config's own (`config_dir`), so two
+    configs never wait for each other; `list` and `info` only look, and take no lock.
     """
-    if not inv.read_only:
-        hold_workspace(inv.workspace)
+    if not inv.read_only and not inv.inspects:
+        hold_workspace(config_dir)
     return {
         "default_tasks": ["render"],  # bare `gymbuild` is the dry run, never a submit
-        "dep_file": ":memory:" if inv.read_only else str(inv.workspace / "doit-db.json"),
+        "dep_file": ":memory:" if inv.read_only else str(config_dir / "doit-db.json"),
         "backend": "sqlite3" if inv.read_only else "json",
         "check_file_uptodate": WorkspaceFiles,
         "continue": True,
@@ -199,9 +201,9 @@ class Graph:
         ctx = self.ctx
         doc = _verb_doc(name)
         if ctx.inv.is_sweep and name in verbs.SWEEP_VERBS:  # sweep.py drives one submission per combination
-            from gymbuild import sweep
+            from gymbuild import multirun
 
-            action, task_dep, needs_config = sweep.verb_action(name, ctx), [], False
+            action, task_dep, needs_config = multirun.verb_action(name, ctx), [], False
         if needs_config and not ctx.inv.read_only and ctx.error is not None:
             return {"doc": doc, "actions": [_fail_with(ctx.error)], "uptodate": [False]}
         return {
@@ -446,4 +448,10 @@ class Graph:
 
     def task_runs(self) -> dict[str, Any]:
         """List this machine's submissions from the local index, newest first (json=1 for scripts)."""
-        return self.verb("runs", lambda: _day_two().print_runs(self.ctx), needs_config=False)
+
+        def action() -> None:
+            from gymbuild import runs
+
+            runs.print_runs(self.ctx)
+
+        return self.verb("runs", action, needs_config=False)

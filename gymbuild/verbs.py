@@ -66,6 +66,9 @@ ARGUMENTS: tuple[Argument, ...] = (
         "X",
         "exit 1 when a benchmark's mean/reward dropped by more than X with 95% confidence (a CI gate)",
     ),
+    Argument("limit", "N", "the N newest only"),
+    Argument("state", "STATE", "only runs in this state: RUNNING, PENDING, COMPLETED, FAILED or UNKNOWN"),
+    Argument("prune", "DAYS", "remove the local index entries of submissions older than DAYS days"),
 )
 
 # What a sweep's day-two verbs read: the same config and overrides with multirun=1, or its id.
@@ -167,6 +170,7 @@ VERBS: tuple[Verb, ...] = (
             *_SUBMISSION,
             ("only", "the one benchmark whose logs to show"),
             ("follow", ""),
+            ("json", "the logs as one JSON document (not with follow=1)"),
             ("multirun", "name the sweep's submissions (their logs are one run= each)"),
             ("sweep", ""),
         ),
@@ -176,7 +180,12 @@ VERBS: tuple[Verb, ...] = (
         "cancel",
         "cancel config=FILE",
         "cancel the submission's pending and running jobs (only= narrows)",
-        (*_SUBMISSION, ("only", "cancel these benchmarks' jobs only"), *_SWEEP),
+        (
+            *_SUBMISSION,
+            ("only", "cancel these benchmarks' jobs only"),
+            ("json", "what it cancelled, as JSON"),
+            *_SWEEP,
+        ),
         ("gymbuild cancel config=eval.yaml", "gymbuild cancel run=gym-job-20260101T120000Z-a1b2c3 only=gpqa"),
     ),
     Verb(
@@ -225,9 +234,20 @@ VERBS: tuple[Verb, ...] = (
     Verb(
         "runs",
         "runs",
-        "this machine's submissions, newest first, from the local index",
-        (("json", "one JSON list"),),
-        ("gymbuild runs", "gymbuild runs json=1"),
+        "this machine's submissions, newest first, each with its state from the scheduler",
+        (
+            ("config", "only the submissions of this config"),
+            ("limit", ""),
+            ("state", ""),
+            ("prune", "(run directories and jobs are left alone)"),
+            ("json", "one JSON list"),
+        ),
+        (
+            "gymbuild runs",
+            "gymbuild runs config=eval.yaml limit=5",
+            "gymbuild runs state=FAILED json=1",
+            "gymbuild runs prune=90",
+        ),
     ),
 )
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TextIO
 
-from gymbuild import day_two
+from gymbuild import states
 from gymbuild.errors import UserError
 from gymbuild.jobs import SubmissionRecord
 from gymbuild.progress import on_a_terminal
@@ -81,18 +81,21 @@ class LiveView:
 
 
 def watch(
-    look: Callable[[], list[day_two.BenchStatus]],
-    record: SubmissionRecord,
+    look: Callable[[], list[states.BenchStatus]],
     live: frozenset[str],
     *,
     as_json: bool,
+    draw: Callable[[list[states.BenchStatus], states.Tally], str],
+    what: str,
     backoff: Iterator[float] | None = None,
     wait: Callable[[float], None] = time.sleep,
     out: TextIO | None = None,
-) -> tuple[list[day_two.BenchStatus], day_two.Tally, int]:
+) -> tuple[list[states.BenchStatus], states.Tally, int]:
     """Look until every job has ended; the last look's rows, their tally and the number of looks.
 
-    `backoff` and `wait` are the waits between looks and how to wait (tests pass their own).
+    One submission's jobs or a sweep's (`what` names them); on a terminal `draw` gives the table
+    redrawn after each look. `backoff` and `wait` are the waits between looks and how to wait
+    (tests pass their own).
     Ctrl-C stops the watching (not the jobs) with the last table left on the screen.
     """
     out = out or sys.stdout
@@ -103,28 +106,26 @@ def watch(
         while True:
             rows = look()
             looks += 1
-            summary = day_two.tally(rows, live)
+            summary = states.tally(rows, live)
             quiet = not (summary.pending or summary.running)
             unknown_streak = unknown_streak + 1 if summary.unknown and quiet else 0
             if summary.ended or unknown_streak >= UNKNOWN_LOOKS:
                 break
             gap = next(gaps)
             if view is not None:
-                table = day_two.format_statuses(record, rows, summary)
+                table = draw(rows, summary)
                 view.draw(f"{table}next look in {gap:g} s (Ctrl-C stops watching; the jobs go on)")
             wait(gap)
     except KeyboardInterrupt:
-        raise UserError(
-            f"watch stopped; the jobs of {record.gym_job_id} go on (`gymbuild status` shows them)"
-        ) from None
+        raise UserError(f"watch stopped; the jobs of {what} go on (`gymbuild status` shows them)") from None
     if view is not None:
         view.clear()
     return rows, summary, looks
 
 
-def not_completed(record: SubmissionRecord, rows: Sequence[day_two.BenchStatus], live: frozenset[str]) -> str:
+def not_completed(record: SubmissionRecord, rows: Sequence[states.BenchStatus], live: frozenset[str]) -> str:
     """Why watch exits 1: which benchmarks have no result, and what to do about each kind."""
-    bad = [r for r in rows if day_two.kind(r, live) in ("failed", "unknown")]
+    bad = [r for r in rows if states.kind(r, live) in ("failed", "unknown")]
     named = ", ".join(f"{r.benchmark} ({r.state}{' ' + r.exit_code if r.exit_code else ''})" for r in bad)
     return (
         f"error: {len(bad)} of {len(rows)} benchmarks of {record.gym_job_id} did not complete: {named}\n"

@@ -99,6 +99,12 @@ class Workspace:
         self.submission_file = self.dir / "submission.json"
         self.history_file = self.dir / "submissions.jsonl"  # every submission of the config, oldest first
         self.stage_stamps_file = self.stamps_dir / "stage.json"
+        # Which workspace holds this config's (or cell's) current submission, whatever workspace= says:
+        # kept in the user's state directory, so a second workspace never queues it again unasked.
+        from gymbuild.resources import user_state_home
+
+        claim = f"{self.config_dir.name}.{cell}" if cell else self.config_dir.name
+        self.claim_file = user_state_home() / "gymbuild" / "claims" / f"{claim}.json"
         self._stage_stamps_cache: dict[str, str] | None = None
         self._stage_stamps_dirty = False
         # Every outcome, once read: the run that writes outcomes holds the workspace, so nobody else
@@ -131,6 +137,27 @@ class Workspace:
         atomic_write(self.submission_file, json.dumps(asdict(submission), indent=2) + "\n")
         with open(self.history_file, "a", encoding="utf-8") as history:  # one short line: one write
             history.write(json.dumps(asdict(submission), separators=(",", ":")) + "\n")
+        claim = {"workspace": str(self.dir.resolve()), "gym_job_id": submission.gym_job_id}
+        atomic_write(self.claim_file, json.dumps(claim) + "\n", durable=False)
+
+    def claimed_elsewhere(self) -> tuple[Path, str] | None:
+        """The other workspace (and its submission) that queued jobs for this config, if any: a
+        submit here without new=1 would queue the same benchmarks a second time."""
+        try:
+            claim = json.loads(self.claim_file.read_text())
+            other = Path(claim["workspace"])
+            gym_job_id = str(claim["gym_job_id"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if other == self.dir.resolve():
+            return None
+        try:
+            current = json.loads((other / "submission.json").read_text()).get("gym_job_id")
+        except (OSError, ValueError, AttributeError):
+            return None
+        outcomes = (other / "outcomes").glob("*.json")
+        queued = any(json.loads(p.read_text()).get("job_id") for p in outcomes if p.is_file())
+        return (other, gym_job_id) if current == gym_job_id and queued else None
 
     def history(self) -> list[Submission]:
         """Every submission this workspace started for the config, oldest first (`results run=all`

@@ -205,3 +205,13 @@ def nemo_gym() -> _oracle.NemoGym:
             pytest.fail(problem)
         pytest.skip(problem)
     return found
+
+
+@pytest.fixture(autouse=True)
+def _own_state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's gymbuild keeps its workspaces (XDG_STATE_HOME: they follow the config, not the
+    working directory) in a directory of its own, never the user's ~/.local/state, so tests that
+    render the same example config in parallel never share a workspace. Restored after the test."""
+    state = tmp_path_factory.mktemp("state")
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    return state

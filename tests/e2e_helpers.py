@@ -92,9 +92,11 @@ def slurm_config(
 
 def user_env(home: Path, **extra: str) -> dict[str, str]:
     """The submitting shell's environment: this process's, with the local index under `home`
-    (XDG_CACHE_HOME) so tests never read or write each other's records."""
+    (XDG_CACHE_HOME) and the workspaces too (XDG_STATE_HOME), so tests never read or write each
+    other's records."""
     env = dict(os.environ)
     env["XDG_CACHE_HOME"] = str(home / "xdg-cache")
+    env["XDG_STATE_HOME"] = str(home / "xdg-state")
     env.update(extra)
     return env
 
@@ -107,7 +109,8 @@ def gymbuild_argv(*args: str) -> list[str]:
 
 
 def gymbuild(*args: str, cwd: Path, env: Mapping[str, str] | None = None, timeout: float = 300) -> Run:
-    """Run `gymbuild ARGS...` in `cwd` (where its `.gymbuild/` workspace lives) and wait for it."""
+    """Run `gymbuild ARGS...` in `cwd` and wait for it (its workspace follows the config, under
+    XDG_STATE_HOME: `workspaces(home)` with `user_env(home)`)."""
     done = subprocess.run(
         gymbuild_argv(*args),
         cwd=cwd,
@@ -118,6 +121,17 @@ def gymbuild(*args: str, cwd: Path, env: Mapping[str, str] | None = None, timeou
         stdin=subprocess.DEVNULL,
     )
     return Run(done.returncode, done.stdout, done.stderr)
+
+
+def workspaces(home: Path) -> Path:
+    """Where `user_env(home)`'s gymbuild keeps its workspaces (one `<config stem>-<key>/` per config)."""
+    return home / "xdg-state" / "gymbuild" / "workspaces"
+
+
+def workspaces_home() -> Path:
+    """The workspaces of gymbuild run with this process's environment (conftest gives each test its
+    own XDG_STATE_HOME)."""
+    return Path(os.environ["XDG_STATE_HOME"]) / "gymbuild" / "workspaces"
 
 
 def run_dirs(output_path: Path | str) -> list[Path]:

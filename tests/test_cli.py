@@ -8,6 +8,7 @@ behind: help and version must never create a workspace or touch a config.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from doit.doit_cmd import DoitMain
+from e2e_helpers import workspaces_home
 
 from gymbuild import cli, verbs
 from gymbuild.invocation import Invocation
@@ -66,7 +68,7 @@ def test_help_says_what_gymbuild_is_its_verbs_arguments_overrides_and_examples(
     examples = section(text, "examples:")
     assert len(examples) == 3 and all(e.strip().startswith("gymbuild ") for e in examples)
     assert "`gymbuild help doit`" in text
-    assert not (tmp_path / ".gymbuild").exists()
+    assert not workspaces_home().exists()
 
 
 def test_the_help_examples_are_commands_gymbuild_accepts() -> None:
@@ -99,7 +101,7 @@ def test_help_of_a_verb_lists_its_arguments_and_examples(name: str, tmp_path: Pa
     assert [line.strip() for line in section(done.stdout, "examples:")] == list(verb.examples)
     # `gymbuild VERB --help` is the same page, and runs nothing.
     assert gymbuild(name, "--help", "config=missing.yaml", cwd=tmp_path).stdout == done.stdout
-    assert not (tmp_path / ".gymbuild").exists()
+    assert not workspaces_home().exists()
 
 
 def test_every_verb_argument_is_a_reserved_argument() -> None:
@@ -143,7 +145,7 @@ def test_an_unknown_verb_is_one_message_with_the_nearest_verb_and_the_help(tmp_p
     assert fix.strip().startswith("fix: use one of resolve, render, submit")
     assert section(done.stderr, "verbs:")  # the help follows
     assert "Traceback" not in done.stderr
-    assert not (tmp_path / ".gymbuild").exists()
+    assert not workspaces_home().exists()
     nothing_near = gymbuild("help", "frobnicate", cwd=tmp_path)
     assert nothing_near.returncode == 1
     assert nothing_near.stderr.splitlines()[0] == "error: 'frobnicate' is not a gymbuild verb"
@@ -156,7 +158,7 @@ def test_doits_own_help_and_commands_are_still_there(tmp_path: Path) -> None:
     assert "gymbuild forget" in doit_help.stdout and "gymbuild list" in doit_help.stdout
     list_help = gymbuild("help", "list", cwd=tmp_path)
     assert list_help.returncode == 0 and "list tasks from dodo file" in list_help.stdout
-    assert not (tmp_path / ".gymbuild").exists()  # help holds no workspace
+    assert not workspaces_home().exists()  # help holds no workspace
 
 
 def test_the_doit_commands_gymbuild_passes_on_are_doits() -> None:
@@ -166,25 +168,45 @@ def test_the_doit_commands_gymbuild_passes_on_are_doits() -> None:
 def test_gymbuild_alone_is_the_dry_run_of_submit_yaml_or_the_help_without_one(tmp_path: Path) -> None:
     empty = gymbuild(cwd=tmp_path)
     assert empty.returncode == 0 and empty.stdout == gymbuild("--help", cwd=tmp_path).stdout
-    assert not (tmp_path / ".gymbuild").exists()
+    assert not workspaces_home().exists()
     (tmp_path / "submit.yaml").write_text((ROOT / "examples/minimal.yaml").read_text())
     dry = gymbuild(cwd=tmp_path)
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.startswith("[dry-run] remote run dir: ")
-    assert not list((tmp_path / ".gymbuild").glob("*/outcomes"))  # nothing queued
+    assert not list(workspaces_home().glob("*/outcomes"))  # nothing queued
 
 
-def test_doit_in_the_project_root_is_doit(tmp_path: Path) -> None:
-    """`doit` in the project root keeps doit's own help, and lists gymbuild's verbs with their lines."""
-    doit = [sys.executable, "-m", "doit"]
-    helped = subprocess.run([*doit, "help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+def test_doit_runs_the_verbs_in_any_directory_with_the_one_installed_package(tmp_path: Path) -> None:
+    """`doit submit config=F` and `doit render config=F` (the design card's commands) work in any
+    directory, with no dodo.py: installing gymbuild registers its verbs as doit commands. `doit help`
+    lists them beside doit's own, and doit imports the one gymbuild that `gymbuild` imports."""
+    doit = shutil.which("doit")
+    assert doit, "doit is not on PATH (pip install -e '.[test]')"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    helped = subprocess.run([doit, "help"], cwd=elsewhere, capture_output=True, text=True, timeout=120)
     assert helped.returncode == 0 and helped.stdout.startswith("doit -- automation tool")
-    listed = subprocess.run(
-        [*doit, "list", f"workspace={tmp_path / 'ws'}"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    assert f"doit submit            gymbuild: {verbs.verb('submit').does}" in helped.stdout
+    config = ROOT / "examples" / "minimal.yaml"
+    rendered = subprocess.run(
+        [doit, "render", f"config={config}"], cwd=elsewhere, capture_output=True, text=True, timeout=120
     )
-    assert listed.returncode == 0, listed.stderr
-    shown = dict(line.split(None, 1) for line in listed.stdout.splitlines())
-    assert shown["submit"].strip() == verbs.verb("submit").does
+    assert rendered.returncode == 0, rendered.stderr
+    assert rendered.stdout.startswith("[dry-run] remote run dir: ")
+    assert rendered.stdout == gymbuild("render", f"config={config}", cwd=tmp_path).stdout  # the same run
+    wrong = subprocess.run([doit, "submit", "-c"], cwd=elsewhere, capture_output=True, text=True, timeout=120)
+    assert wrong.returncode == 1 and wrong.stderr.startswith("error: -c needs the config file")
+    assert not list(elsewhere.iterdir())  # nothing left in the directory it ran in
+
+
+def test_every_verb_is_a_doit_command_entry_point() -> None:
+    """pyproject.toml registers each verb of verbs.py as a doit command (gymbuild/doit_plugin.py)."""
+    from gymbuild import doit_plugin
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    points = project["entry-points"]["doit.COMMAND"]
+    assert points == {v.name: f"gymbuild.doit_plugin:{v.name.capitalize()}" for v in verbs.VERBS}
+    assert all(getattr(doit_plugin, target.split(":")[1]).name == name for name, target in points.items())
 
 
 def test_readme_command_table_is_the_help(tmp_path: Path) -> None:

@@ -32,8 +32,8 @@ import pytest
 from e2e_helpers import Run, gymbuild, gymbuild_argv, kill_local_jobs, slurm_config, user_env, write_config
 
 from gymbuild import watch
-from gymbuild.day_two import BenchStatus
 from gymbuild.errors import UserError
+from gymbuild.states import BenchStatus, Tally, format_statuses
 
 if TYPE_CHECKING:
     from conftest import Cluster
@@ -89,17 +89,21 @@ def test_a_state_nothing_can_tell_is_waited_out_a_few_looks_then_given_up() -> N
     def row(state: str) -> list[BenchStatus]:
         return [BenchStatus("b", "1", state, None, None, None, None)]
 
+    def draw(rows: list[BenchStatus], summary: Tally) -> str:
+        return format_statuses(record, rows, summary)
+
     seen = iter([row("RUNNING"), row("UNKNOWN"), row("UNKNOWN"), row("COMPLETED")])
     rows, summary, looks = watch.watch(
-        lambda: next(seen), record, frozenset({"RUNNING"}), as_json=True, wait=lambda _: None
+        lambda: next(seen), frozenset({"RUNNING"}), as_json=True, draw=draw, what="x", wait=lambda _: None
     )
     assert (rows[0].state, summary.completed, looks) == ("COMPLETED", 1, 4)
     waits: list[float] = []
     rows, summary, looks = watch.watch(
         lambda: row("UNKNOWN"),
-        record,
         frozenset({"RUNNING"}),
         as_json=True,
+        draw=draw,
+        what="x",
         backoff=iter([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
         wait=waits.append,
     )

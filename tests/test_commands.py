@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from e2e_helpers import workspaces_home
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRETS = {"HF_TOKEN": "hf-SEKRET-value-1", "WANDB_API_KEY": "wandb-SEKRET-value-2"}
@@ -40,7 +41,7 @@ def test_render_prints_each_script_with_secrets_masked_and_queues_nothing(tmp_pa
     assert 'HF_TOKEN="${__gym_secret_HF_TOKEN}"' in done.stdout
     for value in SECRETS.values():
         assert value not in done.stdout + done.stderr
-    staged = next((tmp_path / ".gymbuild").glob("secrets-*/stage"))
+    staged = next(workspaces_home().glob("secrets-*/stage"))
     job = next(staged.glob("*/job.sh"))
     assert SECRETS["HF_TOKEN"] not in job.read_text()  # the real script is the one printed ...
     assert job.stat().st_mode & 0o777 == 0o600  # ... and still only its owner can read it
@@ -60,7 +61,7 @@ def test_the_staged_tree_is_readable_by_the_cluster_whatever_the_umask(tmp_path)
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    staged = next((tmp_path / ".gymbuild").glob("collector-*/stage"))
+    staged = next(workspaces_home().glob("collector-*/stage"))
     modes = {p.relative_to(staged).as_posix(): p.stat().st_mode & 0o777 for p in staged.rglob("*")}
     benches = [rel for rel in modes if "/" not in rel and (staged / rel).is_dir()]
     assert benches and all(modes[b] == 0o755 and modes[f"{b}/job.sh"] == 0o600 for b in benches), modes
@@ -70,7 +71,7 @@ def test_the_staged_tree_is_readable_by_the_cluster_whatever_the_umask(tmp_path)
 def test_render_is_incremental_and_keeps_its_run_dir(tmp_path):
     config = f"config={ROOT / 'examples/minimal.yaml'}"
     first = gymbuild("render", config, cwd=tmp_path)
-    job = next((tmp_path / ".gymbuild").glob("minimal-*/stage/gpqa/job.sh"))
+    job = next(workspaces_home().glob("minimal-*/stage/gpqa/job.sh"))
     rendered_at = job.stat().st_mtime_ns
     second = gymbuild("render", config, cwd=tmp_path)
     assert first.stdout == second.stdout  # same submission id, same scripts
@@ -88,7 +89,7 @@ def test_render_rewrites_exactly_the_scripts_whose_inputs_changed(tmp_path):
     def render(*args: str, env: dict[str, str] | None = None) -> dict[str, int]:
         done = gymbuild("render", config, *args, cwd=tmp_path, env=env)
         assert done.returncode == 0, done.stderr
-        stage = next((tmp_path / ".gymbuild").glob("resumable-*/stage"))
+        stage = next(workspaces_home().glob("resumable-*/stage"))
         return {b: (stage / b / "job.sh").stat().st_mtime_ns for b in ("aime25", "livecodebench")}
 
     first = render()
@@ -100,7 +101,7 @@ def test_render_rewrites_exactly_the_scripts_whose_inputs_changed(tmp_path):
 
     secret = f"config={ROOT / 'examples/secrets.yaml'}"
     gymbuild("render", secret, cwd=tmp_path, env=SECRETS)
-    job = next((tmp_path / ".gymbuild").glob("secrets-*/stage/ifeval/job.sh"))
+    job = next(workspaces_home().glob("secrets-*/stage/ifeval/job.sh"))
     assert SECRETS["HF_TOKEN"] not in job.read_text() and "__gym_secret_HF_TOKEN" in job.read_text()
     gymbuild("render", secret, cwd=tmp_path, env={**SECRETS, "HF_TOKEN": "hf-rotated"})
     assert "hf-rotated" not in job.read_text() and SECRETS["HF_TOKEN"] not in job.read_text()

@@ -42,8 +42,11 @@ from e2e_helpers import (
     set_submit_limit,
     slurm_config,
     user_env,
+    workspaces,
     write_config,
 )
+
+from gymbuild.workspace import Workspace
 
 if TYPE_CHECKING:
     from conftest import Cluster
@@ -277,7 +280,7 @@ def test_status_shows_every_state_with_one_squeue_and_one_sacct(
     assert by_bench["slow"][2] == "TIMEOUT"
     assert by_bench["refused"][1:] == ["-", "NOT", "QUEUED", "-", "-", "-"]
     # sbatch's reason is under the table, where its length cannot widen the STATE column.
-    assert lines[7:9] == ["", "not queued (`doit submit` queues these again):"]
+    assert lines[7:9] == ["", "not queued (`gymbuild submit` queues these again):"]
     assert lines[9].startswith("  refused: sbatch: error:")
     # Last, the summary: only `ok` has a result; the other four ended without one.
     assert lines[10:] == ["", "5 benchmarks: 0 pending, 0 running, 1 completed, 4 failed"]
@@ -459,7 +462,8 @@ def test_status_at_an_unreachable_host_is_one_clear_error(remote: Remote, gym: G
     """The SSH handshake for status starts before doit is imported (connect_ahead); its failure must
     still be one message naming the host, with no traceback and no control socket left behind."""
     workspace = tmp_path / "ws"
-    shutil.copytree(remote.workdir / ".gymbuild", workspace, ignore=shutil.ignore_patterns("lock"))
+    mine = Workspace(workspaces(gym.home), remote.config).config_dir  # the state follows the config
+    shutil.copytree(mine, workspace / mine.name, ignore=shutil.ignore_patterns("lock"))
     (submission_file,) = workspace.glob("*/submission.json")
     submission = json.loads(submission_file.read_text())
     submission["hostname"] = "gym-no-such-host.invalid"
@@ -561,16 +565,25 @@ def test_runs_lists_this_machines_submissions_newest_first(
     by_id = {r["gym_job_id"]: r for r in runs}
     assert set(by_id) == {mixed.gym_job_id, remote.gym_job_id, local_run.name}
     assert {r["executor"] for r in runs} == {"slurm", "local"}
-    assert (by_id[mixed.gym_job_id]["queued"], by_id[mixed.gym_job_id]["failed"]) == (4, 1)
-    assert (by_id[remote.gym_job_id]["queued"], by_id[remote.gym_job_id]["failed"]) == (2, 0)
+    # Each run's benchmarks counted by the state their jobs are in (one status round trip per host).
+    assert (sum(by_id[mixed.gym_job_id]["benchmarks"].values()), by_id[mixed.gym_job_id]["not_queued"]) == (
+        5,
+        1,
+    )
+    assert (sum(by_id[remote.gym_job_id]["benchmarks"].values()), by_id[remote.gym_job_id]["not_queued"]) == (
+        2,
+        0,
+    )
+    assert by_id[mixed.gym_job_id]["state"] in ("RUNNING", "PENDING", "FAILED")  # one is never queued
     assert by_id[remote.gym_job_id]["hostname"] == "gym-login"
     assert by_id[mixed.gym_job_id]["run_dir"] == str(mixed.run_dir)
 
-    text = gym.ok("runs", cwd=tmp_path).splitlines()
+    header, *text = gym.ok("runs", cwd=tmp_path).splitlines()
+    assert header.split()[:4] == ["GYM_JOB_ID", "SUBMITTED", "WHERE", "STATE"]
     assert [line.split()[0] for line in text] == [r["gym_job_id"] for r in runs]
     remote_line = next(line for line in text if line.startswith(remote.gym_job_id))
-    assert "slurm:cluster@gym-login" in remote_line and "2 queued, 0 failed" in remote_line
-    assert text[0].endswith(f"local:here  1 queued, 0 failed  {local_run}")
+    assert "slurm:cluster@gym-login" in remote_line
+    assert "local:here" in text[0] and text[0].endswith(str(local_run))
 
 
 def test_status_of_a_resumable_benchmark_is_the_newest_job_of_its_chain(

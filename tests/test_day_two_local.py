@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_helpers import EXAMPLES, REPO, gymbuild, gymbuild_argv, kill_local_jobs, user_env, write_config
+from e2e_helpers import EXAMPLES, gymbuild, gymbuild_argv, kill_local_jobs, user_env, write_config
 
 # `slow` meets the config's walltime (its TIMEOUT is the only event that timer decides); whatever a
 # test must still find running is queued with a walltime no step of a test comes near.
@@ -165,23 +165,25 @@ def test_local_status_resubmit_cancel_logs_and_runs(local: Local, tmp_path: Path
     assert not any(group_alive(j) for j in live)
 
     runs = json.loads(local.ok("runs", "json=1", cwd=elsewhere))
-    assert [(r["gym_job_id"], r["executor"], r["queued"], r["failed"]) for r in runs] == [
-        (gym_job_id, "local", 4, 0)
+    assert [(r["gym_job_id"], r["executor"], r["state"], r["not_queued"]) for r in runs] == [
+        (gym_job_id, "local", "FAILED", 0)  # two were cancelled: no result, so not COMPLETED
     ]
-    assert f"local:here  4 queued, 0 failed  {run_dir}" in local.ok("runs", cwd=elsewhere)
+    assert sum(runs[0]["benchmarks"].values()) == 4
+    line = local.ok("runs", cwd=elsewhere).splitlines()[1]
+    assert "local:here" in line and "FAILED" in line and line.endswith(str(run_dir))
 
 
 def test_a_workspace_held_by_another_run_is_one_message_without_traceback(tmp_path: Path) -> None:
     """A second submit (or render, or resubmit) while one holds the workspace: after the lock's wait,
-    the holder and the fix, exit 1, from both entry points (gymbuild and doit with dodo.py)."""
-    from gymbuild.workspace import locked
+    the holder and the fix, exit 1, from both entry points (gymbuild, and doit's command)."""
+    from gymbuild.workspace import Workspace, locked
 
-    workspace = tmp_path / ".gymbuild"
+    workspace = tmp_path / "ws"
     config = str(EXAMPLES / "minimal.yaml")
-    with locked(workspace, "gymbuild submit (the test holds it)"):
+    with locked(Workspace(workspace, Path(config)).config_dir, "gymbuild submit (the test holds it)"):
         for argv, cwd in (
-            (gymbuild_argv("render", f"config={config}"), tmp_path),
-            (["doit", "render", f"config={config}", f"workspace={workspace}"], REPO),
+            (gymbuild_argv("render", f"config={config}", f"workspace={workspace}"), tmp_path),
+            (["doit", "render", f"config={config}", f"workspace={workspace}"], tmp_path),
         ):
             done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=60, check=False)
             assert done.returncode == 1, done

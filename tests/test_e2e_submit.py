@@ -34,6 +34,7 @@ from e2e_helpers import (
     user_env,
     wait_for_jobs,
     wait_for_sacct_jobs,
+    workspaces,
     write_config,
 )
 
@@ -258,13 +259,13 @@ def test_a_submit_killed_after_some_sbatch_calls_is_finished_by_the_next_one_eac
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 120
-    while len(list(tmp_path.glob(".gymbuild/*/outcomes/*.json"))) < 2:
+    while len(list(workspaces(tmp_path).glob("*/outcomes/*.json"))) < 2:
         assert proc.poll() is None, "submit ended before it could be killed"
         assert time.monotonic() < deadline, "no outcome file appeared"
         time.sleep(0.05)
     proc.kill()
     proc.wait()
-    assert len(list(tmp_path.glob(".gymbuild/*/outcomes/*.json"))) < 6, "killed too late to prove anything"
+    assert len(list(workspaces(tmp_path).glob("*/outcomes/*.json"))) < 6, "killed too late to prove anything"
 
     run = gymbuild("submit", f"config={path}", cwd=tmp_path, env=env)
     assert run.rc == 0, run
@@ -401,7 +402,13 @@ def test_json_output_then_nothing_to_do_then_a_changed_script_then_a_fresh_submi
 
     again = gymbuild("submit", f"config={path}", cwd=tmp_path, env=env)
     assert again.rc == 0, again
-    assert again.stdout == f"nothing to submit: all 2 benchmarks queued ({record['gym_job_id']})\n"
+    said = again.stdout.splitlines()
+    assert len(said) == 1 and said[0].startswith(
+        f"nothing to submit: all 2 benchmarks queued ({record['gym_job_id']});"
+    )
+    assert (
+        "gymbuild resubmit config=" in said[0] and "only=NAME" in said[0]
+    )  # how a failed or cancelled one goes again
     assert wrapper.calls() == 2
 
     changed = gymbuild(

@@ -21,6 +21,7 @@ import yaml
 from gymbuild import pipeline
 from gymbuild.invocation import Invocation
 from gymbuild.session import Session
+from gymbuild.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,10 +29,15 @@ ROOT = Path(__file__).resolve().parents[1]
 def gymbuild(*args: str, cwd: Path, **extra: str) -> subprocess.CompletedProcess[str]:
     exe = shutil.which("gymbuild")
     assert exe, "the gymbuild console script is not on PATH (pip install -e '.[test]')"
-    env = {**os.environ, "XDG_CACHE_HOME": str(cwd / "cache"), **extra}
+    env = {**os.environ, "XDG_CACHE_HOME": str(cwd / "cache"), "XDG_STATE_HOME": str(cwd / "state"), **extra}
     return subprocess.run(
         [exe, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
     )
+
+
+def workspaces(home: Path) -> Path:
+    """The workspaces of `gymbuild(..., cwd=home)`: under its XDG_STATE_HOME, one per config."""
+    return home / "state" / "gymbuild" / "workspaces"
 
 
 def section(info: str, name: str) -> list[str]:
@@ -52,8 +58,7 @@ def test_info_of_a_queue_task_names_its_script_the_sync_and_its_outcome_file(tmp
     config = f"config={ROOT / 'examples/minimal.yaml'}"
     done = gymbuild("info", "queue:gpqa", config, cwd=tmp_path)
     assert done.stderr == "" and "up-to-date" not in done.stdout  # nothing is staged, nothing queued
-    (ws,) = (tmp_path / ".gymbuild").glob("minimal-*")
-    ws_rel = ws.relative_to(tmp_path)
+    ws_rel = Workspace(workspaces(tmp_path), ROOT / "examples/minimal.yaml").config_dir
     reads = sorted(section(done.stdout, "file_dep"))
     assert reads == [f"{ws_rel}/stage/gpqa/job.sh", f"{ws_rel}/stamps/sync"]
     assert section(done.stdout, "task_dep") == ["sync"]
@@ -67,12 +72,23 @@ def test_info_of_a_queue_task_names_its_script_the_sync_and_its_outcome_file(tmp
     assert section(sync, "targets") == [f"{ws_rel}/stamps/sync"]
 
 
+def test_looking_at_the_graph_changes_nothing(tmp_path: Path) -> None:
+    """`list --status` and `info` show what a submit would do: no submission is started, no record
+    or local index entry written, so the next submit is the first (issue 26, item 10)."""
+    config = f"config={ROOT / 'examples/minimal.yaml'}"
+    for args in (("list", "--status", "--all"), ("info", "submit"), ("info", "queue:gpqa")):
+        done = gymbuild(*args, config, cwd=tmp_path)  # (info's status is 1 for a task not up to date)
+        assert done.stdout and done.stderr == "", done.stderr
+    assert not list(tmp_path.rglob("submission.json")) and not list(tmp_path.rglob("submissions.jsonl"))
+    assert not (tmp_path / "cache" / "nemo-gym").exists()  # no local index entry
+
+
 def test_clean_removes_the_staged_scripts_and_the_next_render_makes_them_again(tmp_path: Path) -> None:
     config = f"config={ROOT / 'examples/collector.yaml'}"
     token = {"OTEL_TOKEN": "otel-token"}
     first = gymbuild("render", config, cwd=tmp_path, **token)
     assert first.returncode == 0, first.stderr
-    (stage,) = (tmp_path / ".gymbuild").glob("collector-*/stage")
+    (stage,) = workspaces(tmp_path).glob("collector-*/stage")
     staged = sorted(p.relative_to(stage).as_posix() for p in stage.rglob("*") if p.is_file())
     assert any(p.endswith("/job.sh") for p in staged) and any(p.endswith("collector.yaml") for p in staged)
     listed = gymbuild("list", "--status", "--all", config, cwd=tmp_path, **token).stdout
@@ -122,7 +138,7 @@ def test_clean_after_a_submit_keeps_every_job_id_and_what_the_jobs_run(tmp_path:
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
     before = wait_done(tmp_path, config)
     assert all(row["job_id"] for row in before.values())
-    (ws,) = (tmp_path / ".gymbuild").glob("submit-*")
+    (ws,) = workspaces(tmp_path).glob("submit-*")
     kept = [*ws.glob("outcomes/*.json"), *ws.glob("stage/*/job.sh"), ws / "gym-job.json"]
     assert len(kept) == 5
 
@@ -171,7 +187,7 @@ def test_the_pipeline_queues_records_and_then_has_nothing_to_do(local_run: Any, 
     again = local_run("submit")
     pipeline.run(again)
     assert again.queued_now == []
-    assert again._connection is None and again._opening is None  # a no-op opens no connection
+    assert not again.link.used  # a no-op opens no connection
 
 
 def test_the_pipeline_for_some_benchmarks_requeues_only_those(local_run: Any) -> None:

@@ -60,6 +60,7 @@ def shell_env(tmp_path: Path) -> dict[str, str]:
     env["VIRTUAL_ENV"] = str(env_dir)
     env["PATH"] = f"{env_dir / 'bin'}{os.pathsep}{env['PATH']}"
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    env["XDG_STATE_HOME"] = str(tmp_path / "state")  # the workspaces
     # pip's own cache would follow XDG_CACHE_HOME: keep the machine's, as a user's pip would.
     env["PIP_CACHE_DIR"] = subprocess.run(
         [sys.executable, "-m", "pip", "cache", "dir"], capture_output=True, text=True, check=False
@@ -91,10 +92,10 @@ def test_the_readme_first_command_runs_the_example_to_completion(tmp_path: Path,
     assert installed.stdout.startswith(str(tmp_path / "venv")), installed.stdout  # the new venv's, not ours
     assert "site-packages" in installed.stdout  # a real install, not the source tree
 
-    # "The last lines name the run directory": under the copy's working directory (job.output_path is
-    # the relative `gym-runs`), writable by whoever cloned the repository.
+    # "The last lines name the run directory": beside the example config (job.output_path is the
+    # relative `gym-runs`), writable by whoever cloned the repository.
     run_dir = Path(re.findall(r"^run dir: (.+)$", submitted.stdout, re.M)[-1])
-    assert run_dir.parent == repo / "gym-runs"
+    assert run_dir.parent == repo / "examples" / "gym-runs"
     assert re.search(r"^submitted demo -> local job \d+$", submitted.stdout, re.M), submitted.stdout
 
     deadline = time.monotonic() + 120

@@ -204,3 +204,42 @@ def test_cancel_of_the_sweep_cancels_every_combination_s_jobs(cluster: Cluster, 
         assert cluster.wait_for_job(job_id, timeout=120).state == "CANCELLED"
     states = {label: cell["status"]["benchmarks"][0]["state"] for label, cell in sweeper.status().items()}
     assert states == {"model=m1": "CANCELLED", "model=m2": "CANCELLED"}
+
+
+def test_a_sweep_of_shared_jobs_shows_each_member_beside_its_job_as_status_run_does(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Two benchmarks share one job in each combination; one of them fails. `status multirun=1`
+    shows every member's own state with the JOB STATE column, exactly as `status run=<id>` shows the
+    same combination's jobs."""
+    benchmarks = {
+        "ok": {"command": 'echo "$SCORE" >"$NEMO_GYM_BENCH_DIR/artifacts/out"'},
+        "broken": {"command": "exit 3"},
+    }
+    driver = {"benchmarks_per_job": "all", "env": {"SCORE": "lit:0"}}
+    cfg = slurm_config(cluster.run_dir("sweep-shared"), benchmarks, driver=driver)
+    config = write_config(tmp_path, cfg, "eval.yaml")
+    env = user_env(tmp_path)
+
+    def run(*args: str) -> str:
+        done = gymbuild(*args, f"config={config}", cwd=tmp_path, env=env, timeout=240)
+        assert done.rc == 0, f"gymbuild {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+        return done.stdout
+
+    sweep = ("multirun=1", "driver.env.SCORE=lit:1,lit:2")
+    run("submit", *sweep)
+    cells = json.loads(run("status", "json=1", *sweep))["cells"]
+    jobs = {cell["gym_job_id"]: {b["job_id"] for b in cell["status"]["benchmarks"]} for cell in cells}
+    assert len(jobs) == 2 and all(len(ids) == 1 for ids in jobs.values())  # one shared job per cell
+    for (job_id,) in jobs.values():
+        assert cluster.wait_for_job(job_id, timeout=300).state == "FAILED"
+
+    cells = json.loads(run("status", "json=1", *sweep))["cells"]
+    for cell in cells:
+        rows = {r["benchmark"]: (r["state"], r.get("job_state")) for r in cell["status"]["benchmarks"]}
+        assert rows == {"ok": ("COMPLETED", "FAILED"), "broken": ("FAILED", "FAILED")}
+        alone = json.loads(run("status", "json=1", f"run={cell['gym_job_id']}"))
+        assert alone["benchmarks"] == cell["status"]["benchmarks"]
+    table = run("status", *sweep)
+    heads = [line.split() for line in table.splitlines() if line.startswith("BENCHMARK")]
+    assert heads == [["BENCHMARK", "JOB", "STATE", "EXIT", "JOB", "STATE", "ELAPSED", "NODES"]] * 2

@@ -74,10 +74,14 @@ def _check_yaml(path: Path) -> None:
         raise _file_problem(
             path, f"a tagged YAML value cannot be read ({type(err).__name__}: {err})", "remove the !!tag"
         ) from None
-    if not isinstance(data, dict):
+    if data is None:
         raise _file_problem(
-            path, f"the top level is a {type(data).__name__}, not a mapping", "start with `services:`"
+            path, "the file is empty (or only comments)", "start with `services:` (see examples/minimal.yaml)"
         )
+    if not isinstance(data, dict):
+        names: dict[type, str] = {list: "a list", str: "a single string"}
+        kind = names.get(type(data), f"a {type(data).__name__}")
+        raise _file_problem(path, f"the top level is {kind}, not a mapping of keys", "start with `services:`")
 
 
 # SafeLoader reads an unquoted `2001-12-14` as a date (and fails on `2001-13-45`); OmegaConf's loader
@@ -196,6 +200,32 @@ def _hydra_problem(err: Exception, overrides: Sequence[str]) -> Problem:
     for noise in ("full_key:", "Config search path:", "See https://hydra.cc"):
         text = text.split(noise)[0]
     text = " ".join(text.split())
+    unparsed = _unparsable(overrides)
+    if unparsed is not None:  # ANTLR's words (LexerNoViableAltException, "no viable alternative")
+        key = _override_key(unparsed)
+        return Problem(
+            key,
+            f"the override {unparsed!r} is not in Hydra's override grammar",
+            "quote a value that holds spaces, brackets, parentheses, commas or quotes: "
+            f"{key}='...'; the forms are key=value, +key=value (add), ++key=value (add or replace)",
+        )
+    if "Config group override must be a string" in text or "Cannot merge DictConfig with ListConfig" in text:
+        named = [o for o in overrides if o in text or f"'{_override_key(o)}'" in text]
+        key = _override_key(named[0]) if named else ""
+        return Problem(
+            key,
+            f"`{key}` is a mapping or a config group: a list cannot replace it",
+            f"pick one option ({key}=NAME), set one of its keys ({key}.KEY=VALUE), or sweep over "
+            f"options with multirun=1 '{key}=a,b'",
+        )
+    loading = re.search(r"Could not load '([^']+)/([^']+)'", text)
+    if loading:  # a config group's option that is not a file beside the config
+        group, option = loading.groups()
+        return Problem(
+            group,
+            f"the config group `{group}` has no option `{option}` ({group}/{option}.yaml is not there)",
+            f"pick one of the files in {group}/ beside the config: {group}=NAME",
+        )
     if not text:  # a bare assert inside Hydra (e.g. for `+=`): name what the user typed
         text = f"Hydra could not apply the overrides {', '.join(repr(o) for o in overrides)}"
     named = [o for o in overrides if o in text or f"'{_override_key(o)}'" in text]
@@ -219,6 +249,22 @@ def _hydra_problem(err: Exception, overrides: Sequence[str]) -> Problem:
     else:
         fix = "correct the config or the override named above"
     return Problem(key, text, fix)
+
+
+def _unparsable(overrides: Sequence[str]) -> str | None:
+    """The first override Hydra's grammar cannot read, found by parsing each alone."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    for override in overrides:
+        try:
+            parser.parse_override(override)
+        except HydraException:
+            return override
+        except Exception:  # ANTLR's own exception types: the same verdict
+            return override
+    return None
 
 
 def _hydra_compose(path: Path, overrides: Sequence[str]) -> DictConfig:

@@ -35,6 +35,11 @@ class SharedJobPlan(_Canonical):
     concurrent: int  # how many run at once
 
 
+def job_rel_dir(group: Sequence[str]) -> str:
+    """A shared job's directory, relative to the run directory."""
+    return f"{JOBS_DIR}/{shared_job_name(group)}"
+
+
 def shared_job_name(benches: Sequence[str]) -> str:
     """`<first>+<count of the others>-<6 hex>`: readable in squeue, unique per set of benchmarks."""
     tag = hashlib.sha256("\n".join(benches).encode()).hexdigest()[:6]

@@ -38,6 +38,16 @@ def keep_benchmark_order(ctx: Session) -> None:
         ctx.workspace.set_stamp(ORDER_STAMP, json.dumps(order))
 
 
+def _note(ctx: Session, gym_job_id: str) -> None:
+    """What `gymbuild runs` shows beside the record: the config, its policy model, the sweep's values."""
+    from gymbuild.runs import note_run
+
+    config = ctx.config
+    service = config.services.get(config.driver.policy_model) if config.driver.policy_model else None
+    model = getattr(service, "model", None) if service is not None else None
+    note_run(ctx.inv.config, str(model) if model else None, ctx.sweep_values, gym_job_id)
+
+
 def build_record(ctx: Session, *, commit: bool = True) -> Any:
     """The submission record from the workspace. `commit=False` leaves gym_commit None for a record
     that is only read here (status, the plain submit report): finding the commit runs git three
@@ -95,6 +105,7 @@ def record(ctx: Session) -> None:
 
     record = build_record(ctx)
     record.write_local_index()
+    _note(ctx, record.gym_job_id)
     text = record.dumps()
     sub = ctx.submission()
     result = ctx.connection().write_file(f"{sub.run_dir}/{MANIFEST_NAME}", text.encode())
@@ -104,7 +115,7 @@ def record(ctx: Session) -> None:
             f"error: the jobs are queued but {sub.run_dir}/{MANIFEST_NAME} could not be written on "
             f"{ctx.connection().target}: {result.stderr.strip()}\n"
             f"    queued: {queued or 'none'}\n"
-            "    fix: note these job ids; run `doit submit` again to rewrite the record"
+            "    fix: note these job ids; run `gymbuild submit` again to rewrite the record"
         )
     atomic_write(manifest_copy(ctx), text)
     ctx.workspace.set_stamp(RECORD_STAMP, _record_digest(ctx))

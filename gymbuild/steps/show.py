@@ -78,7 +78,11 @@ def report_submit(ctx: Session, benches: Sequence[str] | None = None) -> str | N
     if ctx.inv.json:
         sys.stdout.write(record.dumps())
     elif not ctx.queued_now and all(j.job_id for j in jobs):
-        print(f"nothing to submit: all {len(jobs)} benchmarks queued ({record.gym_job_id})")
+        print(
+            f"nothing to submit: all {len(jobs)} benchmarks queued ({record.gym_job_id}); one that failed "
+            f"is re-queued by `gymbuild resubmit config={ctx.inv.config}` (a cancelled one: add only=NAME), "
+            "a fresh submission of all by new=1"
+        )
     else:
         print(f"run dir: {record.run_dir}")
         for job in jobs:
@@ -97,6 +101,6 @@ def report_submit(ctx: Session, benches: Sequence[str] | None = None) -> str | N
     if failed:
         return (
             f"error: {len(failed)} of {len(jobs)} benchmarks have no job id: {', '.join(failed)}\n"
-            "    fix: correct the cause above and run `doit submit` again: it queues only these"
+            "    fix: correct the cause above and run `gymbuild submit` again: it queues only these"
         )
     return None

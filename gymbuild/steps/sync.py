@@ -36,14 +36,19 @@ def synced(ctx: Session) -> bool:
 def sync(ctx: Session) -> None:
     """Check the mounts (where the executor does), make the run directory (fresh the first time) and
     copy the staged tree into it; the stamp says which tree was sent."""
+    prepare_sync(ctx)
+    copy(ctx)
+    synced_now(ctx)
+
+
+def copy(ctx: Session) -> None:
+    """The staged tree copied into the run directory (made by prepare_sync)."""
     from gymbuild.executors import rundir
 
-    prepare_sync(ctx)
     sub, conn = ctx.submission(), ctx.connection()
     ctx.progress.show(f"copying the run directory to {conn.target}:{sub.run_dir}")
     rundir.sync(conn, str(ctx.workspace.stage), sub.run_dir)
     ctx.progress.done(keep=False)
-    synced_now(ctx)
 
 
 def prepare_sync(ctx: Session, *, check_mounts: bool = True) -> None:

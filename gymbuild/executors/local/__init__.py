@@ -9,7 +9,9 @@ after the process is gone; `.gym_cancelled-<id>` and `.gym_timeout-<id>` say why
 
 from __future__ import annotations
 
+import os
 import socket
+import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -57,9 +59,12 @@ def queue(conn: Connection, script: str, secrets: SecretsFile | None) -> Queued:
         if secrets
         else ""
     )
+    # `python3` in the job is the Python gymbuild runs on (its venv's bin first on PATH, as activating
+    # it would): from pipx or a venv used by path, the PATH's python3 cannot import gymbuild's demo.
+    here = os.path.dirname(sys.executable)
     result = conn.run(
         f"{write}{_SETSID}\ncd {quote(bench_dir)} && mkdir -p logs && "
-        f'{{ "${{__gym_setsid[@]}}" bash -c {quote(_INNER)} bash {quote(script)} '
+        f'{{ PATH={quote(here)}:"$PATH" "${{__gym_setsid[@]}}" bash -c {quote(_INNER)} bash {quote(script)} '
         "</dev/null >/dev/null 2>&1 & echo $!; }"
     )
     job_id = result.stdout.strip()

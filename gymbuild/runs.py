@@ -1,0 +1,234 @@
+"""`gymbuild runs`: this machine's submissions as a listing, each with the state its jobs ended in.
+
+The local index holds NeMo Gym's records (`gym-job.json` copies), which say what was queued, not what
+became of it: counting sbatch answers called a run whose benchmark FAILED "2 queued, 0 failed". So the
+listing asks the scheduler, once per host for every run listed (one squeue and one sacct, as `status`
+does for one run), and shows per run its state: RUNNING or PENDING while a job is live, COMPLETED when
+every benchmark completed, else FAILED (or UNKNOWN when a look could not tell).
+
+What a record does not carry (the config it came from, its policy model, the sweep combination) is
+noted beside the index when gymbuild records a run (`note_run`), under the user's state directory:
+the index directory itself is NeMo Gym's, which reads every `*.json` in it as a record.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gymbuild.errors import UserError
+from gymbuild.jobs import SubmissionRecord, local_index_dir
+
+if TYPE_CHECKING:
+    from gymbuild.session import Session
+
+STATES = ("RUNNING", "PENDING", "COMPLETED", "FAILED", "UNKNOWN")
+
+
+def notes_dir() -> Path:
+    from gymbuild.resources import user_state_home
+
+    return user_state_home() / "gymbuild" / "runs"
+
+
+def note_run(config: Path, policy_model: str | None, sweep: Sequence[str], gym_job_id: str) -> None:
+    """What `runs` shows of a submission beyond its record; best-effort, as the index entry is."""
+    from gymbuild.workspace import atomic_write
+
+    note = {"config": str(config.resolve()), "policy_model": policy_model, "sweep": " ".join(sweep) or None}
+    try:
+        atomic_write(notes_dir() / f"{gym_job_id}.json", json.dumps(note) + "\n", durable=False)
+    except OSError as err:
+        print(f"warning: could not note {gym_job_id} for `gymbuild runs`: {err}", file=sys.stderr)
+
+
+def _note(gym_job_id: str) -> dict[str, Any]:
+    try:
+        found = json.loads((notes_dir() / f"{gym_job_id}.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def run_state(counts: Mapping[str, int]) -> str:
+    """One run's state from its benchmarks' (day_two.tally's kinds)."""
+    for kind, state in (("running", "RUNNING"), ("pending", "PENDING"), ("unknown", "UNKNOWN")):
+        if counts.get(kind):
+            return state
+    return "FAILED" if counts.get("failed") else "COMPLETED"
+
+
+def _states(records: Sequence[SubmissionRecord]) -> dict[str, dict[str, int]]:
+    """gym_job_id -> its benchmarks' counts by kind: per host, one status round trip for all."""
+    from gymbuild import states
+    from gymbuild.executors.base import executor_for
+    from gymbuild.executors.connection import Connection
+
+    by_host: dict[str | None, list[SubmissionRecord]] = {}
+    for record in records:
+        by_host.setdefault(record.hostname, []).append(record)
+    counts: dict[str, dict[str, int]] = {}
+    for host, group in by_host.items():
+        conn = Connection(host)
+        try:
+            conn.open()
+        except UserError as err:
+            why = " ".join(str(err).split())[:200]
+            print(f"warning: {host}: {why}; its runs' state is UNKNOWN", file=sys.stderr)
+            for record in group:
+                counts[record.gym_job_id] = {"unknown": len(record.benchmarks)}
+            continue
+        try:
+            for name in dict.fromkeys(r.executor for r in group):
+                executor = executor_for(name)
+                mine = [r for r in group if r.executor == name]
+                jobs = {j.job_dir: j.job_id for r in mine for j in r.benchmarks if j.job_id}
+                since = min(r.submitted_at for r in mine)
+                found = executor.states(conn, jobs, since=since) if jobs else {}
+                for record in mine:
+                    rows = states.status_rows(record.benchmarks, found)
+                    tally = states.tally(rows, executor.LIVE)
+                    counts[record.gym_job_id] = {k: v for k, v in tally.__dict__.items() if v}
+        finally:
+            conn.close()
+    return counts
+
+
+def _older_than(record: SubmissionRecord, cutoff: datetime) -> bool:
+    try:
+        when = datetime.fromisoformat(record.submitted_at.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return when < cutoff
+
+
+def prune(days: str) -> tuple[list[str], str]:
+    """Remove the local index entries (and their notes) of submissions older than `days` days: the
+    index only grows otherwise. Run directories and jobs are left alone."""
+    from gymbuild.day_two import all_runs
+
+    try:
+        limit = float(days)
+    except ValueError:
+        limit = -1.0
+    if limit < 0:
+        raise UserError(
+            f"error: prune={days}: not a number of days\n    fix: prune=30 (entries older than 30 days)"
+        )
+    cutoff = datetime.now(UTC) - timedelta(days=limit)
+    gone = [r for r in all_runs() if _older_than(r, cutoff)]
+    for record in gone:
+        (local_index_dir() / f"{record.gym_job_id}.json").unlink(missing_ok=True)
+        (notes_dir() / f"{record.gym_job_id}.json").unlink(missing_ok=True)
+    ids = [r.gym_job_id for r in gone]
+    return (
+        ids,
+        f"pruned {len(ids)} submission(s) older than {days} days from {local_index_dir()} (run dirs kept)",
+    )
+
+
+def _limit(text: str | None) -> int | None:
+    if text is None:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise UserError(f"error: limit={text}: not a positive number\n    fix: limit=10 (the ten newest)")
+    return int(text)
+
+
+def listing(s: Session) -> list[dict[str, Any]]:
+    """The runs to list, newest first, filtered by config=, state= and limit=, with their states."""
+    from gymbuild.day_two import all_runs
+
+    inv = s.inv
+    wanted_state = (inv.extra.get("state") or "").upper() or None
+    if wanted_state is not None and wanted_state not in STATES:
+        raise UserError(
+            f"error: state={inv.extra['state']}: not a run state\n    fix: one of {', '.join(STATES)}"
+        )
+    limit = _limit(inv.extra.get("limit"))
+    records = all_runs()
+    notes = {r.gym_job_id: _note(r.gym_job_id) for r in records}
+    if inv.config_given:
+        config = str(inv.config.resolve())
+        records = [r for r in records if notes[r.gym_job_id].get("config") == config]
+    if wanted_state is None and limit is not None:
+        records = records[:limit]
+    counts = _states(records) if records else {}
+    rows = []
+    for r in records:
+        note = notes[r.gym_job_id]
+        rows.append(
+            {
+                "gym_job_id": r.gym_job_id,
+                "submitted_at": r.submitted_at,
+                "state": run_state(counts.get(r.gym_job_id, {})),
+                "benchmarks": counts.get(r.gym_job_id, {}),
+                "not_queued": len(r.failed),
+                "executor": r.executor,
+                "cluster": r.cluster,
+                "hostname": r.hostname,
+                "config": note.get("config"),
+                "policy_model": note.get("policy_model"),
+                "sweep": note.get("sweep"),
+                "run_dir": r.run_dir,
+            }
+        )
+    if wanted_state is not None:
+        rows = [row for row in rows if row["state"] == wanted_state][:limit]
+    return rows
+
+
+def _counts_text(counts: Mapping[str, int], not_queued: int) -> str:
+    parts = [f"{n} {kind}" for kind, n in counts.items()]
+    if not_queued:
+        parts.append(f"{not_queued} not queued")
+    return ", ".join(parts) or "-"
+
+
+def format_listing(rows: Sequence[Mapping[str, Any]]) -> str:
+    """A table with a header, one line per run, newest first."""
+    if not rows:
+        return f"no submissions in {local_index_dir()}\n"
+    header = (
+        "GYM_JOB_ID",
+        "SUBMITTED",
+        "WHERE",
+        "STATE",
+        "BENCHMARKS",
+        "POLICY MODEL",
+        "CONFIG",
+        "SWEEP",
+        "RUN DIR",
+    )
+    table = [header]
+    for row in rows:
+        where = f"{row['executor']}:{row['cluster']}" + (f"@{row['hostname']}" if row["hostname"] else "")
+        cells = (
+            row["gym_job_id"],
+            row["submitted_at"],
+            where,
+            row["state"],
+            _counts_text(row["benchmarks"], row["not_queued"]),
+            row["policy_model"] or "-",
+            row["config"] or "-",
+            row["sweep"] or "-",
+            row["run_dir"],
+        )
+        table.append(cells)
+    widths = [max(len(r[i]) for r in table) for i in range(len(header) - 1)]
+    lines = ["  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]) for r in table]
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def print_runs(s: Session) -> None:
+    inv = s.inv
+    if "prune" in inv.extra:
+        ids, text = prune(inv.extra["prune"])
+        sys.stdout.write(json.dumps({"pruned": ids}, indent=2) + "\n" if inv.json else text + "\n")
+        return
+    rows = listing(s)
+    sys.stdout.write(json.dumps(rows, indent=2) + "\n" if inv.json else format_listing(rows))
