@@ -16,10 +16,38 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.oracle import nemo_gym as _oracle
 
 CLUSTER_NOT_UP = "test cluster is not up: run tests/cluster/install && tests/cluster/up"
+
+# The job scripts' poll intervals (README, "Poll intervals"): 5 s and 20 s for users, short here, so
+# a test waits for the event it needs (a port, a health answer, a step's end), not for the next poll.
+# Set before any test starts a job: local jobs and hand-run scripts inherit them, a local sbatch
+# exports them, and `ssh gym-login` sends them to the login shell (tests/cluster/up accepts them).
+os.environ.setdefault("GYM_POLL_SECONDS", "0.2")
+os.environ.setdefault("GYM_COLLECTOR_FLUSH_SECONDS", "1")
+
+
+# Hypothesis measures how long an example takes; on a machine loaded by the other workers that is a
+# walltime raced against load, not a property of the code. The profile keeps every other check.
+settings.register_profile(
+    "gymbuild", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+settings.load_profile("gymbuild")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark what needs the cluster or the oracle by the fixtures it asks for, so the fast loop
+    (`pytest -m "not cluster and not oracle"`) leaves out exactly those."""
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        if "cluster" in names:
+            item.add_marker(pytest.mark.cluster)
+        if "nemo_gym" in names:
+            item.add_marker(pytest.mark.oracle)
+
 
 # sacct states after which a job never changes again (CANCELLED appears as "CANCELLED by <uid>").
 TERMINAL_STATES = frozenset(
@@ -90,15 +118,33 @@ class Cluster:
                 return JobResult(jid, state.split()[0], int(code or 0), int(sig or 0))
         return None
 
+    def squeue_state(self, job_id: str | int) -> str | None:
+        """The job's state as squeue shows it (what gymbuild's status reads for live jobs), or None
+        once squeue no longer lists it."""
+        out = subprocess.run(
+            ["squeue", "-h", "-j", str(job_id), "-o", "%i|%T"], capture_output=True, text=True, timeout=30
+        ).stdout
+        for line in out.splitlines():
+            jid, _, state = line.partition("|")
+            if jid == str(job_id):
+                return state
+        return None
+
     def wait_for_job(self, job_id: str | int, timeout: float = 120) -> JobResult:
-        """Poll sacct until the job has ended; tolerates accounting lag. Fails the test on timeout."""
+        """Poll until the job has ended: sacct says how (it lags slurmctld a little), and squeue no
+        longer shows it COMPLETING (a job shutting down reads COMPLETING there for a moment after
+        scancel or its end, and `gymbuild status` asks squeue first). Fails the test on timeout."""
         deadline = time.monotonic() + timeout
         last = None
         while time.monotonic() < deadline:
             last = self.sacct(job_id)
-            if last is not None and last.state in TERMINAL_STATES:
+            if (
+                last is not None
+                and last.state in TERMINAL_STATES
+                and self.squeue_state(job_id) != "COMPLETING"
+            ):
                 return last
-            time.sleep(0.5)
+            time.sleep(0.2)
         pytest.fail(f"job {job_id} did not end within {timeout}s (last sacct record: {last})")
 
     def pyxis_records(self, job_id: str | int, step: str | int) -> list[dict]:

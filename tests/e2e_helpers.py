@@ -14,16 +14,19 @@ signatures stable, and add rather than change.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -269,3 +272,33 @@ def set_submit_limit(account: str, limit: int | None) -> None:
             return
         time.sleep(0.5)
     raise AssertionError(f"slurmctld did not take MaxSubmitJobs={limit} for {account} within 30 s:\n{shown}")
+
+
+def kill_local_jobs(output_path: Path) -> None:
+    """SIGKILL what is left of every local job recorded under `output_path` (a failed test must leave
+    no process behind), but only a process group whose leader still runs a script of that run: a
+    local job id is a pid, pids are reused (pid_max is 32768 on these machines), and by the time a
+    test cleans up, an ended job's id may name another test's job."""
+    for manifest in output_path.glob("gym-job-*/gym-job.json"):
+        record = json.loads(manifest.read_text())
+        for job in record["benchmarks"]:
+            for job_id in filter(None, [job.get("job_id"), *job.get("previous_job_ids", [])]):
+                try:
+                    leader = Path(f"/proc/{int(job_id)}/cmdline").read_bytes().replace(b"\0", b" ")
+                except (OSError, ValueError):
+                    continue
+                if record["run_dir"].encode() in leader:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(int(job_id), signal.SIGKILL)
+
+
+def shellcheck() -> str:
+    """The shellcheck program; a test that needs it is skipped with the fix where it is missing, and
+    fails where GYMBUILD_REQUIRE_SHELLCHECK=1 (CI installs it: a missing one must not pass quietly)."""
+    found = shutil.which("shellcheck")
+    if found is None:
+        problem = "shellcheck is not installed (apt-get install -y shellcheck)"
+        if os.environ.get("GYMBUILD_REQUIRE_SHELLCHECK") == "1":
+            pytest.fail(problem)
+        pytest.skip(problem)
+    return found

@@ -12,7 +12,6 @@ piped, or with json=1, nothing but the result is printed.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import json
 import os
@@ -25,12 +24,12 @@ import struct
 import subprocess
 import termios
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from e2e_helpers import Run, gymbuild, gymbuild_argv, slurm_config, user_env, write_config
+from e2e_helpers import Run, gymbuild, gymbuild_argv, kill_local_jobs, slurm_config, user_env, write_config
 
 from gymbuild import watch
 from gymbuild.errors import UserError
@@ -115,21 +114,30 @@ def test_a_state_nothing_can_tell_is_waited_out_a_few_looks_then_given_up() -> N
 # --- helpers -------------------------------------------------------------------------------------
 
 
-def counting_wrappers(directory: Path) -> tuple[Path, Path]:
-    """`squeue` and `sacct` that log their name, then exec the real program; (bin dir, log)."""
+def counting_wrappers(directory: Path, names: tuple[str, ...] = ("squeue", "sacct")) -> tuple[Path, Path]:
+    """Programs that run the real one, then log their name once it has answered; (bin dir, log)."""
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "calls.log"
-    for name in ("squeue", "sacct"):
+    for name in names:
         real = shutil.which(name)
         assert real, f"{name} is not installed"
-        (directory / name).write_text(f'#!/bin/bash\necho {name} >>"{log}"\nexec {real} "$@"\n')
+        (directory / name).write_text(f'#!/bin/bash\n{real} "$@"\nrc=$?\necho {name} >>"{log}"\nexit $rc\n')
         (directory / name).chmod(0o755)
     return directory, log
 
 
-def calls(log: Path) -> dict[str, int]:
-    names = log.read_text().split() if log.exists() else []
-    return {name: names.count(name) for name in ("squeue", "sacct")}
+def calls(log: Path, names: tuple[str, ...] = ("squeue", "sacct")) -> dict[str, int]:
+    said = log.read_text().split() if log.exists() else []
+    return {name: said.count(name) for name in names}
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 120) -> None:
+    """Until `condition()` holds (polled every 0.05 s); fails the test with `what` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not seen within {timeout}s")
+        time.sleep(0.05)
 
 
 def start(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
@@ -155,11 +163,17 @@ def finish(proc: subprocess.Popen[str], timeout: float = 300) -> Run:
 
 
 def in_a_terminal(
-    *args: str, cwd: Path, env: dict[str, str], timeout: float = 120, ctrl_c_after: str | None = None
+    *args: str,
+    cwd: Path,
+    env: dict[str, str],
+    timeout: float = 120,
+    ctrl_c_after: str | None = None,
+    when: tuple[str, Callable[[], None]] | None = None,
 ) -> tuple[int, str]:
     """Run gymbuild with stdout and stderr on a pseudo-terminal (200 columns, 50 rows), as in a
     shell window; its exit status and everything it wrote there. With `ctrl_c_after`, SIGINT (the
-    user's Ctrl-C) is sent once that text has appeared."""
+    user's Ctrl-C) is sent once that text has appeared; with `when` (text, action), the action runs
+    once that text has appeared (after the Ctrl-C, when both wait for the same text)."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
     proc = subprocess.Popen(
@@ -182,6 +196,9 @@ def in_a_terminal(
                 if ctrl_c_after is not None and ctrl_c_after.encode() in screen:
                     proc.send_signal(signal.SIGINT)
                     ctrl_c_after = None
+                if when is not None and when[0].encode() in screen:
+                    when[1]()
+                    when = None
             elif proc.poll() is not None:
                 break
         else:
@@ -195,6 +212,16 @@ def in_a_terminal(
 # --- the local executor ----------------------------------------------------------------------------
 
 
+# The local jobs run until the test opens their gate (a file it creates in the working directory,
+# where the jobs find it by $GATE): a test waits for watch to have seen them running, not for a sleep
+# to be longer than the machine's load makes a look.
+WAIT_FOR_GATE = 'until [ -e "$GATE" ]; do sleep 0.05; done'
+
+
+def open_gate(tmp_path: Path) -> None:
+    (tmp_path / "gate").touch()
+
+
 @pytest.fixture
 def local(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     """A local submission: `ok` completes and `fail` exits 3, each after a few seconds."""
@@ -205,8 +232,8 @@ def local(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
             "compute": {"here": {"type": "local", "walltime": "00:05:00"}},
             "driver": {
                 "benchmarks": {
-                    "ok": {"command": "sleep 4; echo all fine"},
-                    "fail": {"command": "sleep 3; echo failing now; exit 3"},
+                    "ok": {"command": f"{WAIT_FOR_GATE}; echo all fine"},
+                    "fail": {"command": f"{WAIT_FOR_GATE}; echo failing now; exit 3"},
                 }
             },
             "job": {"output_path": "runs"},
@@ -214,24 +241,31 @@ def local(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
         },
         "local.yaml",
     )
-    env = user_env(tmp_path, **FAST)
+    env = user_env(tmp_path, **FAST, GATE=str(tmp_path / "gate"))
     try:
         submitted = gymbuild("submit", f"config={config}", cwd=tmp_path, env=env)
         assert submitted.rc == 0, submitted.stderr
         yield config, env
     finally:  # no process left behind, whatever the test did
-        for record in (tmp_path / "runs").glob("gym-job-*/gym-job.json"):
-            for job in json.loads(record.read_text())["benchmarks"]:
-                with contextlib.suppress(ProcessLookupError, TypeError, ValueError):
-                    os.killpg(int(job["job_id"]), signal.SIGKILL)
+        open_gate(tmp_path)
+        kill_local_jobs(tmp_path / "runs")
 
 
 def test_watch_of_local_jobs_ends_when_they_end_and_exits_0_only_if_all_completed(
     local: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
     config, env = local
-    every = start("status", f"config={config}", "watch=1", "json=1", cwd=tmp_path, env=env)
-    only_ok = start("status", f"config={config}", "watch=1", "only=ok", cwd=tmp_path, env=env)
+    looks = {key: counting_wrappers(tmp_path / key, ("ps",)) for key in ("every", "ok")}
+
+    def seen(key: str) -> dict[str, str]:  # ps answers once the job is running: a look that saw it
+        return {**env, "PATH": f"{looks[key][0]}:{env['PATH']}"}
+
+    every = start("status", f"config={config}", "watch=1", "json=1", cwd=tmp_path, env=seen("every"))
+    only_ok = start("status", f"config={config}", "watch=1", "only=ok", cwd=tmp_path, env=seen("ok"))
+    wait_until(
+        lambda: all(calls(log, ("ps",))["ps"] for _, log in looks.values()), "both watches' first look"
+    )
+    open_gate(tmp_path)
     watched, ok = finish(every), finish(only_ok)
 
     assert watched.rc == 1, watched.stderr
@@ -255,7 +289,14 @@ def test_watch_on_a_terminal_redraws_the_table_until_the_jobs_end(
     local: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
     config, env = local
-    rc, screen = in_a_terminal("status", f"config={config}", "watch=1", cwd=tmp_path, env=env)
+    rc, screen = in_a_terminal(
+        "status",
+        f"config={config}",
+        "watch=1",
+        cwd=tmp_path,
+        env=env,
+        when=("next look in", lambda: open_gate(tmp_path)),
+    )
     assert rc == 1, screen
     draws = screen.split("\x1b[J")  # each redraw erases the last one first
     assert len(draws) >= 2, screen
@@ -269,7 +310,13 @@ def test_ctrl_c_stops_the_watching_not_the_jobs(local: tuple[Path, dict[str, str
     """Ctrl-C once the table is drawn: exit 1 with one line saying the jobs go on, and they do."""
     config, env = local
     rc, screen = in_a_terminal(
-        "status", f"config={config}", "watch=1", cwd=tmp_path, env=env, ctrl_c_after="next look in"
+        "status",
+        f"config={config}",
+        "watch=1",
+        cwd=tmp_path,
+        env=env,
+        ctrl_c_after="next look in",
+        when=("next look in", lambda: open_gate(tmp_path)),
     )
     assert rc == 1, screen
     assert "watch stopped; the jobs of gym-job-" in screen and "Traceback" not in screen

@@ -468,12 +468,17 @@ def test_status_at_an_unreachable_host_is_one_clear_error(remote: Remote, gym: G
     submission = json.loads(submission_file.read_text())
     submission["hostname"] = "gym-no-such-host.invalid"
     submission_file.write_text(json.dumps(submission))
-    sockets = set(Path("/tmp").glob("gymbuild-*.ssh"))
-    result = gym.run("status", f"config={remote.config}", f"workspace={workspace}", cwd=tmp_path)
+    # The control socket goes to the temp dir: this run's own, so other tests' sockets never count.
+    sockets = tmp_path / "tmp"
+    sockets.mkdir()
+    result = gymbuild(
+        "status", f"config={remote.config}", f"workspace={workspace}", cwd=tmp_path,
+        env={**gym.env(None), "TMPDIR": str(sockets)}, timeout=120,
+    )  # fmt: skip
     assert result.rc == 1, result.stdout + result.stderr
     assert "cannot connect to gym-no-such-host.invalid over SSH" in result.stderr
     assert "Traceback" not in result.stdout + result.stderr
-    assert set(Path("/tmp").glob("gymbuild-*.ssh")) <= sockets
+    assert list(sockets.glob("gymbuild-*.ssh")) == []
 
 
 def test_logs_follow_streams_the_driver_log_until_ctrl_c(remote: Remote, gym: Gym, tmp_path: Path) -> None:

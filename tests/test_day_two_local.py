@@ -8,7 +8,6 @@ processes, real files; the local index lives in the test's own directory.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -21,9 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_helpers import EXAMPLES, gymbuild, gymbuild_argv, user_env, write_config
+from e2e_helpers import EXAMPLES, gymbuild, gymbuild_argv, kill_local_jobs, user_env, write_config
 
-WALLTIME = "00:00:20"  # long enough for ok and fail, short enough to wait for slow's TIMEOUT
+# `slow` meets the config's walltime (its TIMEOUT is the only event that timer decides); whatever a
+# test must still find running is queued with a walltime no step of a test comes near.
+WALLTIME = "00:00:08"
+LONG = "compute.here.walltime=01:00:00"
 
 
 @dataclass
@@ -91,17 +93,12 @@ def local(tmp_path: Path) -> Iterator[Local]:
         "otel": {"enabled": False},
     }
     user = Local(tmp_path, write_config(tmp_path, config, "local.yaml"))
-    ids: set[str] = set()
     try:
-        user.ok("submit", f"config={user.config}")
+        user.ok("submit", f"config={user.config}", "only=ok,fail,slow")
+        user.ok("submit", f"config={user.config}", "only=cancelme", LONG)
         yield user
     finally:  # a failed test leaves no process behind: every id this submission ever had
-        if (tmp_path / "runs").exists():
-            for job in user.record["benchmarks"]:
-                ids.update(filter(None, [job["job_id"], *job["previous_job_ids"]]))
-        for job_id in ids:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(int(job_id), signal.SIGKILL)
+        kill_local_jobs(tmp_path / "runs")
 
 
 def test_local_status_resubmit_cancel_logs_and_runs(local: Local, tmp_path: Path) -> None:
@@ -133,7 +130,7 @@ def test_local_status_resubmit_cancel_logs_and_runs(local: Local, tmp_path: Path
     assert "failing now" in local.ok("logs", cfg, "only=fail")
 
     # Resubmit: exactly the failed and the timed-out, into the same run directory.
-    out = local.ok("resubmit", cfg)
+    out = local.ok("resubmit", cfg, LONG)
     assert "submitted fail -> local job" in out and "submitted slow -> local job" in out
     assert "submitted ok" not in out and "submitted cancelme" not in out
     record = {j["benchmark"]: j for j in local.record["benchmarks"]}
@@ -152,11 +149,11 @@ def test_local_status_resubmit_cancel_logs_and_runs(local: Local, tmp_path: Path
 
     # CANCELLED only when named; then cancel ends every live job of the submission, even after the
     # config was edited to submit elsewhere next time (only submit and resubmit ask for new=1).
-    assert "submitted cancelme -> local job" in local.ok("resubmit", cfg, "only=cancelme")
+    assert "submitted cancelme -> local job" in local.ok("resubmit", cfg, "only=cancelme", LONG)
     live = [j["job_id"] for j in local.record["benchmarks"] if j["benchmark"] in ("slow", "cancelme")]
     local.config.write_text(local.config.read_text().replace("output_path: runs", "output_path: runs-next"))
     assert local.status()["slow"]["state"] == "RUNNING"
-    moved = local.run("resubmit", cfg)
+    moved = local.run("resubmit", cfg, LONG)
     assert moved.rc == 1 and "new=1" in moved.stderr + moved.stdout
     cancelled = local.ok("cancel", cfg)
     assert all(job_id in cancelled for job_id in live)

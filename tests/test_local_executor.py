@@ -9,11 +9,9 @@ it with exit 1 and says so in the job's log; `cancel` stops the whole process gr
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -22,6 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
+from e2e_helpers import kill_local_jobs
 from jsonschema import Draft202012Validator
 
 from gymbuild.jobs import SubmissionRecord
@@ -138,11 +137,7 @@ def user(tmp_path: Path) -> Any:
         return users[-1]
 
     yield make
-    for u in users:  # a failed test must leave no job behind
-        for job in u.record["benchmarks"] if (tmp_path / "runs").exists() else []:
-            if job["job_id"]:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(int(job["job_id"]), signal.SIGKILL)
+    kill_local_jobs(tmp_path / "runs")  # a failed test must leave no job behind
 
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads process groups from /proc")
@@ -194,7 +189,7 @@ def test_a_service_that_never_becomes_healthy_fails_the_job_before_the_driver(us
     u.submit()
     rows = u.wait()
     assert rows["b"]["state"] == "FAILED" and rows["b"]["exit_code"] == "1:0"
-    assert "gym: service echo was not ready after 2 attempts, 10 s" in u.log("b", "local")
+    assert "gym: service echo was not ready within 10 s (2 attempts of 5 s)" in u.log("b", "local")
     assert not (u.bench_dir("b") / "driver-ran").exists()
     assert group_members(int(u.job_id("b"))) == []
 
@@ -283,6 +278,26 @@ def test_a_job_that_ends_while_status_looks_still_reads_timeout(tmp_path: Path, 
     with Connection(None) as conn:
         state = local.states(conn, {str(bench): job_id})[str(bench)]
     assert (state.state, state.exit_code) == ("TIMEOUT", "143:0")
+
+
+def test_a_running_job_reads_running_whatever_width_the_shell_says(tmp_path: Path, monkeypatch: Any) -> None:
+    """A shell that exports COLUMNS=80 (pytest-xdist's workers do; many terminals do) made `ps`
+    cut the job's command line, so a running job in a deep run directory read FAILED."""
+    from gymbuild.executors import local
+    from gymbuild.executors.connection import Connection
+
+    bench = tmp_path / ("deep-" * 20) / "runs" / "gym-job-20260101T000000Z-abcdef" / "long"
+    bench.mkdir(parents=True)
+    (bench / "job.sh").write_text('until [ -e "$(dirname "$0")/stop" ]; do sleep 0.05; done\n')
+    job = subprocess.Popen(["bash", str(bench / "job.sh")], start_new_session=True)
+    monkeypatch.setenv("COLUMNS", "80")
+    try:
+        with Connection(None) as conn:
+            state = local.states(conn, {str(bench): str(job.pid)})[str(bench)]
+        assert state.state == "RUNNING", state
+    finally:
+        (bench / "stop").touch()
+        job.wait(timeout=30)
 
 
 def test_the_record_loads_validates_and_is_listed(user: Any) -> None:

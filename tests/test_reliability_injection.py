@@ -387,8 +387,10 @@ def test_what_the_rules_refuse_is_refused_at_render_with_one_message(tmp_path: P
     canary = f"/tmp/gym-canary-{uuid.uuid4()}"
     env = user_env(tmp_path)
     failures = []
+    # This test's own output path (a fixed one was shared by every concurrent run of the suite).
+    refused_output = Path(f"/var/tmp/gymbuild-injection-refused-{uuid.uuid4().hex[:12]}")
     for label, (kind, value), expected in _refusal_cases(canary):
-        data = _refused_config(Path("/var/tmp/gymbuild-injection-refused"), kind, value)
+        data = _refused_config(refused_output, kind, value)
         config = write_config(tmp_path, literal(data), f"{label}.yaml")
         for verb in ("render", "submit"):
             run = gymbuild(verb, f"config={config}", cwd=tmp_path, env=env)
@@ -397,4 +399,4 @@ def test_what_the_rules_refuse_is_refused_at_render_with_one_message(tmp_path: P
                 failures.append((label, verb, run.rc, run.stdout[-400:], run.stderr[-800:]))
     assert failures == []
     assert canaries(canary) == []
-    assert not Path("/var/tmp/gymbuild-injection-refused").exists()
+    assert not refused_output.exists()

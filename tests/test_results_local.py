@@ -10,11 +10,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -22,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_helpers import EXAMPLES, REPO, gymbuild, user_env, write_config
+from e2e_helpers import EXAMPLES, REPO, gymbuild, kill_local_jobs, user_env, write_config
 from results_helpers import Sessions
 
 README = REPO / "README.md"
@@ -122,11 +120,7 @@ def fates(tmp_path: Path) -> Iterator[tuple[User, Path]]:
     try:
         yield user, path
     finally:  # no process left behind: every job of every run
-        for manifest in (tmp_path / "runs").glob("gym-job-*/gym-job.json"):
-            for job in json.loads(manifest.read_text())["benchmarks"]:
-                if job["job_id"]:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(int(job["job_id"]), signal.SIGKILL)
+        kill_local_jobs(tmp_path / "runs")
 
 
 def ended_but_slow(rows: dict[str, str]) -> bool:

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
+from e2e_helpers import shellcheck
 
 from gymbuild.config.model import Config, build_config
 from gymbuild.config.validate import validate
@@ -118,11 +119,10 @@ def lint(plan: Any, job_sh: str, where: Path) -> None:
     for name, (text, flags) in scripts.items():
         (where / name).write_text(text)
         subprocess.run(["bash", "-n", str(where / name)], check=True)
-        if shutil.which("shellcheck"):
-            out = subprocess.run(
-                ["shellcheck", "--shell=bash", *flags, str(where / name)], capture_output=True, text=True
-            )
-            assert out.returncode == 0, out.stdout
+        out = subprocess.run(
+            [shellcheck(), "--shell=bash", *flags, str(where / name)], capture_output=True, text=True
+        )
+        assert out.returncode == 0, out.stdout
 
 
 def run_job(tmp_path: Path, t: dict[str, Any], **environ: str) -> tuple[subprocess.CompletedProcess, list]:

@@ -6,11 +6,12 @@ extension every script stays byte for byte what it was (tests/test_render.py's g
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
+
+from e2e_helpers import shellcheck
 
 from gymbuild.config import load_config
 from gymbuild.executors.base import planning_traits
@@ -64,9 +65,8 @@ def test_a_shared_job_starts_its_services_once_and_runs_each_benchmark_in_its_ow
     script = tmp_path / "job.sh"
     script.write_text(text)
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
-    if shutil.which("shellcheck"):
-        checked = subprocess.run(["shellcheck", "--shell=bash", str(script)], capture_output=True, text=True)
-        assert checked.returncode == 0, checked.stdout
+    checked = subprocess.run([shellcheck(), "--shell=bash", str(script)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout
     # the benchmarks' own scripts are what they were: a shared job only adds its own
     alone = render_job(plans[0], {}).files["job.sh"].text
     assert "GYM_BENCHES" not in alone and "#SBATCH --job-name=gym-a\n" in alone

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from gymbuild.executors.base import Answer, JobState, Queued
 from gymbuild.executors.secrets import SecretsFile
 from gymbuild.executors.secrets import forget_secrets as forget_secrets  # `cancel` calls it here too
-from gymbuild.shell import join, quote
+from gymbuild.shell import quote
 
 if TYPE_CHECKING:  # annotations only: planning reads this module, and needs no connection code
     from gymbuild.config.model import Config
@@ -134,7 +134,7 @@ def _status_script(jobs: Mapping[str, str]) -> str:
         exit_line = f"printf 'exit\\t%s\\t%s\\n' {d} \"$(cat {d}/.gym_exit-{j})\""
         lines.append(
             f"if [ -f {d}/.gym_exit-{j} ]; then {exit_line}; "
-            f"elif ps -o args= -p {j} 2>/dev/null | grep -qF -- {script}; "
+            f"elif ps -ww -o args= -p {j} 2>/dev/null | grep -qF -- {script}; "
             f"then printf 'running\\t%s\\t%s\\n' {d} \"$(ps -o etime= -p {j} | tr -d ' ')\"; "
             f"elif [ -f {d}/.gym_exit-{j} ]; then {exit_line}; "
             f"else printf 'gone\\t%s\\n' {d}; fi; "
@@ -186,5 +186,10 @@ def cancel(conn: Connection, jobs: Mapping[str, str]) -> Result:
     The job's own traps then stop what is left of it and record its exit status.
     """
     marks = "".join(f": > {quote(d)}/.gym_cancelled-{quote(j)}; " for d, j in jobs.items())
-    kill = f'for id in {join(jobs.values())}; do kill -TERM -- -"$id" 2>/dev/null || true; done'
-    return conn.run(marks + kill)
+    # A job id is a pid, and pids are reused: TERM a group only while its leader runs this job.sh.
+    kills = "".join(
+        f"if ps -ww -o args= -p {quote(j)} 2>/dev/null | grep -qF -- {quote(f'{d}/job.sh')}; "
+        f"then kill -TERM -- -{quote(j)} 2>/dev/null || true; fi; "
+        for d, j in jobs.items()
+    )
+    return conn.run(marks + kills + "true")

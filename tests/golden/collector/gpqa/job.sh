@@ -145,23 +145,49 @@ __gym_publish() {
     mv -f "$GYM_PORT_DIR/$1-$GYM_JOB_ID.tmp" "$GYM_PORT_DIR/$1-$GYM_JOB_ID"
 }
 # shellcheck disable=SC2317  # called inside the steps, through GYM_STEP_LIB
+__gym_poll_interval() {  # GYM_POLL_SECONDS when it is a positive number of seconds, else 5
+  local poll=${GYM_POLL_SECONDS:-5}
+  [[ $poll =~ ^[0-9]*[.]?[0-9]+$ && $poll =~ [1-9] ]] || poll=5
+  echo "$poll"
+}
+# __gym_polls SECONDS: how many polls of GYM_POLL_SECONDS (default 5) make SECONDS, at least one.
+# Every wait counts polls against its budget rather than reading a clock, so the budget stays what
+# it is whatever the poll, and a `sleep` that returns at once (the parity harness's) shortens it.
+# shellcheck disable=SC2317  # called inside the steps, through GYM_STEP_LIB
+__gym_polls() {
+  local poll whole frac='' ms
+  poll=$(__gym_poll_interval)
+  whole=${poll%%.*}
+  [[ $poll == *.* ]] && frac=${poll#*.}
+  frac=${frac}000
+  ms=$((10#${whole:-0} * 1000 + 10#${frac:0:3}))
+  ((ms > 0)) || ms=5000
+  echo $(($1 * 1000 / ms > 0 ? $1 * 1000 / ms : 1))
+}
+# shellcheck disable=SC2317  # called inside the steps, through GYM_STEP_LIB
 __gym_wait_port() {
-  local file="$GYM_PORT_DIR/$1-$GYM_JOB_ID" n
-  for ((n = 0; n < 720; n++)); do
+  local file="$GYM_PORT_DIR/$1-$GYM_JOB_ID" poll n polls
+  poll=$(__gym_poll_interval)
+  polls=$(__gym_polls 3600)
+  for ((n = 0; n < polls; n++)); do
     if [[ -s $file ]]; then
       cat "$file"
       return 0
     fi
-    sleep 5
+    sleep "$poll"
   done
   echo "gym: $1 published no port within an hour" >&2
   return 1
 }
-GYM_STEP_LIB=$(declare -p __gym_reserved; declare -f __gym_port_free __gym_pick_port __gym_publish __gym_wait_port)
+GYM_STEP_LIB=$(declare -p __gym_reserved; declare -f __gym_port_free __gym_pick_port __gym_publish __gym_polls __gym_poll_interval __gym_wait_port)
 export GYM_STEP_LIB
 
-__gym_poll_seconds=5
-__gym_flush_seconds=20
+# How often the job looks at its steps (GYM_POLL_SECONDS, default 5 s) changes only how soon an
+# event is seen: a health check's budget stays its attempts times NeMo Gym's 5 s (__gym_polls).
+__gym_poll_seconds=$(__gym_poll_interval)
+__gym_attempt_seconds=5
+__gym_flush_seconds=${GYM_COLLECTOR_FLUSH_SECONDS:-20}
+[[ $__gym_flush_seconds =~ ^[0-9]*[.]?[0-9]+$ ]] || __gym_flush_seconds=20
 GYM_STEP_NAMES=()
 GYM_STEP_PIDS=()
 
@@ -211,13 +237,15 @@ gym_write_target() {
 }
 
 # gym_wait_ready NAME PID HOST PORT_VAR PORT_FILE HEALTH_PATH ATTEMPTS [HEALTH_PORT] [TARGET_FILE]
-# Poll every 5 s: the step must still be running (its own PID, at every poll, so a server of another
-# job on the same port never passes for ours); read the port it settled from PORT_FILE into PORT_VAR;
-# then, with a HEALTH_PATH, wait for http://HOST:PORT/PATH to answer 2xx.
+# Poll every GYM_POLL_SECONDS for ATTEMPTS x 5 s: the step must still be running (its own PID, at
+# every poll, so a server of another job on the same port never passes for ours); read the port it
+# settled from PORT_FILE into PORT_VAR; then, with a HEALTH_PATH, wait for http://HOST:PORT/PATH to
+# answer 2xx.
 gym_wait_ready() {
   local name=$1 pid=$2 host=$3 var=$4 file=$5 path=$6 attempts=$7 health_port=${8:-} target=${9:-}
-  local port=${!var:-} n
-  for ((n = 1; n <= attempts; n++)); do
+  local port=${!var:-} n polls
+  polls=$(__gym_polls $((attempts * __gym_attempt_seconds)))
+  for ((n = 1; n <= polls; n++)); do
     if ! kill -0 "$pid" 2>/dev/null; then
       echo "gym: service $name exited before it was ready; see logs/$name-$GYM_JOB_ID.log" >&2
       return 1
@@ -244,12 +272,12 @@ gym_wait_ready() {
     fi
     sleep "$__gym_poll_seconds"
   done
-  echo "gym: service $name was not ready after $attempts attempts, $((attempts * __gym_poll_seconds)) s" >&2
+  echo "gym: service $name was not ready within $((attempts * __gym_attempt_seconds)) s ($attempts attempts of $__gym_attempt_seconds s)" >&2
   return 1
 }
 
-# gym_monitor DRIVER_PID: while the driver runs, check every service step every 5 s. When one has
-# exited, say which, send the driver TERM and return 1; otherwise return the driver's status.
+# gym_monitor DRIVER_PID: while the driver runs, check every service step every GYM_POLL_SECONDS.
+# When one has exited, say which, send the driver TERM and return 1; otherwise the driver's status.
 gym_monitor() {
   local driver=$1 i
   while kill -0 "$driver" 2>/dev/null; do
