@@ -297,7 +297,7 @@ def format_statuses(
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]) - 1)]
     lines = ["  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]) for r in table]
     for title, notes in (
-        ("not queued (`doit submit` queues these again)", [r for r in rows if r.error and not r.job_id]),
+        ("not queued (`gymbuild submit` queues these again)", [r for r in rows if r.error and not r.job_id]),
         ("state unknown", [r for r in rows if r.error and r.job_id]),
     ):
         if notes:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 import uuid
@@ -28,6 +29,13 @@ CLUSTER_NOT_UP = "test cluster is not up: run tests/cluster/install && tests/clu
 # exports them, and `ssh gym-login` sends them to the login shell (tests/cluster/up accepts them).
 os.environ.setdefault("GYM_POLL_SECONDS", "0.2")
 os.environ.setdefault("GYM_COLLECTOR_FLUSH_SECONDS", "1")
+
+# Ctrl-C as a terminal delivers it: a suite started in the background by a non-interactive shell (a CI
+# runner's `cmd &`, nohup) inherits SIGINT ignored, and every gymbuild the tests start would inherit
+# that too, so the tests of what Ctrl-C does would see nothing happen. A handler here (not SIG_IGN)
+# is reset to the default on exec, so each child's Python turns SIGINT into KeyboardInterrupt again.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 # Hypothesis measures how long an example takes; on a machine loaded by the other workers that is a

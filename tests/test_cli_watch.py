@@ -344,11 +344,13 @@ def test_watch_of_slurm_jobs_makes_one_squeue_and_one_sacct_per_look(
     """Three jobs, two complete and one fails: each look is one squeue and one sacct whatever the
     number of jobs; watch of all of them exits 1, of the two that completed exits 0."""
     output = cluster.run_dir("watch")
+    gate = output / "gate"  # the jobs run until both watches have looked once (tests/cluster/bin/gym)
+    held = {"fake_wait_for_file": str(gate)}
     config = write_config(
         tmp_path,
         slurm_config(
             output,
-            {"ok": {"run": {}}, "ok2": {"run": {}}, "fail": {"run": {"fake_exit_code": 3}}},
+            {"ok": {"run": held}, "ok2": {"run": held}, "fail": {"run": {**held, "fake_exit_code": 3}}},
             hostname=None,
         ),
     )
@@ -373,8 +375,12 @@ def test_watch_of_slurm_jobs_makes_one_squeue_and_one_sacct_per_look(
             cwd=tmp_path,
             env=with_wrappers("ok"),
         )
+        looked = lambda: all(calls(log)["sacct"] for _, log in wrapped.values())  # noqa: E731
+        wait_until(looked, "both watches' first look")
+        gate.touch()
         watched, completed = finish(every), finish(good)
     finally:
+        gate.touch()
         scancel_under(output)
 
     assert watched.rc == 1, watched.stderr

@@ -46,6 +46,7 @@ while [[ $# -gt 0 && $1 != bash && $1 != otelcol-contrib ]]; do
 done
 IFS=, read -r -a hosts <<<"$nodelist"
 for ((i = 0; i < ntasks; i++)); do
+  : >"$(mktemp "$GYM_BENCH_DIR/calls/launched.XXXXXX")"
   SLURM_PROCID=$i SLURM_NODEID=$i SLURMD_NODENAME=${hosts[i]:-gpu-a} FAKE_HOST=${hosts[i]:-gpu-a} "$@" &
 done
 wait
@@ -77,6 +78,7 @@ fi
 if [[ $(basename "$0") == ray ]]; then  # `ray status` and a daemonising `ray start` return
   [[ ${1:-} == status || ( ${1:-} == start && " $* " != *" --block "* ) ]] && exit 0
 fi
+: >"$f.serving"
 exec sleep 300
 """
 FAKE_RECORD = r"""#!/bin/bash
@@ -85,6 +87,19 @@ printf '%s\0' "$@" >"$f.argv"
 env -0 >"$f.env"
 """
 FAKE_CURL = FAKE_RECORD  # every health check answers
+# The driver: records, then waits (bounded) until every other task srun started serves. NeMo Gym's job
+# health-checks a Ray head only, so its workers may still be starting when a driver that returns at
+# once ends the job; a real driver runs for minutes. The wait keeps what a test reads from racing load.
+FAKE_DRIVER = (
+    FAKE_RECORD
+    + r"""for ((i = 0; i < 600; i++)); do
+  launched=$(compgen -G "$GYM_BENCH_DIR/calls/launched.*" | wc -l)
+  serving=$(compgen -G "$GYM_BENCH_DIR/calls/*.serving" | wc -l)
+  ((serving >= launched - 1)) && break
+  sleep 0.1
+done
+"""
+)
 # gym_install without a network: a clone is an empty directory, a venv one with bin/
 FAKE_GIT = '#!/bin/bash\nif [[ $1 == clone ]]; then mkdir -p "${!#}"; fi\n'
 FAKE_UV = '#!/bin/bash\nif [[ $1 == venv ]]; then mkdir -p "${!#}/bin"; fi\n'
@@ -154,7 +169,7 @@ def run_job(tmp_path: Path, t: dict[str, Any], **environ: str) -> tuple[subproce
         "scontrol": FAKE_SCONTROL,
         "getent": FAKE_GETENT,
         "hostname": FAKE_HOSTNAME,
-        "gym": FAKE_RECORD,
+        "gym": FAKE_DRIVER,
         "pip": FAKE_RECORD,
         "curl": FAKE_CURL,
         "git": FAKE_GIT,
