@@ -34,7 +34,7 @@ _SBATCH = r"""() {
   if grep -qxF -- "$name" "$d/lose-answer" 2>/dev/null; then kill -KILL $$; fi
   echo "$id"
 }"""
-# squeue -h -o '%i|%Z' -n NAME: the queued jobs of that name with their work dirs.
+# squeue -h -t all -o '%i|%Z' -n NAME: the jobs of that name (ended ones too) with their work dirs.
 _SQUEUE = r"""() {
   local name=; while [ $# -gt 0 ]; do [ "$1" = -n ] && name=$2; shift; done
   awk -F'|' -v n="$name" '$2 == n { print $1 "|" $3 }' "$GYM_TEST_SCHED/jobs" 2>/dev/null; true

@@ -126,12 +126,14 @@ def recover(conn: Connection, script: str, attempt: str) -> Queued | None:
 def find_queued(conn: Connection, job_dir: str, job_name: str, known: frozenset[str]) -> str | None:
     """The job an interrupted sbatch queued for `job_dir` (its answer never came back), if any.
 
-    Slurm is asked by name and working directory, squeue (which knows a job at once) and sacct (which
-    remembers it after squeue forgets); ids in `known` (this benchmark's earlier jobs) do not count.
+    Slurm is asked by name and working directory, squeue (which knows a job at once, and with `-t all`
+    for MinJobAge after it ended: a short job may be over, and not yet in sacct, before the next submit
+    asks) and sacct (which remembers it after squeue forgets); ids in `known` (this benchmark's earlier
+    jobs) do not count.
     """
     name = quote(job_name)
     result = conn.run(
-        f"squeue -h -o '%i|%Z' -n {name} 2>/dev/null; "
+        f"squeue -h -t all -o '%i|%Z' -n {name} 2>/dev/null; "
         f"sacct -X -n -P -a -S now-7days -o JobID,WorkDir -n {name} 2>/dev/null; true"
     )
     found = {

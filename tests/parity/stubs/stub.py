@@ -65,9 +65,22 @@ def failing(name: str) -> bool:
     return name in os.environ.get("STUB_FAIL", "").split(",")
 
 
+def settled_dir() -> str:
+    return os.environ["STUB_LOG"] + ".settled"
+
+
+def settle(step: str, task: str) -> None:
+    """Mark an srun task as settled: serving, or ended (what gym's driver waits for, see gym())."""
+    if step:
+        os.makedirs(settled_dir(), exist_ok=True)
+        with open(f"{settled_dir()}/{step}.{task}", "w"):
+            pass
+
+
 def serve_forever() -> None:
     """A server: runs until it is killed (the job's end, or its srun stopping the step)."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    settle(os.environ.get("STUB_STEP", ""), os.environ.get("STUB_TASK", ""))
     while True:
         time.sleep(3600)
 
@@ -208,6 +221,9 @@ def srun() -> None:
     first_end = None
     while True:
         codes = [p.poll() for p in procs]
+        for task, code in enumerate(codes):
+            if code is not None:
+                settle(step, str(task))
         if all(c is not None for c in codes):
             break
         ended = [c for c in codes if c is not None]
@@ -281,8 +297,24 @@ def getent() -> None:
         print(f"{ip}       STREAM {name}\n{ip}       DGRAM\n{ip}       RAW")
 
 
+def unsettled() -> list[str]:
+    """The tasks of the other srun steps started so far that neither serve nor have ended."""
+    own = os.environ.get("STUB_STEP", "")
+    with open(os.environ["STUB_LOG"]) as f:
+        sruns = [r for r in map(json.loads, f) if r["cmd"] == "srun" and str(r["pid"]) != own]
+    done = set(os.listdir(settled_dir())) if os.path.isdir(settled_dir()) else set()
+    return [f"{r['pid']}.{t}" for r in sruns for t in range(r["ntasks"]) if f"{r['pid']}.{t}" not in done]
+
+
 def gym() -> None:
     record()
+    if ARGS[:2] == ["eval", "run"]:
+        # A real eval runs for minutes, so every step started before it is serving (or has ended) by
+        # the time it ends the job; this one returns at once, so it waits for that, bounded: otherwise
+        # what a step's later tasks did would depend on the machine's load, not on the script.
+        deadline = time.monotonic() + 60
+        while unsettled() and time.monotonic() < deadline:
+            time.sleep(0.05)
     sub = " ".join(a for a in ARGS[:2])
     codes = json.loads(os.environ.get("STUB_EXIT", "{}"))
     sys.exit(int(codes.get(f"gym {sub}", 0)))
