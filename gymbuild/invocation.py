@@ -59,6 +59,8 @@ class Invocation:
     config_given: bool = False  # config= was on the command line (`runs config=F` filters by it)
     extra: dict[str, str] = field(default_factory=dict)  # runs: limit=, state=, prune=
     max_drop: str | None = None  # compare: exit 1 when a benchmark dropped by more (compare_read.py)
+    series: bool = False  # results of a sweep: a row per combination and metric (series.py)
+    step: str | None = None  # the regular expression that finds the training step in a swept value
 
     @classmethod
     def from_argv(cls, argv: Sequence[str]) -> Invocation:
@@ -112,6 +114,8 @@ class Invocation:
             config_given="config" in variables,
             extra={k: variables[k] for k in ("limit", "state", "prune") if k in variables},
             max_drop=variables.get("max_drop") or None,
+            series=flag("series"),
+            step=variables.get("step") or None,
         )
 
     @property

@@ -387,18 +387,12 @@ def resubmit(s: Session) -> None:
         _close_all(sessions)
 
 
-def results(s: Session) -> None:
-    """One column per combination, labelled by its values; one status and one read round trip."""
-    from gymbuild import results as tables
+def gathered(s: Session) -> tuple[dict[str, Any], list[Cell], list[Any]]:
+    """The sweep's record, its submitted combinations and their results (one status and one read
+    round trip for every combination; what is cached is not read again)."""
     from gymbuild import results_read
     from gymbuild.resources import user_cache_home
 
-    fmt = s.inv.format or "table"
-    if fmt not in tables.FORMATS:
-        raise UserError(
-            f"error: format={fmt} is not a format results prints\n"
-            f"    fix: use one of {', '.join(tables.FORMATS)}"
-        )
     record = find_sweep(s)
     cells = _submitted(record)
     records = _records(s, cells)
@@ -419,6 +413,28 @@ def results(s: Session) -> None:
         replace(run, label=name)
         for run, name in zip(results_read.gather(s, cache, found), names, strict=True)
     ]
+    submitted = [cell for cell, r in zip(cells, records, strict=True) if r is not None]
+    return record, submitted, runs
+
+
+def results(s: Session) -> None:
+    """One column per combination, labelled by its values; series=1: a row per combination and
+    metric, the swept values and the training step as columns (series.py)."""
+    from gymbuild import results as tables
+    from gymbuild import series
+
+    fmt = s.inv.format or "table"
+    if fmt not in tables.FORMATS:
+        raise UserError(
+            f"error: format={fmt} is not a format results prints\n"
+            f"    fix: use one of {', '.join(tables.FORMATS)}"
+        )
+    pattern = series.step_pattern(s.inv.step)
+    record, cells, runs = gathered(s)
+    if s.inv.series:
+        rows = series.points([c.values for c in cells], runs, pattern)
+        sys.stdout.write(series.render(record["sweep_id"], rows, as_json=s.inv.json, fmt=fmt))
+        return
     sys.stdout.write(tables.render(runs, as_json=s.inv.json, fmt=fmt))
 
 

@@ -66,6 +66,15 @@ ARGUMENTS: tuple[Argument, ...] = (
         "X",
         "exit 1 when a benchmark's mean/reward dropped by more than X with 95% confidence (a CI gate)",
     ),
+    Argument(
+        "series",
+        "1",
+        "a sweep's results as a series: a row per combination and metric, the swept values and "
+        "the training step (from step_1200, iter_0001200, checkpoint-1200) as columns",
+    ),
+    Argument(
+        "step", "REGEX", "where the training step is in a swept value: its first group, e.g. 'ep(\\d+)'"
+    ),
     Argument("limit", "N", "the N newest only"),
     Argument("state", "STATE", "only runs in this state: RUNNING, PENDING, COMPLETED, FAILED or UNKNOWN"),
     Argument("prune", "DAYS", "remove the local index entries of submissions older than DAYS days"),
@@ -205,6 +214,8 @@ VERBS: tuple[Verb, ...] = (
             ("format", ""),
             ("multirun", "one column per combination of the sweep of these overrides"),
             ("sweep", ""),
+            ("series", ""),
+            ("step", ""),
         ),
         (
             "gymbuild results config=eval.yaml",
@@ -212,6 +223,7 @@ VERBS: tuple[Verb, ...] = (
             "gymbuild results run=gym-job-20260101T120000Z-a1b2c3,gym-job-20260102T090000Z-d4e5f6",
             "gymbuild results config=eval.yaml run=all",
             "gymbuild results config=eval.yaml format=markdown",
+            "gymbuild results config=eval.yaml multirun=1 series=1 format=csv",
         ),
     ),
     Verb(
