@@ -107,8 +107,11 @@ def _say_once(said: io.StringIO) -> None:
 # --- submit ----------------------------------------------------------------------------------------
 
 
-def _expand_for_submit(s: Session, overrides: Sequence[str]) -> list[Cell]:
-    """The cells of the overrides; `paths(...)` globs expanded on the submit target in one round trip."""
+def _expand_for_submit(
+    s: Session, overrides: Sequence[str], ready: Sequence[str] = (), *, quiet: bool = False
+) -> list[Cell]:
+    """The cells of the overrides; `paths(...)` globs expanded on the submit target in one round trip
+    (with `ready`: only the paths a marker says are complete; `quiet`: no note of an empty glob)."""
     from gymbuild.config import load_config
 
     source = str(s.inv.config)
@@ -117,7 +120,7 @@ def _expand_for_submit(s: Session, overrides: Sequence[str]) -> list[Cell]:
     if patterns:
         probe = load_config(s.inv.config, probe_overrides(overrides, source))
         conn = s.connection(probe.config.compute.hostname, use_config=False)
-        result = conn.run(glob_script(patterns))
+        result = conn.run(glob_script(patterns, ready))
         if not result.ok:
             raise UserError(
                 f"error: {source}: expanding {', '.join(f'paths({p})' for p in patterns)} on {conn.target} "
@@ -125,7 +128,7 @@ def _expand_for_submit(s: Session, overrides: Sequence[str]) -> list[Cell]:
             )
         found = parse_globbed(result.stdout, patterns)
         for pattern, paths in found.items():
-            if not paths:
+            if not paths and not quiet:
                 print(f"note: paths({pattern}) matches nothing on {conn.target} yet", file=sys.stderr)
     return expand(overrides, source, found)
 
@@ -192,6 +195,10 @@ def _close_all(sessions: Sequence[Session]) -> None:
 def submit(s: Session) -> None:
     """submit multirun=1: every cell's benchmarks that have no job id yet (with new=1: every cell
     afresh), in one pipeline; the sweep record lists the cells and their gym_job_ids."""
+    if s.inv.follow:
+        from gymbuild import follow
+
+        return follow.follow(s)
     ident, overrides = expression(s)
     cells = _expand_for_submit(s, overrides)
     records = Records(s.workspace)
