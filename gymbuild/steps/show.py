@@ -79,7 +79,7 @@ def report_submit(ctx: Session, benches: Sequence[str] | None = None) -> str | N
         sys.stdout.write(record.dumps())
     elif not ctx.queued_now and all(j.job_id for j in jobs):
         print(
-            f"nothing to submit: all {len(jobs)} benchmarks queued ({record.gym_job_id}); one that failed "
+            f"nothing to submit: {_all_queued(len(jobs))} ({record.gym_job_id}); one that failed "
             f"is re-queued by `gymbuild resubmit config={ctx.inv.config}` (a cancelled one: add only=NAME), "
             "a fresh submission of all by new=1"
         )
@@ -104,3 +104,7 @@ def report_submit(ctx: Session, benches: Sequence[str] | None = None) -> str | N
             "    fix: correct the cause above and run `gymbuild submit` again: it queues only these"
         )
     return None
+
+
+def _all_queued(count: int) -> str:
+    return "the benchmark is queued" if count == 1 else f"all {count} benchmarks are queued"
