@@ -10,19 +10,15 @@ front of the `bash -s` the local connection starts (results_helpers.Sessions).
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import queue
 import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
 from e2e_helpers import gymbuild_argv, kill_local_jobs, local_command_config, user_env, write_config
+from follow_helpers import Follower, wait_polls
 from results_helpers import Sessions
 
 from gymbuild import follow
@@ -42,90 +38,6 @@ def checkpoint(ckpts: Path, step: int, *, ready: bool = True, fails: bool = Fals
     if ready:
         (directory / "config.json").write_text("{}")
     return directory
-
-
-class Follower:
-    """A `gymbuild submit ... follow=1` process, its stdout lines in a queue."""
-
-    def __init__(self, home: Path, args: list[str], env: dict[str, str]) -> None:
-        self.home = home
-        self.proc = subprocess.Popen(
-            gymbuild_argv(*args),
-            cwd=home,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,  # its own group: Ctrl-C is sent to the group, as a terminal does
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.seen: list[str] = []
-        assert self.proc.stdout is not None
-        threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True).start()
-
-    def _read(self, stream: object) -> None:
-        for line in stream:  # type: ignore[attr-defined]
-            self.lines.put(line.rstrip("\n"))
-
-    def expect(self, text: str, timeout: float = 90) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            for line in self.seen:
-                if text in line:
-                    self.seen.remove(line)
-                    return line
-            left = deadline - time.monotonic()
-            if left <= 0 or (self.proc.poll() is not None and self.lines.empty()):
-                pytest.fail(f"the follower did not say {text!r}; it said: {self.seen}\n{self._stderr()}")
-            with contextlib.suppress(queue.Empty):
-                self.seen.append(self.lines.get(timeout=min(left, 1)))
-
-    def _stderr(self) -> str:
-        if self.proc.poll() is None:
-            return ""
-        assert self.proc.stderr is not None
-        return self.proc.stderr.read()
-
-    def stop(self, sig: int) -> tuple[int, list[str], str]:
-        os.killpg(self.proc.pid, sig) if sig == signal.SIGINT else self.proc.send_signal(sig)
-        rc = self.proc.wait(timeout=60)
-        time.sleep(0)  # the reader thread drains the pipe at EOF
-        rest = []
-        while True:
-            try:
-                rest.append(self.lines.get(timeout=5))
-            except queue.Empty:
-                break
-        assert self.proc.stderr is not None
-        return rc, self.seen + rest, self.proc.stderr.read()
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=30)
-
-
-def state_file(home: Path) -> Path | None:
-    found = list((home / "xdg-state").glob("gymbuild/workspaces/**/follow/sweep-*.json"))
-    return found[0] if found else None
-
-
-def wait_polls(home: Path, more: int, timeout: float = 60) -> int:
-    """Wait until the follower has made `more` polls after now; the count then."""
-
-    def polls() -> int:
-        path = state_file(home)
-        try:
-            return int(json.loads(path.read_text())["polls"]) if path else 0
-        except (OSError, ValueError):
-            return 0
-
-    start, deadline = polls(), time.monotonic() + timeout
-    while polls() < start + more:
-        if time.monotonic() > deadline:
-            pytest.fail(f"the follower made fewer than {more} polls in {timeout}s")
-        time.sleep(0.05)
-    return polls()
 
 
 def test_a_follower_takes_each_complete_checkpoint_once_retries_failures_and_stops_cleanly(
@@ -152,7 +64,7 @@ def test_a_follower_takes_each_complete_checkpoint_once_retries_failures_and_sto
     try:
         first.expect("following sweep sweep-")
         first.expect(f"submitted {ckpts}/step_20/run (gym-job-")
-        wait_polls(tmp_path, 3)
+        wait_polls(tmp_path / "xdg-state", 3)
         assert not any("step_40" in line for line in first.seen), first.seen  # no marker: not taken
         (ckpts / "step_40" / "config.json").write_text("{}")
         first.expect(f"submitted {ckpts}/step_40/run")
@@ -163,9 +75,9 @@ def test_a_follower_takes_each_complete_checkpoint_once_retries_failures_and_sto
         first.expect(f"re-queued {ckpts}/step_60/run (attempt 2): demo")
         first.expect(f"gave up on {ckpts}/step_60/run")
         # Nothing new and nothing in flight: one round trip (the glob) per poll.
-        start = wait_polls(tmp_path, 1)
+        start = wait_polls(tmp_path / "xdg-state", 1)
         before = len(wrap.commands())
-        polls = wait_polls(tmp_path, 5) - start
+        polls = wait_polls(tmp_path / "xdg-state", 5) - start
         sent = wrap.commands()[before:]
         # (the poll under way at either end may or may not have sent its command yet)
         assert polls - 1 <= len(sent) <= polls + 1 and all("shopt -s nullglob" in c for c in sent), sent
@@ -183,7 +95,7 @@ def test_a_follower_takes_each_complete_checkpoint_once_retries_failures_and_sto
     second = Follower(tmp_path, args, env)
     try:
         second.expect("following sweep sweep-")
-        wait_polls(tmp_path, 2)
+        wait_polls(tmp_path / "xdg-state", 2)
         rc, said, err = second.stop(signal.SIGINT)
         assert rc == 0 and "Traceback" not in err, err
         assert not any(line.split("  ", 1)[-1].startswith("submitted") for line in said), said
