@@ -462,6 +462,16 @@ class Graph:
 
         return self.verb("export", action, needs_config=False)
 
+    def task_report(self) -> dict[str, Any]:
+        """A sweep's series as one HTML page (report.py); what the user sees is in verbs.py."""
+
+        def action() -> None:
+            from gymbuild import report
+
+            report.report(self.ctx)
+
+        return self.verb("report", action, needs_config=False)
+
     def task_runs(self) -> dict[str, Any]:
         """List this machine's submissions from the local index, newest first (json=1 for scripts)."""
 
