@@ -405,6 +405,12 @@ class Graph:
             failure = show.report_submit(self.ctx)
             return TaskFailed(failure) if failure else None
 
+        if self.ctx.inv.follow and not self.ctx.inv.is_sweep:
+            refused = UserError(
+                "error: follow=1 follows a sweep over paths(GLOB) as checkpoints appear; this is no sweep\n"
+                "    fix: add multirun=1 and sweep the checkpoint: 'services.policy.model=paths(/ckpts/*)'"
+            )
+            return {"doc": _verb_doc("submit"), "actions": [_fail_with(refused)], "uptodate": [False]}
         return self.verb("submit", self.verb_action(report), ["record"])
 
     # --- the day-two verbs --------------------------------------------------------------------------
