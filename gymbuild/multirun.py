@@ -195,10 +195,6 @@ def _close_all(sessions: Sequence[Session]) -> None:
 def submit(s: Session) -> None:
     """submit multirun=1: every cell's benchmarks that have no job id yet (with new=1: every cell
     afresh), in one pipeline; the sweep record lists the cells and their gym_job_ids."""
-    if s.inv.follow:
-        from gymbuild import follow
-
-        return follow.follow(s)
     ident, overrides = expression(s)
     cells = _expand_for_submit(s, overrides)
     records = Records(s.workspace)

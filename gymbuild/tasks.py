@@ -201,9 +201,11 @@ class Graph:
         ctx = self.ctx
         doc = _verb_doc(name)
         if ctx.inv.is_sweep and name in verbs.SWEEP_VERBS:  # sweep.py drives one submission per combination
-            from gymbuild import multirun
+            from gymbuild import follow, multirun
 
-            action, task_dep, needs_config = multirun.verb_action(name, ctx), [], False
+            following = name == "submit" and ctx.inv.follow  # follow.py keeps a sweep submitting
+            action = (lambda: follow.follow(ctx)) if following else multirun.verb_action(name, ctx)
+            task_dep, needs_config = [], False
         if needs_config and not ctx.inv.read_only and ctx.error is not None:
             return {"doc": doc, "actions": [_fail_with(ctx.error)], "uptodate": [False]}
         return {
