@@ -331,7 +331,7 @@ VERBS: tuple[Verb, ...] = (
 SWEEP_VERBS = frozenset({"resolve", "render", "submit", "status", "resubmit", "cancel", "results", "logs"})
 
 # Steps of the submit pipeline: doit tasks, but no verb (submit and resubmit run them).
-STEPS = frozenset({"stage", "sync", "queue", "record"})
+STEPS = frozenset({"script_code", "stage", "sync", "queue", "record"})
 
 # The top-level help's examples: the three things a user does first.
 EXAMPLES = (
