@@ -481,6 +481,26 @@ class Graph:
 
         return self.verb("compare", action, needs_config=False)
 
+    def task_export(self) -> dict[str, Any]:
+        """A sweep's series to MLflow (export.py); what the user sees is in verbs.py."""
+
+        def action() -> None:
+            from gymbuild import export
+
+            export.export(self.ctx)
+
+        return self.verb("export", action, needs_config=False)
+
+    def task_report(self) -> dict[str, Any]:
+        """A sweep's series as one HTML page (report.py); what the user sees is in verbs.py."""
+
+        def action() -> None:
+            from gymbuild import report
+
+            report.report(self.ctx)
+
+        return self.verb("report", action, needs_config=False)
+
     def task_runs(self) -> dict[str, Any]:
         """List this machine's submissions from the local index, newest first (json=1 for scripts)."""
 

@@ -85,6 +85,13 @@ ARGUMENTS: tuple[Argument, ...] = (
     Argument(
         "step", "REGEX", "where the training step is in a swept value: its first group, e.g. 'ep(\\d+)'"
     ),
+    Argument(
+        "to",
+        "mlflow",
+        "export: the tracker (MLflow, at MLFLOW_TRACKING_URI; its token from its own variables)",
+    ),
+    Argument("experiment", "NAME", "export: the tracker's experiment (default gymbuild/<config name>)"),
+    Argument("out", "FILE", "report: the HTML file to write (default <config name>-report.html here)"),
     Argument("limit", "N", "the N newest only"),
     Argument("state", "STATE", "only runs in this state: RUNNING, PENDING, COMPLETED, FAILED or UNKNOWN"),
     Argument("prune", "DAYS", "remove the local index entries of submissions older than DAYS days"),
@@ -260,6 +267,43 @@ VERBS: tuple[Verb, ...] = (
         (
             "gymbuild compare run=gym-job-20260101T120000Z-a1b2c3,gym-job-20260102T090000Z-d4e5f6",
             "gymbuild compare run=$BASELINE,$CANDIDATE max_drop=0.02 json=1   # a CI gate",
+        ),
+    ),
+    Verb(
+        "export",
+        "export to=mlflow",
+        "a sweep's series to a tracker: a run per checkpoint, its metrics at its training step",
+        (
+            ("config", ""),
+            ("workspace", ""),
+            ("to", ""),
+            ("experiment", ""),
+            ("multirun", "the sweep of these overrides (none: the config's latest sweep)"),
+            ("sweep", ""),
+            ("only", "these benchmarks only"),
+            ("step", ""),
+        ),
+        (
+            "gymbuild export config=eval.yaml multirun=1 to=mlflow",
+            "gymbuild export config=eval.yaml sweep=sweep-3f9c1a2b7d to=mlflow experiment=qwen-sft",
+        ),
+    ),
+    Verb(
+        "report",
+        "report config=FILE",
+        "a sweep's series as one self-contained HTML page: the table, a plot per benchmark and metric",
+        (
+            ("config", ""),
+            ("workspace", ""),
+            ("out", ""),
+            ("multirun", "the sweep of these overrides (none: the config's latest sweep)"),
+            ("sweep", ""),
+            ("only", "these benchmarks only"),
+            ("step", ""),
+        ),
+        (
+            "gymbuild report config=eval.yaml multirun=1",
+            "gymbuild report config=eval.yaml multirun=1 out=/tmp/sft-curve.html",
         ),
     ),
     Verb(
