@@ -162,7 +162,8 @@ VERBS: tuple[Verb, ...] = (
     Verb(
         "status",
         "status config=FILE",
-        "per benchmark: job id, state, exit code, elapsed, nodes; watch=1 until every job has ended",
+        "per benchmark: job id, state, exit code, elapsed, rollouts done/expected, nodes; "
+        "watch=1 until every job has ended",
         (
             *_SUBMISSION,
             ("only", "show these benchmarks only"),
