@@ -4,11 +4,11 @@
 #SBATCH --time=04:00:00
 #SBATCH --chdir=/runs/gym-job-20260101T000000Z-abcdef/livecodebench
 #SBATCH --output=logs/slurm-%j.log
+#SBATCH --qos=preemptible
 #SBATCH --partition=gpu
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=1
 #SBATCH --gpus-per-node=2
-#SBATCH --qos=preemptible
 
 
 # gymbuild job for benchmark livecodebench of gym-job-20260101T000000Z-abcdef. Generated: re-render, do not edit.
