@@ -201,9 +201,11 @@ class Graph:
         ctx = self.ctx
         doc = _verb_doc(name)
         if ctx.inv.is_sweep and name in verbs.SWEEP_VERBS:  # sweep.py drives one submission per combination
-            from gymbuild import multirun
+            from gymbuild import follow, multirun
 
-            action, task_dep, needs_config = multirun.verb_action(name, ctx), [], False
+            following = name == "submit" and ctx.inv.follow  # follow.py keeps a sweep submitting
+            action = (lambda: follow.follow(ctx)) if following else multirun.verb_action(name, ctx)
+            task_dep, needs_config = [], False
         if needs_config and not ctx.inv.read_only and ctx.error is not None:
             return {"doc": doc, "actions": [_fail_with(ctx.error)], "uptodate": [False]}
         return {
@@ -405,6 +407,12 @@ class Graph:
             failure = show.report_submit(self.ctx)
             return TaskFailed(failure) if failure else None
 
+        if self.ctx.inv.follow and not self.ctx.inv.is_sweep:
+            refused = UserError(
+                "error: follow=1 follows a sweep over paths(GLOB) as checkpoints appear; this is no sweep\n"
+                "    fix: add multirun=1 and sweep the checkpoint: 'services.policy.model=paths(/ckpts/*)'"
+            )
+            return {"doc": _verb_doc("submit"), "actions": [_fail_with(refused)], "uptodate": [False]}
         return self.verb("submit", self.verb_action(report), ["record"])
 
     # --- the day-two verbs --------------------------------------------------------------------------

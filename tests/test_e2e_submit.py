@@ -404,7 +404,7 @@ def test_json_output_then_nothing_to_do_then_a_changed_script_then_a_fresh_submi
     assert again.rc == 0, again
     said = again.stdout.splitlines()
     assert len(said) == 1 and said[0].startswith(
-        f"nothing to submit: all 2 benchmarks queued ({record['gym_job_id']});"
+        f"nothing to submit: all 2 benchmarks are queued ({record['gym_job_id']});"
     )
     assert (
         "gymbuild resubmit config=" in said[0] and "only=NAME" in said[0]

@@ -196,20 +196,13 @@ def test_a_local_sweep_globs_here_and_evaluates_each_new_checkpoint_once(tmp_pat
     import shutil
     import time
 
-    import yaml
+    from e2e_helpers import local_command_config, write_config
 
     ckpts = tmp_path / "ckpts"
     ckpts.mkdir()
     for name in ("iter_20", "iter_100"):
         checkpoint(ckpts, name)
-    config = {
-        "services": {},
-        "compute": {"here": {"type": "local"}},
-        "driver": {"benchmarks": {"demo": {"command": "true"}}},
-        "job": {"output_path": "runs"},
-        "otel": {"enabled": False},
-    }
-    (tmp_path / "eval.yaml").write_text(yaml.safe_dump(config))
+    write_config(tmp_path, local_command_config(), "eval.yaml")
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     gym = shutil.which("gymbuild")
     assert gym

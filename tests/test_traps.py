@@ -88,7 +88,7 @@ def test_the_state_follows_the_config_not_the_working_directory(tmp_path: Path, 
     assert "submitted hello -> local job" in first
     assert user.wait_ended(config, elsewhere) == {"hello": "COMPLETED"}
     again = user.ok("submit", f"config={config}", cwd=elsewhere)
-    assert again.startswith("nothing to submit: all 1 benchmarks queued")
+    assert again.startswith("nothing to submit: the benchmark is queued")
     assert not list(elsewhere.iterdir()) and not (project / ".gymbuild").exists()  # no workspace here
     # A relative output_path of a local compute is beside the config, wherever the command ran.
     assert [p.parent for p in (project / "runs").glob("gym-job-*")] == [project / "runs"]
