@@ -291,7 +291,13 @@ def stub_bin(work: Path) -> Path:
     return bin_dir
 
 
-def allocation(nodes: int) -> dict[str, str]:
+def allocation(nodes: int, script: str = "") -> dict[str, str]:
+    """The environment Slurm starts a batch script in: the allocation its own effective `#SBATCH`
+    directives ask for (the last of a repeated one, as sbatch reads them; `nodes` without one). Each
+    tool's script runs on what it asked for, so a directive that loses to another shows."""
+    asked = directives(script)
+    nodes = _count(asked.get("nodes"), nodes)
+    per_node = _count(asked.get("ntasks-per-node"), 1)
     names = [f"node{i}" for i in range(1, nodes + 1)]
     return {
         "STUB_NODES": ",".join(names),
@@ -302,14 +308,18 @@ def allocation(nodes: int) -> dict[str, str]:
         "SLURM_NODELIST": f"node[1-{nodes}]" if nodes > 1 else "node1",
         "SLURM_NNODES": str(nodes),
         "SLURM_JOB_NUM_NODES": str(nodes),
-        "SLURM_NTASKS": str(nodes),
-        "SLURM_NTASKS_PER_NODE": "1",
+        "SLURM_NTASKS": str(nodes * per_node),
+        "SLURM_NTASKS_PER_NODE": str(per_node),
         "SLURM_CPUS_ON_NODE": "16",
-        "SLURM_GPUS_ON_NODE": "8",
+        "SLURM_GPUS_ON_NODE": str(_count(asked.get("gpus-per-node"), 8)),
         "SLURMD_NODENAME": names[0],
         "STUB_INDEX_NODE": names[0],
         "SLURM_NODEID": "0",
     }
+
+
+def _count(value: str | None, default: int) -> int:
+    return int(value) if value and value.isdigit() and int(value) > 0 else default
 
 
 @dataclass(frozen=True)
@@ -352,7 +362,7 @@ def run_script(
         "USER": getpass.getuser(),  # the job runs as the user who submitted it (NeMo Gym's `user`)
         "LANG": "C.UTF-8",
         "STUB_LOG": str(log),
-        **allocation(nodes),
+        **allocation(nodes, text),
         **job_env,  # what the submitter's sbatch passes on: the collector's token
         **scenario.env,
     }
