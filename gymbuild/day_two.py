@@ -28,6 +28,7 @@ from gymbuild.jobs import (
 from gymbuild.states import (
     NOT_RUN,
     BenchStatus,
+    Tally,
     format_statuses,
     shared_job_dirs,
     states_of,
@@ -231,13 +232,22 @@ def print_status(s: Session) -> None:
     live = executor_for(record.executor).LIVE
     looks = None
     if s.inv.watch:
+        import time
+
         from gymbuild import watch
+        from gymbuild.rollout_counts import Rates
+
+        rates = Rates()  # each benchmark's rollouts per second since the first look: its time left
+
+        def draw(rows: list[BenchStatus], summary: Tally) -> str:
+            seen = [(r.benchmark, r.job_id, r.progress) for r in rows]
+            return format_statuses(record, rows, summary, rates=rates.seen(seen, time.monotonic()))
 
         rows, summary, looks = watch.watch(
             lambda: _look(s, record),
             live,
             as_json=s.inv.json,
-            draw=lambda rows, summary: format_statuses(record, rows, summary),
+            draw=draw,
             what=record.gym_job_id,
         )
     else:

@@ -28,6 +28,7 @@ from gymbuild.plan.shared import job_rel_dir
 if TYPE_CHECKING:
     from gymbuild.executors.connection import Connection
     from gymbuild.jobs import BenchmarkJob, SubmissionRecord
+    from gymbuild.rollout_counts import Progress, Rates
 
 Group = tuple[str, ...]
 
@@ -42,6 +43,7 @@ class BenchStatus:
     nodes: str | None
     error: str | None
     job_state: str | None = None  # a benchmark in a shared job: its job's own state
+    progress: Progress | None = None  # rollouts done/expected and failed, from gym's files
 
 
 # What `status` counts a benchmark as, for its summary line and for `watch=1` (which waits while any
@@ -178,6 +180,7 @@ def status_rows(jobs: Iterable[BenchmarkJob], found: Mapping[str, JobState]) -> 
                 state.elapsed if state else None,
                 state.nodes if state else None,
                 state.note if state else None,  # why it is UNKNOWN, when it is
+                progress=state.progress if state else None,
             )
         )
     return rows
@@ -190,6 +193,7 @@ def _files_script(dirs: Mapping[str, str]) -> str:
     """A line per file that tells a benchmark's own state in its job: every exit status it has (an
     earlier job of a resume chain may have completed it), and the running and not-run marks of the
     job `dirs` names (bench dir -> the job's newest id)."""
+    from gymbuild.rollout_counts import count_command, dir_files
     from gymbuild.shell import quote
 
     lines = []
@@ -201,6 +205,9 @@ def _files_script(dirs: Mapping[str, str]) -> str:
             f'[ -f {d}/.gym_running-{j} ] && printf "running\\t%s\\n" {d}; '
             f'[ -f {d}/.gym_not_run-{j} ] && printf "notrun\\t%s\\n" {d}; true'
         )
+    if lines:  # their rollout counts: one wc for them all
+        files = " ".join(dir_files(quote(d)) for d in dirs)
+        lines.append(f"(shopt -s nullglob; {count_command(files)}) | sed 's/^/count\\t/'")
     return "\n".join(lines) or "true"
 
 
@@ -214,14 +221,21 @@ def _member_states(conn: Connection, looked: Sequence[tuple[_Asked, Mapping[str,
             if job.job_id in one.shared:
                 newest = found.get(one.shared[job.job_id])
                 tails[job.job_dir] = newest.job_id if newest else job.job_id
+    from gymbuild.rollout_counts import parse_counts
+
     exits: dict[str, dict[str, str]] = {}
     marks: dict[str, set[str]] = {}
+    counted: list[str] = []
     for line in conn.run(_files_script(tails)).stdout.splitlines():
+        if line.startswith("count\t"):
+            counted.append(line.removeprefix("count\t"))
+            continue
         what, bench_dir, *rest = line.split("\t")
         if what == "exit" and len(rest) == 2:
             exits.setdefault(bench_dir, {})[rest[0]] = rest[1].strip()
         else:
             marks.setdefault(bench_dir, set()).add(what)
+    counts = parse_counts("\n".join(counted))
     for one, found in looked:
         live = executor_for(one.record.executor).LIVE
         by_name = {job.benchmark: job for job in one.jobs if job.job_id in one.shared}
@@ -244,6 +258,7 @@ def _member_states(conn: Connection, looked: Sequence[tuple[_Asked, Mapping[str,
                     job_state=job_state.state if job_state else None,
                     elapsed=job_state.elapsed if job_state else None,
                     nodes=job_state.nodes if job_state else None,
+                    progress=counts.get(member.job_dir),
                 )
             )
         one.rows = rows
@@ -277,9 +292,12 @@ def format_statuses(
     rows: Sequence[BenchStatus],
     summary: Tally | None = None,
     looks: int | None = None,
+    rates: Rates | None = None,
 ) -> str:
     """The submission, one row per benchmark, then why a benchmark has no job or no known state, and
     the summary line last (where a watching eye finds it), with how many looks a watch took.
+    A ROLLOUTS column (done/expected, failed) when some benchmark has gym's rollout files; with
+    `rates` (watch=1 on a terminal) a bar and the time left for each running one.
 
     The reasons go below the table, not in it: an sbatch error is a long line, and in the STATE
     column it would push every other row's EXIT, ELAPSED and NODES off the screen.
@@ -289,10 +307,15 @@ def format_statuses(
     shared = any(row.job_state for row in rows)  # a shared job's state goes beside its benchmarks'
     if shared:
         table = [("BENCHMARK", "JOB", "STATE", "EXIT", "JOB STATE", "ELAPSED", "NODES")]
+    counted = any(row.progress for row in rows)
+    if counted:
+        table[0] = (*table[0][:-1], "ROLLOUTS", table[0][-1])
     for row in rows:
         cells: tuple[str | None, ...] = (row.job_id, row.state, row.exit_code, row.elapsed, row.nodes)
         if shared:
             cells = (row.job_id, row.state, row.exit_code, row.job_state, row.elapsed, row.nodes)
+        if counted:
+            cells = (*cells[:-1], _rollouts_cell(row, rates), cells[-1])
         table.append((row.benchmark, *(c or "-" for c in cells)))
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]) - 1)]
     lines = ["  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]) for r in table]
@@ -307,6 +330,20 @@ def format_statuses(
     return head + "\n" + "\n".join(line.rstrip() for line in lines) + "\n"
 
 
+def _rollouts_cell(row: BenchStatus, rates: Rates | None) -> str | None:
+    """`3/5 (1 failed)`; a bar and the time left while it runs and is watched; `3/5 partial` for a
+    job that ended without them all (gym's `EVAL FAILED: 3/5 samples completed`)."""
+    if row.progress is None:
+        return None
+    if row.state in WAITING or row.state in (COMPLETED, UNKNOWN):
+        return row.progress.text()
+    if rates is not None and row.exit_code is None:  # live: an executor gives no exit code yet
+        return rates.bar(row.benchmark, row.job_id, row.progress)
+    if row.exit_code is not None and row.progress.partial:
+        return f"{row.progress.text()} partial"
+    return row.progress.text()
+
+
 def statuses_json(
     record: SubmissionRecord,
     rows: Sequence[BenchStatus],
@@ -318,10 +355,18 @@ def statuses_json(
         "executor": record.executor,
         "cluster": record.cluster,
         "run_dir": record.run_dir,
-        "benchmarks": [{k: v for k, v in row.__dict__.items() if k != "job_state" or v} for row in rows],
+        "benchmarks": [_row_json(row) for row in rows],
     }
     if summary is not None:
         payload["summary"] = dataclasses.asdict(summary)
     if looks is not None:
         payload["looks"] = looks  # status watch=1: how many status round trips it took
     return json.dumps(payload, indent=2) + "\n"
+
+
+def _row_json(row: BenchStatus) -> dict[str, Any]:
+    """A row as JSON: a shared job's state and the rollout counts only where there are some."""
+    doc = {k: v for k, v in row.__dict__.items() if k not in ("job_state", "progress") or v}
+    if row.progress is not None:
+        doc["progress"] = dataclasses.asdict(row.progress)
+    return doc

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,7 @@ import pytest
 
 from gymbuild.executors import slurm
 from gymbuild.executors.connection import Connection
+from gymbuild.rollout_counts import Progress
 
 if TYPE_CHECKING:
     from conftest import Cluster
@@ -197,3 +199,36 @@ def test_sacct_bounded_by_the_submission_time_still_finds_its_jobs_in_any_time_z
         state = slurm.states(conn, {str(bench_dir): job}, since=submitted_at)[str(bench_dir)]
     # FAILED with its exit code and how long it ran: only sacct says so of a finished job.
     assert (state.state, state.exit_code, bool(state.elapsed)) == ("FAILED", "4:0", True), state
+
+
+def test_status_counts_a_running_benchmarks_rollouts_in_the_same_round_trip(cluster: Cluster) -> None:
+    """A job with gym's three files in its artifacts/ (as `gym eval run` writes them while it runs):
+    status reads done/expected and failed with the job's state, while it runs and after it failed
+    short of them all; its neighbour under the same parent, a command benchmark, has no count."""
+    root = cluster.run_dir("counts")
+    gym_dir, command_dir = root / "gym bench", root / "command"
+    artifacts = gym_dir / "artifacts"
+    artifacts.mkdir(parents=True)
+    command_dir.mkdir()
+    (artifacts / "rollouts_materialized_inputs.jsonl").write_text("{}\n" * 5)
+    (artifacts / "rollouts.jsonl").write_text("{}\n" * 2)
+    (artifacts / "rollouts_failures.jsonl").write_text("{}\n")
+    gate = gym_dir / "gate"
+    body = "while [ ! -e gate ]; do sleep 0.2; done; echo {} >> artifacts/rollouts.jsonl; exit 1"
+    job = sbatch(cluster, gym_dir, body)
+    other = sbatch(cluster, command_dir, "exit 0")
+    try:
+        cluster.wait_for_job(other)
+        with Connection(None) as conn:
+            ask = {str(gym_dir): job, str(command_dir): other}
+            deadline = time.monotonic() + 120
+            while (found := slurm.states(conn, ask))[str(gym_dir)].state != "RUNNING":
+                assert time.monotonic() < deadline, found
+            assert found[str(gym_dir)].progress == Progress(2, 5, 1)
+            assert (found[str(command_dir)].state, found[str(command_dir)].progress) == ("COMPLETED", None)
+            gate.touch()
+            cluster.wait_for_job(job)
+            ended = slurm.states(conn, ask)[str(gym_dir)]
+        assert (ended.state, ended.progress) == ("FAILED", Progress(3, 5, 1))
+    finally:
+        subprocess.run(["scancel", job, other], check=False)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from gymbuild.executors.connection import Connection, Result
     from gymbuild.executors.secrets import SecretsFile
     from gymbuild.plan import BenchPlan, ExecutorTraits
+    from gymbuild.rollout_counts import Progress
 
 # The registry: a config's compute.type (and a record's `executor`) -> the executor's module, whose
 # folder also holds its template. Imported when asked: status on Slurm loads no local executor code.
@@ -51,6 +52,7 @@ class JobState:
     elapsed: str | None = None
     nodes: str | None = None
     note: str | None = None  # why the state is UNKNOWN: what squeue and sacct said
+    progress: Progress | None = None  # its rollouts so far, from gym's files (rollout_counts.py)
 
 
 Answer = Callable[[], Queued]  # the answer to a queued job, read when asked (in the order sent)

@@ -126,7 +126,12 @@ def _status_script(jobs: Mapping[str, str]) -> str:
     ends, and a mark is written before the signal that ends the job. So the exit file is looked for
     again once the process is seen gone, and the marks are read last: a job seen ended always comes
     with the mark that explains it. (Marks read first let a timeout that struck between the looks
-    read FAILED.)"""
+    read FAILED.)
+
+    Last, one `wc -l` of every job's rollout files, each of its lines as `count<TAB><wc line>`.
+    """
+    from gymbuild.rollout_counts import count_command, dir_files  # status only: planning needs none
+
     lines = []
     for bench_dir, job_id in jobs.items():
         d, j = quote(bench_dir), quote(job_id)
@@ -141,6 +146,9 @@ def _status_script(jobs: Mapping[str, str]) -> str:
             f"for m in cancelled timeout; do "
             f"if [ -f {d}/.gym_$m-{j} ]; then printf 'mark\\t%s\\t%s\\n' {d} $m; fi; done"
         )
+    if lines:
+        files = " ".join(dir_files(quote(d)) for d in jobs)
+        lines.append(f"(shopt -s nullglob; {count_command(files)}) | sed 's/^/count\\t/'")
     return "\n".join(lines) or "true"
 
 
@@ -153,9 +161,17 @@ def states(conn: Connection, jobs: Mapping[str, str], since: str | None = None) 
     if not jobs:
         return {}
     host = socket.gethostname()
+    from dataclasses import replace
+
+    from gymbuild.rollout_counts import parse_counts
+
     marks: dict[str, str] = {}
     seen: list[tuple[str, str, str | None]] = []
+    counted: list[str] = []
     for line in conn.run(_status_script(jobs)).stdout.splitlines():
+        if line.startswith("count\t"):
+            counted.append(line.removeprefix("count\t"))
+            continue
         kind, bench_dir, *rest = line.split("\t")
         value = rest[0].strip() if rest else None
         if kind == "mark":
@@ -177,7 +193,8 @@ def states(conn: Connection, jobs: Mapping[str, str], since: str | None = None) 
         elif kind == "gone":
             state = "CANCELLED" if marks.get(bench_dir) == "cancelled" else "FAILED"
             found[bench_dir] = JobState(job_id, state, None, None, host)
-    return found
+    counts = parse_counts("\n".join(counted))
+    return {d: replace(state, progress=counts.get(d)) for d, state in found.items()}
 
 
 def cancel(conn: Connection, jobs: Mapping[str, str]) -> Result:

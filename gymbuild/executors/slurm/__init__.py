@@ -237,10 +237,14 @@ def _status_script(parents: Sequence[str], job_ids: Iterable[str], since: str | 
     squeue then sacct ran one after the other. The exit files are read while the two run.
 
     Output, each field NUL-terminated (neither a path nor these files can hold a NUL; a dir's name
-    may hold any other byte): `<parent index> <name>/<file> <contents>` per file, then squeue's
+    may hold any other byte): `<parent index> <name>/<file> <contents>` per file (and per parent
+    `<parent index> /counts <wc -l of its bench dirs' rollout files>`), then squeue's
     stdout and stderr, then sacct's. Uses the Connection session's `$__gym_tmp`.
     """
+    from gymbuild.rollout_counts import count_command, dir_files  # status only: planning needs none
+
     tmp = '"$__gym_tmp"/status-'
+    counts = count_command(dir_files('"$p"/*'))
     return "\n".join(
         [
             "shopt -s nullglob dotglob",
@@ -252,6 +256,9 @@ def _status_script(parents: Sequence[str], job_ids: Iterable[str], since: str | 
             "sacct -X -n -P --delimiter=$'\\t' -o JobID,State,ExitCode,Elapsed,NodeList -j \"$ids\" "
             f"{_sacct_start(since)}>{tmp}sacct.o 2>{tmp}sacct.e &",
             _each_file(f"{_EXIT}*"),
+            # Every bench dir's rollout counts, one wc per parent (a name no bench dir has: `/counts`).
+            f'for i in "${{!parents[@]}}"; do p=${{parents[i]}}; c=$({counts}); '
+            '[ -n "$c" ] && printf \'%s\\0%s\\0%s\\0\' "$i" /counts "$c"; done',
             "wait",
             f"for f in {' '.join(_TOOLS)}; do {_READ} {tmp}$f; printf '%s\\0' \"$c\"; done",
         ]
@@ -287,6 +294,10 @@ def states(conn: Connection, jobs: Mapping[str, str], since: str | None = None) 
     jobs were submitted (ISO 8601, UTC), which bounds sacct's search."""
     if not jobs:
         return {}
+    from dataclasses import replace
+
+    from gymbuild.rollout_counts import parse_counts
+
     places = {bench_dir: _place(bench_dir) for bench_dir in jobs}
     parents = list(dict.fromkeys(parent for parent, _ in places.values()))
     result = conn.run(_status_script(parents, jobs.values(), since))
@@ -295,19 +306,22 @@ def states(conn: Connection, jobs: Mapping[str, str], since: str | None = None) 
         parts = [""] * 5  # the script was cut short, and nothing it printed can be trusted
     *records, squeue_out, squeue_err, sacct_out, sacct_err, _ = parts
     files: dict[tuple[str, str, str], str] = {}  # (parent, bench dir name, file name) -> contents
+    counts = {}
     for index, path, contents in zip(records[::3], records[1::3], records[2::3], strict=True):
         name, _, file = path.rpartition("/")
         files[parents[int(index)], name, file] = contents
+        if path == "/counts":
+            counts.update(parse_counts(contents))
     live: dict[str, JobState] = {}
     for line in squeue_out.splitlines():
         if len(fields := line.split("\t")) == 4:
-            job_id, state, elapsed, nodes = fields
-            live[job_id] = JobState(job_id, state, None, elapsed, nodes or None)
+            job_id, state_name, elapsed, nodes = fields
+            live[job_id] = JobState(job_id, state_name, None, elapsed, nodes or None)
     accounted: dict[str, JobState] = {}
     for line in sacct_out.splitlines():
         if len(fields := line.split("\t")) == 5 and fields[0].isdigit():
-            job_id, state, exit_code, elapsed, nodes = fields
-            accounted[job_id] = JobState(job_id, state.split()[0], exit_code, elapsed, nodes or None)
+            job_id, state_name, exit_code, elapsed, nodes = fields
+            accounted[job_id] = JobState(job_id, state_name.split()[0], exit_code, elapsed, nodes or None)
     # Only a job nothing could describe gets the complaints: squeue also complains about a job it has
     # merely forgotten, which sacct then describes.
     said = {"squeue": _lines(squeue_err), "sacct": _lines(sacct_err), "status script": _lines(result.stderr)}
@@ -318,16 +332,17 @@ def states(conn: Connection, jobs: Mapping[str, str], since: str | None = None) 
         job_id = _chain_tail(files.get((*place, _CHAIN), ""), recorded)
         code = files.get((*place, f"{_EXIT}{job_id}"))
         if job_id in live and live[job_id].state in LIVE:
-            found[bench_dir] = live[job_id]
+            state = live[job_id]
         elif job_id in accounted:
-            found[bench_dir] = accounted[job_id]
+            state = accounted[job_id]
         elif job_id in live:
-            found[bench_dir] = live[job_id]
+            state = live[job_id]
         elif code is not None:
             code = code.strip()
-            found[bench_dir] = JobState(job_id, "COMPLETED" if code == "0" else "FAILED", f"{code}:0")
+            state = JobState(job_id, "COMPLETED" if code == "0" else "FAILED", f"{code}:0")
         else:
-            found[bench_dir] = JobState(job_id, "UNKNOWN", note=note)
+            state = JobState(job_id, "UNKNOWN", note=note)
+        found[bench_dir] = replace(state, progress=counts.get("/".join(place)))
     return found
 
 
