@@ -10,7 +10,7 @@ from gymbuild.verbs import reserved
 
 RESERVED = reserved()  # the arguments gymbuild's verbs read (verbs.ARGUMENTS); the rest are overrides
 # Verbs that only read the workspace (outcome files are written atomically) and write nothing in it.
-READ_ONLY_VERBS = frozenset({"status", "logs", "cancel", "runs", "results", "compare"})
+READ_ONLY_VERBS = frozenset({"status", "logs", "cancel", "runs", "results", "compare", "export", "report"})
 # doit's commands that only look at the task graph and its database: they must change nothing.
 INSPECTING_COMMANDS = frozenset({"list", "info", "dumpdb", "help", "tabcompletion", "strace"})
 # Verbs whose work ends at the staged tree: nothing is copied, queued or recorded.
@@ -29,6 +29,15 @@ def command_variables(argv: Sequence[str]) -> dict[str, str]:
 
 DEFAULT_CONFIG = "submit.yaml"
 FOLLOW_ARGUMENTS = ("every", "ready", "retries")  # submit multirun=1 follow=1 (follow.py)
+EXTRA_ARGUMENTS = (
+    "limit",
+    "state",
+    "prune",
+    "to",
+    "experiment",
+    "out",
+    *FOLLOW_ARGUMENTS,
+)  # in Invocation.extra
 
 
 def default_workspace() -> Path:
@@ -113,7 +122,11 @@ class Invocation:
             multirun=flag("multirun"),
             sweep=variables.get("sweep") or None,
             config_given="config" in variables,
-            extra={k: variables[k] for k in ("limit", "state", "prune", *FOLLOW_ARGUMENTS) if k in variables},
+            extra={
+                k: variables[k]
+                for k in ("limit", "state", "prune", "to", "experiment", "out", *FOLLOW_ARGUMENTS)
+                if k in variables
+            },
             max_drop=variables.get("max_drop") or None,
             series=flag("series"),
             step=variables.get("step") or None,

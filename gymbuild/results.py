@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gymbuild.rollout_counts import Progress
+
 AGGREGATE_FILE = "rollouts_aggregate_metrics.json"  # NeMo Gym's, beside artifacts/rollouts.jsonl
 COMMAND_FILE = "metrics.json"  # what a `command` benchmark writes to report its numbers
 FORMATS = ("table", "csv", "markdown")
@@ -49,6 +51,9 @@ class BenchResult:
     agents: tuple[AgentMetrics, ...] = ()
     source: str | None = None  # the file the metrics came from
     why: str | None = None
+    # What its metrics cover: rollouts scored of those gym set out to run (rollout_counts.py). A run
+    # that stopped short (gym's `EVAL FAILED: k/N`) still leaves its aggregate: a partial score.
+    coverage: Progress | None = None
 
 
 @dataclass(frozen=True)
@@ -139,6 +144,7 @@ def bench_result(
     job_id: str | None = None,
     exit_code: str | None = None,
     error: str | None = None,
+    coverage: Progress | None = None,
 ) -> BenchResult:
     """A benchmark's result from its state and the metrics files found for it (name -> text).
 
@@ -151,7 +157,7 @@ def bench_result(
                 agents = parse(files[name])
             except MetricsFileError as err:
                 return _replace(base, why=f"artifacts/{name}: {err}")
-            return _replace(base, agents=agents, source=name)
+            return _replace(base, agents=agents, source=name, coverage=coverage)  # only with metrics
     return _replace(base, why=no_metrics_reason(state, error))
 
 
@@ -187,6 +193,7 @@ class Row:
     metric: str | None
     values: tuple[Value | None, ...]  # per run; None: the run has no such metric
     states: tuple[str | None, ...]  # per run: its benchmark's state; None: the run has no such benchmark
+    coverages: tuple[Progress | None, ...] = ()  # per run: what its score covers, where gym said
 
 
 def rows(runs: Sequence[RunResult]) -> list[Row]:
@@ -200,19 +207,20 @@ def rows(runs: Sequence[RunResult]) -> list[Row]:
     for bench in order:
         found = [r.get(bench) for r in by_run]
         states = tuple(b.state if b else None for b in found)
+        cover = tuple(b.coverage if b else None for b in found)
         agents: dict[str | None, dict[str, None]] = {}
         for b in found:
             for a in b.agents if b else ():
                 agents.setdefault(a.agent, {}).update((name, None) for name, _ in a.metrics)
         if not agents:
-            out.append(Row(bench, None, None, tuple(None for _ in runs), states))
+            out.append(Row(bench, None, None, tuple(None for _ in runs), states, cover))
             continue
         for agent, names in agents.items():
             tables = [_agent_metrics(b, agent) for b in found]
             if not names:
-                out.append(Row(bench, agent, None, tuple(None for _ in runs), states))
+                out.append(Row(bench, agent, None, tuple(None for _ in runs), states, cover))
             for name in names:
-                out.append(Row(bench, agent, name, tuple(t.get(name) for t in tables), states))
+                out.append(Row(bench, agent, name, tuple(t.get(name) for t in tables), states, cover))
     return out
 
 
@@ -271,7 +279,8 @@ def signed(value: float) -> str:
 
 def _cell(row: Row, i: int) -> str:
     """One run's cell: the value, with its difference from the first run after the first column; a
-    benchmark without metrics shows its state, as `(FAILED)`."""
+    benchmark without metrics shows its state, as `(FAILED)`; a partial score says so, as
+    `0.5 [3/5]`, so it is never read beside a complete one as if it were one."""
     value = row.values[i]
     if value is None:
         state = row.states[i]
@@ -283,6 +292,9 @@ def _cell(row: Row, i: int) -> str:
         change = delta(value, row.values[0])
         if change is not None:
             text += f" ({signed(change)})"
+    cover = row.coverages[i] if row.coverages else None
+    if cover is not None and cover.partial:
+        text += f" [{cover.done}/{cover.expected}]"
     return text
 
 
@@ -291,7 +303,10 @@ def _grid(runs: Sequence[RunResult]) -> tuple[list[str], list[list[str]]]:
     BENCHMARK AGENT METRIC and a column per run. A benchmark's (and agent's) name is shown on its
     first line only, so each reads as one block."""
     single = len(runs) == 1
+    counted = any(b.coverage for run in runs for b in run.benchmarks)  # a SCORED column
     head = ["BENCHMARK", "AGENT"] + (["STATE", "METRIC", "VALUE"] if single else ["METRIC", *labels(runs)])
+    if single and counted:
+        head.insert(3, "SCORED")
     body: list[list[str]] = []
     last_bench: str | None = None
     last_agent: tuple[str, str | None] | None = None
@@ -304,22 +319,33 @@ def _grid(runs: Sequence[RunResult]) -> tuple[list[str], list[list[str]]]:
         if single:
             state = (row.states[0] or "-") if first_line else ""
             value = "-" if row.metric is None else number(row.values[0])
-            body.append([*lead, state, row.metric or "-", value])
+            shown = row.coverages[0].scored() if row.coverages[0] else "-"
+            cover = [shown if first_line else ""] if counted else []
+            body.append([*lead, state, *cover, row.metric or "-", value])
         else:
             body.append([*lead, row.metric or "-", *(_cell(row, i) for i in range(len(runs)))])
     return head, body
 
 
 def _notes(runs: Sequence[RunResult]) -> list[str]:
-    """Below the table: why a benchmark has no metrics; with several runs, which run each label is."""
+    """Below the table: which scores are partial, why a benchmark has no metrics; with several runs,
+    which run each label is."""
     lines: list[str] = []
+    partial: list[str] = []
     several = len(runs) > 1
     names = labels(runs)
     for run, name in zip(runs, names, strict=True):
         for b in run.benchmarks:
+            where = f"{b.benchmark}{f' in {name}' if several else ''}"
             if b.why:
-                lines.append(f"  {b.benchmark}{f' in {name}' if several else ''}: {b.why}")
-    out = ["", "no metrics:", *lines] if lines else []
+                lines.append(f"  {where}: {b.why}")
+            if b.coverage and b.coverage.partial:
+                done, expected = b.coverage.done, b.coverage.expected
+                partial.append(
+                    f"  {where}: {done} of {expected} rollouts scored ({b.state}); the score is over those"
+                )
+    out = ["", "partial scores (not the whole benchmark):", *partial] if partial else []
+    out += ["", "no metrics:", *lines] if lines else []
     if several:
         out += ["", "runs (differences are from the first):"]
         for run, name in zip(runs, names, strict=True):
@@ -354,7 +380,9 @@ def format_markdown(runs: Sequence[RunResult]) -> str:
     def line(cells: list[str]) -> str:
         return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
-    numeric = 3 if len(runs) > 1 else 4  # the columns from here on hold numbers: right-aligned
+    numeric = (
+        3 if len(runs) > 1 else 4 + any(b.coverage for run in runs for b in run.benchmarks)
+    )  # the columns from here on hold numbers
     rule = ["---" if i < numeric else "---:" for i in range(len(head))]
     lines = [f"**{_title(runs)}**", "", line(head), line(rule), *(line(r) for r in body)]
     notes = _notes(runs)
@@ -363,7 +391,10 @@ def format_markdown(runs: Sequence[RunResult]) -> str:
     return "\n".join(lines) + "\n"
 
 
-CSV_FIELDS = ("gym_job_id", "label", "benchmark", "agent", "state", "metric", "value", "delta", "why")
+CSV_FIELDS = (
+    *("gym_job_id", "label", "benchmark", "agent", "state", "metric", "value", "delta", "why"),
+    *("scored", "expected"),  # gym's coverage: rollouts scored of those it set out to run
+)
 
 
 def format_csv(runs: Sequence[RunResult]) -> str:
@@ -382,8 +413,12 @@ def format_csv(runs: Sequence[RunResult]) -> str:
     for i, (run, name) in enumerate(zip(runs, names, strict=True)):
         for b in run.benchmarks:
             lead = [run.gym_job_id, name, b.benchmark]
+            cover = b.coverage
+            tail = (
+                ["", ""] if cover is None else [cover.done, "" if cover.expected is None else cover.expected]
+            )
             if not b.agents:
-                writer.writerow([*lead, "", b.state, "", "", "", b.why or ""])
+                writer.writerow([*lead, "", b.state, "", "", "", b.why or "", *tail])
             for a in b.agents:
                 for metric, value in a.metrics:
                     change = delta(value, firsts.get((b.benchmark, a.agent, metric))) if i else None
@@ -396,6 +431,7 @@ def format_csv(runs: Sequence[RunResult]) -> str:
                             clean(value),
                             "" if change is None else change,
                             "",
+                            *tail,
                         ]
                     )
     return out.getvalue()
@@ -424,6 +460,7 @@ def to_json(runs: Sequence[RunResult]) -> str:
                         "exit_code": b.exit_code,
                         "source": b.source,
                         "why": b.why,
+                        "coverage": b.coverage.as_json() if b.coverage else None,
                         "agents": [
                             {"agent": a.agent, "key_metrics": {m: clean(v) for m, v in a.metrics}}
                             for a in b.agents

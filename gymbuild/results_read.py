@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ from gymbuild.errors import UserError
 
 if TYPE_CHECKING:
     from gymbuild.jobs import SubmissionRecord
+    from gymbuild.rollout_counts import Progress
     from gymbuild.session import Session
     from gymbuild.states import BenchStatus
 
@@ -301,6 +302,7 @@ def _result(run: _Run, cache: Cache) -> results.RunResult:
                     entry["files"],
                     job_id=entry.get("state_job_id"),
                     exit_code=entry.get("exit_code"),
+                    coverage=_coverage(entry.get("coverage")),
                 )
             )
             continue
@@ -310,7 +312,13 @@ def _result(run: _Run, cache: Cache) -> results.RunResult:
             continue
         files = run.files.get(job.benchmark, {})
         bench = results.bench_result(
-            job.benchmark, row.state, files, job_id=row.job_id, exit_code=row.exit_code, error=row.error
+            job.benchmark,
+            row.state,
+            files,
+            job_id=row.job_id,
+            exit_code=row.exit_code,
+            error=row.error,
+            coverage=row.progress,
         )
         if not files and run.read_error and job.benchmark in run.files:
             bench = replace(bench, why=f"its artifacts could not be read: {run.read_error}")
@@ -321,6 +329,7 @@ def _result(run: _Run, cache: Cache) -> results.RunResult:
                 "state_job_id": row.job_id,
                 "exit_code": row.exit_code,
                 "files": files,
+                "coverage": None if row.progress is None else asdict(row.progress),
             }
             changed = True
     if changed or (run.policy_model and run.policy_model != run.cached.get("policy_model")):
@@ -333,6 +342,18 @@ def _result(run: _Run, cache: Cache) -> results.RunResult:
         policy_model=run.policy_model,
         benchmarks=tuple(benches),
     )
+
+
+def _coverage(saved: Any) -> Progress | None:
+    """A cached benchmark's coverage (an entry cached before there was one has none)."""
+    from gymbuild.rollout_counts import Progress
+
+    if not isinstance(saved, dict):
+        return None
+    try:
+        return Progress(**saved)
+    except TypeError:
+        return None
 
 
 def _check_only(records: Iterable[SubmissionRecord], only: Sequence[str]) -> None:

@@ -45,6 +45,20 @@ class Progress:
         shown = f"{self.done}/{self.expected}" if self.expected is not None else str(self.done)
         return shown + (f" ({self.failed} failed)" if self.failed else "")
 
+    def scored(self) -> str:
+        """What a score covers, as `results` shows it: `5/5`, or `3/5 partial`."""
+        shown = f"{self.done}/{self.expected}" if self.expected is not None else str(self.done)
+        return shown + (" partial" if self.partial else "")
+
+    def as_json(self) -> dict[str, int | bool | None]:
+        """{scored, expected, failed, partial}: gym's coverage/scored and coverage/expected."""
+        return {
+            "scored": self.done,
+            "expected": self.expected,
+            "failed": self.failed,
+            "partial": self.partial,
+        }
+
 
 def dir_files(bench_dir_bash: str) -> str:
     """The count files of one bench dir as bash words: `bench_dir_bash` is the dir already quoted

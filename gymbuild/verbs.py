@@ -85,6 +85,15 @@ ARGUMENTS: tuple[Argument, ...] = (
     Argument(
         "step", "REGEX", "where the training step is in a swept value: its first group, e.g. 'ep(\\d+)'"
     ),
+    Argument(
+        "to",
+        "mlflow",
+        "export: the tracker (MLflow, at MLFLOW_TRACKING_URI; its token from its own variables)",
+    ),
+    Argument(
+        "experiment", "NAME", "export: the MLflow experiment or W&B project (default gymbuild-<config name>)"
+    ),
+    Argument("out", "FILE", "report: the HTML file to write (default <config name>-report.html here)"),
     Argument("limit", "N", "the N newest only"),
     Argument("state", "STATE", "only runs in this state: RUNNING, PENDING, COMPLETED, FAILED or UNKNOWN"),
     Argument("prune", "DAYS", "remove the local index entries of submissions older than DAYS days"),
@@ -153,7 +162,8 @@ VERBS: tuple[Verb, ...] = (
     Verb(
         "status",
         "status config=FILE",
-        "per benchmark: job id, state, exit code, elapsed, nodes; watch=1 until every job has ended",
+        "per benchmark: job id, state, exit code, elapsed, rollouts done/expected, nodes; "
+        "watch=1 until every job has ended",
         (
             *_SUBMISSION,
             ("only", "show these benchmarks only"),
@@ -263,6 +273,43 @@ VERBS: tuple[Verb, ...] = (
         ),
     ),
     Verb(
+        "export",
+        "export to=TRACKER",
+        "a sweep's series to a tracker: a run per checkpoint, its metrics at its training step",
+        (
+            ("config", ""),
+            ("workspace", ""),
+            ("to", ""),
+            ("experiment", ""),
+            ("multirun", "the sweep of these overrides (none: the config's latest sweep)"),
+            ("sweep", ""),
+            ("only", "these benchmarks only"),
+            ("step", ""),
+        ),
+        (
+            "gymbuild export config=eval.yaml multirun=1 to=mlflow",
+            "gymbuild export config=eval.yaml sweep=sweep-3f9c1a2b7d to=wandb experiment=qwen-sft",
+        ),
+    ),
+    Verb(
+        "report",
+        "report config=FILE",
+        "a sweep's series as one self-contained HTML page: the table, a plot per benchmark and metric",
+        (
+            ("config", ""),
+            ("workspace", ""),
+            ("out", ""),
+            ("multirun", "the sweep of these overrides (none: the config's latest sweep)"),
+            ("sweep", ""),
+            ("only", "these benchmarks only"),
+            ("step", ""),
+        ),
+        (
+            "gymbuild report config=eval.yaml multirun=1",
+            "gymbuild report config=eval.yaml multirun=1 out=/tmp/sft-curve.html",
+        ),
+    ),
+    Verb(
         "runs",
         "runs",
         "this machine's submissions, newest first, each with its state from the scheduler",
@@ -287,7 +334,7 @@ VERBS: tuple[Verb, ...] = (
 SWEEP_VERBS = frozenset({"resolve", "render", "submit", "status", "resubmit", "cancel", "results", "logs"})
 
 # Steps of the submit pipeline: doit tasks, but no verb (submit and resubmit run them).
-STEPS = frozenset({"stage", "sync", "queue", "record"})
+STEPS = frozenset({"script_code", "stage", "sync", "queue", "record"})
 
 # The top-level help's examples: the three things a user does first.
 EXAMPLES = (

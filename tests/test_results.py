@@ -7,12 +7,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from gymbuild import results
 from gymbuild.results import AGGREGATE_FILE, COMMAND_FILE, RunResult, bench_result
+from gymbuild.rollout_counts import Progress
 
 DATA = Path(__file__).resolve().parent / "data" / "nemo-gym-0.7.0-aggregate"
 
@@ -144,6 +146,7 @@ def test_json_is_what_a_script_reads_with_jq() -> None:
         "exit_code": "3:0",
         "source": None,
         "why": "failed, without writing metrics",
+        "coverage": None,
         "agents": [],
     }
     assert payload["runs"][1]["label"] == "Qwen/Qwen3-32B"
@@ -222,3 +225,49 @@ def test_the_file_a_real_gym_eval_run_wrote_reads_as_its_key_metrics() -> None:
     # The aggregation that made the committed fixtures writes entries of the same layout.
     ours = json.loads(aggregate("run-a", "mcqa")[AGGREGATE_FILE])[0]
     assert set(ours) <= set(entry) and set(entry) - set(ours) <= {"perf_summary"}
+
+
+def covered(run: RunResult, **coverage: Progress) -> RunResult:
+    """The run with gym's rollout counts for the named benchmarks, as status read them."""
+    benches = tuple(
+        bench_result(
+            b.benchmark,
+            b.state,
+            aggregate("run-a" if "aaaaaa" in run.gym_job_id else "run-b", b.benchmark),
+            job_id=b.job_id,
+            exit_code=b.exit_code,
+            coverage=coverage[b.benchmark],
+        )
+        for b in run.benchmarks
+        if b.benchmark in coverage
+    )
+    return replace(run, benchmarks=benches)
+
+
+def test_one_run_shows_what_each_score_covers_and_marks_a_partial_one() -> None:
+    """A job that ended with gym's `EVAL FAILED: 2/3` still left its aggregate: its score is shown, with
+    2/3 partial beside it and said below, never as the benchmark's whole score."""
+    run = covered(run_a(), mcqa=Progress(4, 4), weather=Progress(2, 3, 1))
+    run = replace(run, benchmarks=(run.benchmarks[0], replace(run.benchmarks[1], state="FAILED")))
+    text = results.format_table([run])
+    lines = [line.split() for line in text.splitlines()]
+    assert lines[1] == ["BENCHMARK", "AGENT", "STATE", "SCORED", "METRIC", "VALUE"]
+    assert lines[2][:5] == ["mcqa", "mcqa_simple_agent", "COMPLETED", "4/4", "mean/reward"]
+    (weather,) = [line for line in lines if line[:1] == ["weather"]]
+    assert weather[2:5] == ["FAILED", "2/3", "partial"]
+    assert "partial scores (not the whole benchmark):" in text
+    assert "  weather: 2 of 3 rollouts scored (FAILED); the score is over those" in text.splitlines()
+    doc = json.loads(results.to_json([run]))
+    by_name = {b["benchmark"]: b for b in doc["runs"][0]["benchmarks"]}
+    assert by_name["weather"]["coverage"] == {"scored": 2, "expected": 3, "failed": 1, "partial": True}
+    assert by_name["mcqa"]["coverage"] == {"scored": 4, "expected": 4, "failed": 0, "partial": False}
+    table = list(csv.reader(io.StringIO(results.format_csv([run]))))
+    assert {(r[2], r[9], r[10]) for r in table[1:]} == {("mcqa", "4", "4"), ("weather", "2", "3")}
+
+
+def test_a_partial_score_beside_a_complete_one_says_so() -> None:
+    a = covered(run_a(), weather=Progress(3, 3))
+    b = covered(run_b(), weather=Progress(1, 3))
+    lines = [line.split() for line in results.format_table([a, b]).splitlines()]
+    assert ["weather_agent_small", "mean/reward", "0.3333", "0.6667", "(+0.3333)", "[1/3]"] in lines
+    assert ["weather_agent_small", "mean/reward", "0.3333", "0.6667", "(+0.3333)"] not in lines

@@ -46,7 +46,11 @@ def test_results_of_a_real_gym_eval_run(cluster: Any, nemo_gym: Any, tmp_path: P
     rows = [line.split() for line in shown.stdout.splitlines()]
     assert "policy Qwen/Qwen3-8B" in shown.stdout.splitlines()[0]
     agent = entry["agent_ref"]["name"]
-    assert rows[2] == ["plain", agent, "COMPLETED", "mean/reward", number(statistics.mean(rewards))]
+    # What the score covers, as gym counts it: its materialized inputs (the limit) all scored.
+    materialized = (artifacts / "rollouts_materialized_inputs.jsonl").read_text().splitlines()
+    assert len(materialized) == len(rewards) == 3
+    scored = ["3/3"]
+    assert rows[2] == ["plain", agent, "COMPLETED", *scored, "mean/reward", number(statistics.mean(rewards))]
     shown_metrics = {r[-2]: r[-1] for r in rows[2:] if r}
     assert shown_metrics == {name: number(value) for name, value in entry["key_metrics"].items()}
     assert (len(ssh.status_reads()), len(ssh.metrics_reads())) == (1, 1)
@@ -56,3 +60,4 @@ def test_results_of_a_real_gym_eval_run(cluster: Any, nemo_gym: Any, tmp_path: P
     assert again.rc == 0 and ssh.invocations() == []
     (bench,) = json.loads(again.stdout)["runs"][0]["benchmarks"]
     assert bench["agents"] == [{"agent": agent, "key_metrics": entry["key_metrics"]}]
+    assert bench["coverage"] == {"scored": 3, "expected": 3, "failed": 0, "partial": False}

@@ -14,6 +14,7 @@ import pytest
 
 from gymbuild import sweep
 from gymbuild.errors import ConfigError
+from gymbuild.results import CSV_FIELDS
 
 
 def values(cells: list[sweep.Cell]) -> list[tuple[str, ...]]:
@@ -251,7 +252,8 @@ def test_a_local_sweep_globs_here_and_evaluates_each_new_checkpoint_once(tmp_pat
     assert f"runs/{picked}/demo/logs/" in run("logs", *line[:2], f"run={picked}", "only=demo").stdout
     table = run("results", "config=eval.yaml", "multirun=1", "format=csv").stdout
     scores = [row.split(",") for row in table.splitlines() if ",score," in row]
-    assert [(row[1].rsplit("/", 1)[-1], row[-3]) for row in scores] == [
+    value = CSV_FIELDS.index("value")
+    assert [(row[1].rsplit("/", 1)[-1], row[value]) for row in scores] == [
         ("iter_20", "20"),
         ("iter_30", "30"),
         ("iter_100", "100"),
