@@ -274,11 +274,17 @@ def test_status_shows_every_state_with_one_squeue_and_one_sacct(
     assert sorted(calls(counter)) == ["sacct", "squeue"]
     lines = table.splitlines()
     assert lines[0].startswith(mixed.gym_job_id) and str(mixed.run_dir) in lines[0]
-    assert lines[1].split() == ["BENCHMARK", "JOB", "STATE", "EXIT", "ELAPSED", "NODES"]
+    header = lines[1]
+    assert header.split() == ["BENCHMARK", "JOB", "STATE", "EXIT", "ELAPSED", "ROLLOUTS", "NODES"]
     by_bench = {line.split()[0]: line.split() for line in lines[2:7]}
     assert by_bench["fail"][1:4] == [mixed.first_ids["fail"], "FAILED", "3:0"]
     assert by_bench["slow"][2] == "TIMEOUT"
-    assert by_bench["refused"][1:] == ["-", "NOT", "QUEUED", "-", "-", "-"]
+    assert by_bench["refused"][1:] == ["-", "NOT", "QUEUED", "-", "-", "-", "-"]
+    # the fake gym wrote its 3 rollouts (it writes no materialized inputs: nothing to count them against)
+    rollouts = {
+        line.split()[0]: line[header.index("ROLLOUTS") : header.index("NODES")].strip() for line in lines[2:7]
+    }
+    assert rollouts["ok"] == "3", table
     # sbatch's reason is under the table, where its length cannot widen the STATE column.
     assert lines[7:9] == ["", "not queued (`gymbuild submit` queues these again):"]
     assert lines[9].startswith("  refused: sbatch: error:")
