@@ -32,16 +32,12 @@ def test_a_resubmitted_benchmark_asks_the_model_only_for_what_is_missing(
     base = cluster.run_dir("resume-realgym")
     fail_after, calls = base / "fail-after", base / "model-calls"
     fail_after.write_text(f"{K}\n")
-    output, env, config = submit_realgym(
-        base,
-        nemo_gym.venv,
-        tmp_path,
-        str(N),
-        "only=plain",
-        f"services.policy.env.FAKE_VLLM_FAIL_AFTER_FILE=lit:{fail_after}",
-        f"services.policy.env.FAKE_VLLM_CALLS_FILE=lit:{calls}",
-        "driver.benchmarks.plain.run.num_samples_in_parallel=1",
+    overrides = (
+        f"+services.policy.env.FAKE_VLLM_FAIL_AFTER_FILE=lit:{fail_after}",
+        f"+services.policy.env.FAKE_VLLM_CALLS_FILE=lit:{calls}",
+        "+driver.benchmarks.plain.run.num_samples_in_parallel=1",
     )
+    output, env, config = submit_realgym(base, nemo_gym.venv, tmp_path, str(N), "only=plain", *overrides)
     record = manifest(output)
     first = job_ids(record)["plain"]
     bench_dir = output / record["gym_job_id"] / "plain"
@@ -58,7 +54,7 @@ def test_a_resubmitted_benchmark_asks_the_model_only_for_what_is_missing(
         assert f"{K}/{N}" in shown.stdout and "partial" in shown.stdout
 
         fail_after.unlink()  # the model server is well again
-        again = gymbuild("resubmit", config, cwd=tmp_path, env=env)
+        again = gymbuild("resubmit", config, *overrides, cwd=tmp_path, env=env)  # the same config
         assert again.rc == 0, again.stdout + again.stderr
         second = job_ids(manifest(output))["plain"]
         assert second != first
