@@ -23,7 +23,6 @@ from gymbuild.jobs import (
     MANIFEST_NAME,
     RecordError,
     SubmissionRecord,
-    iter_local_index,
     local_index_dir,
 )
 from gymbuild.states import (
@@ -73,10 +72,6 @@ def statuses(conn: Any, record: SubmissionRecord) -> list[BenchStatus]:
     one more for the members of shared jobs)."""
     (rows,) = states_of(conn, [record])
     return rows
-
-
-def all_runs() -> list[SubmissionRecord]:
-    return sorted(iter_local_index(), key=lambda r: (r.submitted_at, r.gym_job_id), reverse=True)
 
 
 def to_resubmit(rows: Sequence[BenchStatus], only: Sequence[str], retryable: frozenset[str]) -> list[str]:

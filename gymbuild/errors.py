@@ -10,6 +10,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 
+def dotted(path: Iterable[object]) -> str:
+    """A config path as users write it in overrides: `a.b.c`, list items as `a.b[0]`."""
+    text = ""
+    for part in path:
+        if isinstance(part, int) and not isinstance(part, bool):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text
+
+
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with a config: where it is (a dotted config path) and how to fix it."""

@@ -10,7 +10,7 @@ from gymbuild.verbs import reserved
 
 RESERVED = reserved()  # the arguments gymbuild's verbs read (verbs.ARGUMENTS); the rest are overrides
 # Verbs that only read the workspace (outcome files are written atomically) and write nothing in it.
-READ_ONLY_VERBS = frozenset({"status", "logs", "cancel", "runs", "results", "compare"})
+READ_ONLY_VERBS = frozenset({"status", "logs", "cancel", "runs", "results", "compare", "export", "report"})
 # doit's commands that only look at the task graph and its database: they must change nothing.
 INSPECTING_COMMANDS = frozenset({"list", "info", "dumpdb", "help", "tabcompletion", "strace"})
 # Verbs whose work ends at the staged tree: nothing is copied, queued or recorded.
@@ -28,6 +28,16 @@ def command_variables(argv: Sequence[str]) -> dict[str, str]:
 
 
 DEFAULT_CONFIG = "submit.yaml"
+FOLLOW_ARGUMENTS = ("every", "ready", "retries")  # submit multirun=1 follow=1 (follow.py)
+EXTRA_ARGUMENTS = (
+    "limit",
+    "state",
+    "prune",
+    "to",
+    "experiment",
+    "out",
+    *FOLLOW_ARGUMENTS,
+)  # in Invocation.extra
 
 
 def default_workspace() -> Path:
@@ -57,8 +67,10 @@ class Invocation:
     multirun: bool = False  # the overrides' sweep syntax makes a sweep (sweep.py)
     sweep: str | None = None  # a sweep by its id, for the day-two verbs
     config_given: bool = False  # config= was on the command line (`runs config=F` filters by it)
-    extra: dict[str, str] = field(default_factory=dict)  # runs: limit=, state=, prune=
+    extra: dict[str, str] = field(default_factory=dict)  # runs: limit= state= prune=; follow: every=...
     max_drop: str | None = None  # compare: exit 1 when a benchmark dropped by more (compare_read.py)
+    series: bool = False  # results of a sweep: a row per combination and metric (series.py)
+    step: str | None = None  # the regular expression that finds the training step in a swept value
 
     @classmethod
     def from_argv(cls, argv: Sequence[str]) -> Invocation:
@@ -110,8 +122,14 @@ class Invocation:
             multirun=flag("multirun"),
             sweep=variables.get("sweep") or None,
             config_given="config" in variables,
-            extra={k: variables[k] for k in ("limit", "state", "prune") if k in variables},
+            extra={
+                k: variables[k]
+                for k in ("limit", "state", "prune", "to", "experiment", "out", *FOLLOW_ARGUMENTS)
+                if k in variables
+            },
             max_drop=variables.get("max_drop") or None,
+            series=flag("series"),
+            step=variables.get("step") or None,
         )
 
     @property

@@ -332,6 +332,11 @@ def iter_local_index(directory: Path | None = None) -> Iterator[SubmissionRecord
 # helpers
 
 
+def all_runs() -> list[SubmissionRecord]:
+    """Every submission of the local index, newest first."""
+    return sorted(iter_local_index(), key=lambda r: (r.submitted_at, r.gym_job_id), reverse=True)
+
+
 def _is_plain_file_name(name: str) -> bool:
     return (
         bool(name) and name not in {".", ".."} and "/" not in name and os.sep not in name and "\0" not in name

@@ -107,8 +107,11 @@ def _say_once(said: io.StringIO) -> None:
 # --- submit ----------------------------------------------------------------------------------------
 
 
-def _expand_for_submit(s: Session, overrides: Sequence[str]) -> list[Cell]:
-    """The cells of the overrides; `paths(...)` globs expanded on the submit target in one round trip."""
+def _expand_for_submit(
+    s: Session, overrides: Sequence[str], ready: Sequence[str] = (), *, quiet: bool = False
+) -> list[Cell]:
+    """The cells of the overrides; `paths(...)` globs expanded on the submit target in one round trip
+    (with `ready`: only the paths a marker says are complete; `quiet`: no note of an empty glob)."""
     from gymbuild.config import load_config
 
     source = str(s.inv.config)
@@ -117,7 +120,7 @@ def _expand_for_submit(s: Session, overrides: Sequence[str]) -> list[Cell]:
     if patterns:
         probe = load_config(s.inv.config, probe_overrides(overrides, source))
         conn = s.connection(probe.config.compute.hostname, use_config=False)
-        result = conn.run(glob_script(patterns))
+        result = conn.run(glob_script(patterns, ready))
         if not result.ok:
             raise UserError(
                 f"error: {source}: expanding {', '.join(f'paths({p})' for p in patterns)} on {conn.target} "
@@ -125,7 +128,7 @@ def _expand_for_submit(s: Session, overrides: Sequence[str]) -> list[Cell]:
             )
         found = parse_globbed(result.stdout, patterns)
         for pattern, paths in found.items():
-            if not paths:
+            if not paths and not quiet:
                 print(f"note: paths({pattern}) matches nothing on {conn.target} yet", file=sys.stderr)
     return expand(overrides, source, found)
 
@@ -387,18 +390,12 @@ def resubmit(s: Session) -> None:
         _close_all(sessions)
 
 
-def results(s: Session) -> None:
-    """One column per combination, labelled by its values; one status and one read round trip."""
-    from gymbuild import results as tables
+def gathered(s: Session) -> tuple[dict[str, Any], list[Cell], list[Any]]:
+    """The sweep's record, its submitted combinations and their results (one status and one read
+    round trip for every combination; what is cached is not read again)."""
     from gymbuild import results_read
     from gymbuild.resources import user_cache_home
 
-    fmt = s.inv.format or "table"
-    if fmt not in tables.FORMATS:
-        raise UserError(
-            f"error: format={fmt} is not a format results prints\n"
-            f"    fix: use one of {', '.join(tables.FORMATS)}"
-        )
     record = find_sweep(s)
     cells = _submitted(record)
     records = _records(s, cells)
@@ -419,6 +416,28 @@ def results(s: Session) -> None:
         replace(run, label=name)
         for run, name in zip(results_read.gather(s, cache, found), names, strict=True)
     ]
+    submitted = [cell for cell, r in zip(cells, records, strict=True) if r is not None]
+    return record, submitted, runs
+
+
+def results(s: Session) -> None:
+    """One column per combination, labelled by its values; series=1: a row per combination and
+    metric, the swept values and the training step as columns (series.py)."""
+    from gymbuild import results as tables
+    from gymbuild import series
+
+    fmt = s.inv.format or "table"
+    if fmt not in tables.FORMATS:
+        raise UserError(
+            f"error: format={fmt} is not a format results prints\n"
+            f"    fix: use one of {', '.join(tables.FORMATS)}"
+        )
+    pattern = series.step_pattern(s.inv.step)
+    record, cells, runs = gathered(s)
+    if s.inv.series:
+        rows = series.points([c.values for c in cells], runs, pattern)
+        sys.stdout.write(series.render(record["sweep_id"], rows, as_json=s.inv.json, fmt=fmt))
+        return
     sys.stdout.write(tables.render(runs, as_json=s.inv.json, fmt=fmt))
 
 

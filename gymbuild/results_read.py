@@ -374,6 +374,11 @@ def print_results(s: Session) -> None:
     if fmt not in results.FORMATS:
         choices = ", ".join(results.FORMATS)
         raise UserError(f"error: format={fmt} is not a format results prints\n    fix: use one of {choices}")
+    if s.inv.series:
+        raise UserError(
+            "error: series=1 reads a sweep's combinations, and this is one submission\n"
+            "    fix: add multirun=1 (the config's latest sweep) or sweep=ID"
+        )
     records = find_records(s)
     if s.inv.only:
         _check_only(records, s.inv.only)

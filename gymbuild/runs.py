@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gymbuild.errors import UserError
-from gymbuild.jobs import SubmissionRecord, local_index_dir
+from gymbuild.jobs import SubmissionRecord, all_runs, local_index_dir
 
 if TYPE_CHECKING:
     from gymbuild.session import Session
@@ -109,7 +109,6 @@ def _older_than(record: SubmissionRecord, cutoff: datetime) -> bool:
 def prune(days: str) -> tuple[list[str], str]:
     """Remove the local index entries (and their notes) of submissions older than `days` days: the
     index only grows otherwise. Run directories and jobs are left alone."""
-    from gymbuild.day_two import all_runs
 
     try:
         limit = float(days)
@@ -141,7 +140,6 @@ def _limit(text: str | None) -> int | None:
 
 def listing(s: Session) -> list[dict[str, Any]]:
     """The runs to list, newest first, filtered by config=, state= and limit=, with their states."""
-    from gymbuild.day_two import all_runs
 
     inv = s.inv
     wanted_state = (inv.extra.get("state") or "").upper() or None

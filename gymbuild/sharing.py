@@ -65,7 +65,7 @@ def freeze_packing(ctx: Any) -> dict[str, Group]:
 def shared_plan(ctx: Any, group: Group) -> Any:
     """The SharedJobPlan of `group` (planned once a run)."""
     from gymbuild.plan.shared import plan_shared_job
-    from gymbuild.steps.stage import bench_plan
+    from gymbuild.planning import bench_plan
 
     found = ctx.memo.setdefault("shared_plans", {})
     if group not in found:
@@ -77,7 +77,7 @@ def shared_plan(ctx: Any, group: Group) -> Any:
 def stage_want(ctx: Any, bench: str) -> str:
     """The stage stamp that says `bench` is staged for this run: its own digest, and for a member of a
     shared job also the job it is packed into (a resubmit packs anew)."""
-    from gymbuild.steps.stage import stage_digest
+    from gymbuild.planning import stage_digest
     from gymbuild.workspace import digest
 
     group = packing(ctx).get(bench)
@@ -104,7 +104,7 @@ def stage_shared(ctx: Any, benches: list[str]) -> list[str]:
 
 def unit_plan(ctx: Any, bench: str) -> Any:
     """The plan of what is queued for `bench`: its own, or its shared job's as a whole."""
-    from gymbuild.steps.stage import bench_plan
+    from gymbuild.planning import bench_plan
 
     group = packing(ctx).get(bench)
     return bench_plan(ctx, bench) if group is None else shared_plan(ctx, group).job

@@ -180,15 +180,21 @@ def natural(path: str) -> list[Any]:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path)]
 
 
-def glob_script(patterns: Sequence[str]) -> str:
+def glob_script(patterns: Sequence[str], ready: Sequence[str] = ()) -> str:
     """bash printing `<index>\\0<path>\\0` for every existing path each glob matches: one round trip
     for every glob. Word splitting is off (IFS empty), so a pattern with spaces stays one pattern;
-    `~/` is the remote home."""
+    `~/` is the remote home. With `ready` (marker file names), a path counts only once one of them
+    exists in it (beside it, when the glob matches files): a checkpoint still being written is left
+    for a later look."""
     lines = ["(", "shopt -s nullglob; IFS="]
+    check = ""
+    if ready:
+        markers = " || ".join(f'[ -e "$__gym_d"/{quote(name)} ]' for name in ready)
+        check = f' && {{ __gym_d=$__gym_f; [ -d "$__gym_d" ] || __gym_d=${{__gym_f%/*}}; {markers}; }}'
     for index, pattern in enumerate(patterns):
         value = f'"$HOME"/{quote(pattern[2:])}' if pattern.startswith("~/") else quote(pattern)
         lines.append(
-            f'__gym_g={value}; for __gym_f in $__gym_g; do [ -e "$__gym_f" ] && '
+            f'__gym_g={value}; for __gym_f in $__gym_g; do [ -e "$__gym_f" ]{check} && '
             f"printf '%s\\0%s\\0' {index} \"$__gym_f\"; done"
         )
     lines.append("true )")

@@ -5,7 +5,9 @@ through doit's ModuleTaskLoader, each with the namespace `namespace(argv)` makes
 line, parsed once: one run context (session.Session) per run, no module state.
 
     resolve          -> resolved-config.yaml                     (file_dep: none; the config itself)
-    stage:<bench>    -> <bench>/job.sh [otel/collector.yaml]     (file_dep: resolved config, templates)
+    script_code      -> script-code                              (rewritten when the code that makes
+                                                                  scripts changes: templates, modules)
+    stage:<bench>    -> <bench>/job.sh [otel/collector.yaml]     (file_dep: resolved config, script-code)
     sync             -> stamps/sync                              (file_dep: every staged file)
     queue:<bench>    -> outcomes/<bench>.json                    (file_dep: its job.sh, stamps/sync)
     record           -> the workspace's copy of gym-job.json     (file_dep: every outcome)
@@ -35,9 +37,10 @@ from gymbuild import pipeline, verbs
 from gymbuild.errors import UserError
 from gymbuild.invocation import Invocation
 from gymbuild.reporter import GymReporter
-from gymbuild.resources import template_files
+from gymbuild.resources import script_code_digest
 from gymbuild.session import Session, hold_workspace
 from gymbuild.steps import queue, record, show, stage, sync
+from gymbuild.workspace import atomic_write
 
 
 def namespace(argv: Sequence[str]) -> dict[str, Any]:
@@ -201,9 +204,11 @@ class Graph:
         ctx = self.ctx
         doc = _verb_doc(name)
         if ctx.inv.is_sweep and name in verbs.SWEEP_VERBS:  # sweep.py drives one submission per combination
-            from gymbuild import multirun
+            from gymbuild import follow, multirun
 
-            action, task_dep, needs_config = multirun.verb_action(name, ctx), [], False
+            following = name == "submit" and ctx.inv.follow  # follow.py keeps a sweep submitting
+            action = (lambda: follow.follow(ctx)) if following else multirun.verb_action(name, ctx)
+            task_dep, needs_config = [], False
         if needs_config and not ctx.inv.read_only and ctx.error is not None:
             return {"doc": doc, "actions": [_fail_with(ctx.error)], "uptodate": [False]}
         return {
@@ -299,13 +304,37 @@ class Graph:
         with_collector = bool(self.ctx.config.otel.enabled)
         return [f"{bench_dir}/job.sh", *([f"{bench_dir}/otel/collector.yaml"] if with_collector else [])]
 
+    def script_code_path(self) -> Path:
+        """Beside the stamps, not among them: a new submission empties stamps/, and this file is about
+        gymbuild's code, not the submission."""
+        return self.ctx.workspace.dir / "script-code"
+
+    def task_script_code(self) -> dict[str, Any]:
+        """The digest of the code that makes job scripts (templates and modules), as one file that is
+        rewritten only when that code changes: every stage task reads it, so doit checks one file per
+        benchmark for them, not each of the templates."""
+        if not self._pipeline_ready():
+            return {"actions": []}
+        path = self.script_code_path()
+
+        def write() -> None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, script_code_digest(), durable=False)
+
+        def current() -> bool:
+            try:
+                return path.read_text() == script_code_digest()
+            except OSError:
+                return False
+
+        return self.step(write, current, file_dep=[], targets=[path], clean=[], teardown=False)
+
     def task_stage(self) -> Any:
         """Render each benchmark's job script into the staged tree (only what changed)."""
         if not self._pipeline_ready():
             return
         ctx = self.ctx
-        templates = [str(p) for p in template_files()]
-        inputs = [str(stage.resolved_path(ctx)), *templates]
+        inputs = [str(stage.resolved_path(ctx)), str(self.script_code_path())]
         for bench in ctx.selected():
             targets = self.stage_targets(bench)
             step = self.step(
@@ -405,6 +434,12 @@ class Graph:
             failure = show.report_submit(self.ctx)
             return TaskFailed(failure) if failure else None
 
+        if self.ctx.inv.follow and not self.ctx.inv.is_sweep:
+            refused = UserError(
+                "error: follow=1 follows a sweep over paths(GLOB) as checkpoints appear; this is no sweep\n"
+                "    fix: add multirun=1 and sweep the checkpoint: 'services.policy.model=paths(/ckpts/*)'"
+            )
+            return {"doc": _verb_doc("submit"), "actions": [_fail_with(refused)], "uptodate": [False]}
         return self.verb("submit", self.verb_action(report), ["record"])
 
     # --- the day-two verbs --------------------------------------------------------------------------
@@ -445,6 +480,26 @@ class Graph:
             compare_read.print_compare(self.ctx)
 
         return self.verb("compare", action, needs_config=False)
+
+    def task_export(self) -> dict[str, Any]:
+        """A sweep's series to MLflow (export.py); what the user sees is in verbs.py."""
+
+        def action() -> None:
+            from gymbuild import export
+
+            export.export(self.ctx)
+
+        return self.verb("export", action, needs_config=False)
+
+    def task_report(self) -> dict[str, Any]:
+        """A sweep's series as one HTML page (report.py); what the user sees is in verbs.py."""
+
+        def action() -> None:
+            from gymbuild import report
+
+            report.report(self.ctx)
+
+        return self.verb("report", action, needs_config=False)
 
     def task_runs(self) -> dict[str, Any]:
         """List this machine's submissions from the local index, newest first (json=1 for scripts)."""

@@ -52,6 +52,16 @@ ARGUMENTS: tuple[Argument, ...] = (
         "a submission by its gym_job_id (`gymbuild runs` lists them), not the config's current one",
     ),
     Argument("follow", "1", "keep following the logs as they grow (Ctrl-C stops)"),
+    Argument(
+        "every", "SECONDS", "submit follow=1: seconds between two looks for new checkpoints (default 300)"
+    ),
+    Argument(
+        "ready",
+        "FILE,FILE",
+        "submit follow=1: a checkpoint is complete once one of these files is in it "
+        "(default config.json,metadata.json; ready=none: every match)",
+    ),
+    Argument("retries", "N", "submit follow=1: re-queues of a checkpoint whose jobs failed (default 2)"),
     Argument("watch", "1", "redraw until every job has ended; exit 0 only when every benchmark completed"),
     Argument("format", "csv|markdown", "the table as CSV (a line per metric) or as a Markdown table"),
     Argument(
@@ -66,6 +76,22 @@ ARGUMENTS: tuple[Argument, ...] = (
         "X",
         "exit 1 when a benchmark's mean/reward dropped by more than X with 95% confidence (a CI gate)",
     ),
+    Argument(
+        "series",
+        "1",
+        "a sweep's results as a series: a row per combination and metric, the swept values and "
+        "the training step (from step_1200, iter_0001200, checkpoint-1200) as columns",
+    ),
+    Argument(
+        "step", "REGEX", "where the training step is in a swept value: its first group, e.g. 'ep(\\d+)'"
+    ),
+    Argument(
+        "to",
+        "mlflow",
+        "export: the tracker (MLflow, at MLFLOW_TRACKING_URI; its token from its own variables)",
+    ),
+    Argument("experiment", "NAME", "export: the tracker's experiment (default gymbuild/<config name>)"),
+    Argument("out", "FILE", "report: the HTML file to write (default <config name>-report.html here)"),
     Argument("limit", "N", "the N newest only"),
     Argument("state", "STATE", "only runs in this state: RUNNING, PENDING, COMPLETED, FAILED or UNKNOWN"),
     Argument("prune", "DAYS", "remove the local index entries of submissions older than DAYS days"),
@@ -113,19 +139,29 @@ VERBS: tuple[Verb, ...] = (
             ("new", ""),
             ("json", "print the manifest (gym-job.json) and nothing else"),
             ("multirun", "one submission per combination; again: queue only the new or unqueued"),
+            (
+                "follow",
+                "with multirun=1 and paths(GLOB): keep submitting each checkpoint as it is complete, "
+                "once, until SIGINT or SIGTERM",
+            ),
+            ("every", ""),
+            ("ready", ""),
+            ("retries", ""),
         ),
         (
             "gymbuild submit config=eval.yaml",
             "gymbuild submit config=eval.yaml only=gpqa,mmlu compute.cluster.walltime=01:00:00",
             "gymbuild submit config=eval.yaml new=1",
             "gymbuild submit config=eval.yaml multirun=1 services.policy.model=Qwen/Qwen3-8B,Qwen/Qwen3-32B",
+            "gymbuild submit config=eval.yaml multirun=1 follow=1 every=600 services.policy.model=paths(/c*)",
         ),
         overrides=True,
     ),
     Verb(
         "status",
         "status config=FILE",
-        "per benchmark: job id, state, exit code, elapsed, nodes; watch=1 until every job has ended",
+        "per benchmark: job id, state, exit code, elapsed, rollouts done/expected, nodes; "
+        "watch=1 until every job has ended",
         (
             *_SUBMISSION,
             ("only", "show these benchmarks only"),
@@ -205,6 +241,8 @@ VERBS: tuple[Verb, ...] = (
             ("format", ""),
             ("multirun", "one column per combination of the sweep of these overrides"),
             ("sweep", ""),
+            ("series", ""),
+            ("step", ""),
         ),
         (
             "gymbuild results config=eval.yaml",
@@ -212,6 +250,7 @@ VERBS: tuple[Verb, ...] = (
             "gymbuild results run=gym-job-20260101T120000Z-a1b2c3,gym-job-20260102T090000Z-d4e5f6",
             "gymbuild results config=eval.yaml run=all",
             "gymbuild results config=eval.yaml format=markdown",
+            "gymbuild results config=eval.yaml multirun=1 series=1 format=csv",
         ),
     ),
     Verb(
@@ -229,6 +268,43 @@ VERBS: tuple[Verb, ...] = (
         (
             "gymbuild compare run=gym-job-20260101T120000Z-a1b2c3,gym-job-20260102T090000Z-d4e5f6",
             "gymbuild compare run=$BASELINE,$CANDIDATE max_drop=0.02 json=1   # a CI gate",
+        ),
+    ),
+    Verb(
+        "export",
+        "export to=mlflow",
+        "a sweep's series to a tracker: a run per checkpoint, its metrics at its training step",
+        (
+            ("config", ""),
+            ("workspace", ""),
+            ("to", ""),
+            ("experiment", ""),
+            ("multirun", "the sweep of these overrides (none: the config's latest sweep)"),
+            ("sweep", ""),
+            ("only", "these benchmarks only"),
+            ("step", ""),
+        ),
+        (
+            "gymbuild export config=eval.yaml multirun=1 to=mlflow",
+            "gymbuild export config=eval.yaml sweep=sweep-3f9c1a2b7d to=mlflow experiment=qwen-sft",
+        ),
+    ),
+    Verb(
+        "report",
+        "report config=FILE",
+        "a sweep's series as one self-contained HTML page: the table, a plot per benchmark and metric",
+        (
+            ("config", ""),
+            ("workspace", ""),
+            ("out", ""),
+            ("multirun", "the sweep of these overrides (none: the config's latest sweep)"),
+            ("sweep", ""),
+            ("only", "these benchmarks only"),
+            ("step", ""),
+        ),
+        (
+            "gymbuild report config=eval.yaml multirun=1",
+            "gymbuild report config=eval.yaml multirun=1 out=/tmp/sft-curve.html",
         ),
     ),
     Verb(
@@ -256,7 +332,7 @@ VERBS: tuple[Verb, ...] = (
 SWEEP_VERBS = frozenset({"resolve", "render", "submit", "status", "resubmit", "cancel", "results", "logs"})
 
 # Steps of the submit pipeline: doit tasks, but no verb (submit and resubmit run them).
-STEPS = frozenset({"stage", "sync", "queue", "record"})
+STEPS = frozenset({"script_code", "stage", "sync", "queue", "record"})
 
 # The top-level help's examples: the three things a user does first.
 EXAMPLES = (

@@ -52,6 +52,18 @@ def write_config(directory: Path, data: Mapping[str, Any], name: str = "submit.y
     return path
 
 
+def local_command_config(command: str = "true", output_path: str = "runs") -> dict[str, Any]:
+    """A config of one `command` benchmark (`demo`) under the local executor: what a sweep over
+    checkpoint scripts evaluates."""
+    return {
+        "services": {},
+        "compute": {"here": {"type": "local"}},
+        "driver": {"benchmarks": {"demo": {"command": command}}},
+        "job": {"output_path": output_path},
+        "otel": {"enabled": False},
+    }
+
+
 def policy_service(**fields: Any) -> dict[str, Any]:
     """A vLLM policy service (the fake vllm on the cluster); `fields` add or replace keys."""
     return {"type": "vllm", "container": POLICY_IMAGE, "model": "Qwen/Qwen3-8B", **fields}

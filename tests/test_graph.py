@@ -65,7 +65,12 @@ def test_info_of_a_queue_task_names_its_script_the_sync_and_its_outcome_file(tmp
     assert section(done.stdout, "targets") == [f"{ws_rel}/outcomes/gpqa.json"]
     stage = gymbuild("info", "stage:gpqa", config, cwd=tmp_path).stdout
     assert f"{ws_rel}/stage/resolved-config.yaml" in section(stage, "file_dep")
-    assert any(dep.endswith("templates/job.sh.j2") for dep in section(stage, "file_dep"))
+    # the templates and modules that make scripts, as one digest file (not each template per benchmark)
+    assert section(stage, "file_dep") == sorted(
+        [f"{ws_rel}/stage/resolved-config.yaml", f"{ws_rel}/script-code"]
+    )
+    code = gymbuild("info", "script_code", config, cwd=tmp_path).stdout
+    assert section(code, "targets") == [f"{ws_rel}/script-code"]
     assert section(stage, "targets") == [f"{ws_rel}/stage/gpqa/job.sh"]
     sync = gymbuild("info", "sync", config, cwd=tmp_path).stdout
     assert f"{ws_rel}/stage/gpqa/job.sh" in section(sync, "file_dep")

@@ -14,6 +14,7 @@ import pytest
 
 from gymbuild import sweep
 from gymbuild.errors import ConfigError
+from gymbuild.results import CSV_FIELDS
 
 
 def values(cells: list[sweep.Cell]) -> list[tuple[str, ...]]:
@@ -196,20 +197,13 @@ def test_a_local_sweep_globs_here_and_evaluates_each_new_checkpoint_once(tmp_pat
     import shutil
     import time
 
-    import yaml
+    from e2e_helpers import local_command_config, write_config
 
     ckpts = tmp_path / "ckpts"
     ckpts.mkdir()
     for name in ("iter_20", "iter_100"):
         checkpoint(ckpts, name)
-    config = {
-        "services": {},
-        "compute": {"here": {"type": "local"}},
-        "driver": {"benchmarks": {"demo": {"command": "true"}}},
-        "job": {"output_path": "runs"},
-        "otel": {"enabled": False},
-    }
-    (tmp_path / "eval.yaml").write_text(yaml.safe_dump(config))
+    write_config(tmp_path, local_command_config(), "eval.yaml")
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     gym = shutil.which("gymbuild")
     assert gym
@@ -258,7 +252,8 @@ def test_a_local_sweep_globs_here_and_evaluates_each_new_checkpoint_once(tmp_pat
     assert f"runs/{picked}/demo/logs/" in run("logs", *line[:2], f"run={picked}", "only=demo").stdout
     table = run("results", "config=eval.yaml", "multirun=1", "format=csv").stdout
     scores = [row.split(",") for row in table.splitlines() if ",score," in row]
-    assert [(row[1].rsplit("/", 1)[-1], row[-3]) for row in scores] == [
+    value = CSV_FIELDS.index("value")
+    assert [(row[1].rsplit("/", 1)[-1], row[value]) for row in scores] == [
         ("iter_20", "20"),
         ("iter_30", "30"),
         ("iter_100", "100"),

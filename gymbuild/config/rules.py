@@ -16,7 +16,7 @@ from typing import Any
 from gymbuild.config import lax
 from gymbuild.config.model import job_groups, resumable_setting
 from gymbuild.config.walltime import FORMS, is_walltime
-from gymbuild.errors import Problem
+from gymbuild.errors import Problem, dotted
 from gymbuild.shell import is_shell_name
 
 Path = tuple[Any, ...]
@@ -30,12 +30,6 @@ VAR_FIX = "use letters, digits and _, not starting with a digit"
 MODEL_TYPES = ("vllm", "vllm_pd", "command")
 POLICY_KEYS = ("policy_base_url", "policy_model_name", "policy_api_key")
 POOL_ATTRS = ("partition", "ntasks_per_node", "gpus_per_node")
-
-
-def dotted(path: Path) -> str:
-    from gymbuild.config.validate import dotted as _dotted
-
-    return _dotted(path)
 
 
 def _overlaps(a: Path, b: Path) -> bool:

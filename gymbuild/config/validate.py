@@ -19,7 +19,7 @@ from jsonschema import Draft202012Validator, ValidationError, validators
 from jsonschema.protocols import Validator
 
 from gymbuild.config.lax import coerce
-from gymbuild.errors import Problem
+from gymbuild.errors import Problem, dotted
 from gymbuild.resources import load_schema
 
 SCHEMA_NAME = "submit-config.schema.json"
@@ -34,17 +34,6 @@ class Validation:
     tree: dict[str, Any]
     problems: list[Problem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-
-
-def dotted(path: Path) -> str:
-    """A config path as users write it in overrides: `a.b.c`, list items as `a.b[0]`."""
-    text = ""
-    for part in path:
-        if isinstance(part, int) and not isinstance(part, bool):
-            text += f"[{part}]"
-        else:
-            text += f".{part}" if text else str(part)
-    return text
 
 
 # --- the validator ----------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from gymbuild.plan.placement import _Ports
 from gymbuild.shell import is_shell_name
 
 if TYPE_CHECKING:
-    from gymbuild.plan.submission import _Shared
+    from gymbuild.plan.model import SharedParts
 
 
 def _collector_ports(config: Config, ports: _Ports) -> tuple[Port, Port, Port] | None:
@@ -27,7 +27,7 @@ def _collector_ports(config: Config, ports: _Ports) -> tuple[Port, Port, Port] |
 
 
 def _collector(
-    config: Config, shared: _Shared, *, bench: str, bench_dir: str, gym_job_id: str
+    config: Config, shared: SharedParts, *, bench: str, bench_dir: str, gym_job_id: str
 ) -> CollectorPlan | None:
     if shared.collector_ports is None:
         return None

@@ -10,7 +10,7 @@ from gymbuild.plan.model import DriverStep, EnvEntry, Ref, Word
 from gymbuild.plan.overrides import flatten_overrides, hydra_value
 
 if TYPE_CHECKING:
-    from gymbuild.plan.submission import _Shared
+    from gymbuild.plan.model import SharedParts
 
 
 def _policy(config: Config) -> tuple[str, int] | None:
@@ -44,7 +44,7 @@ def _otel_env(config: Config, gym_job_id: str) -> list[EnvEntry]:
     ]
 
 
-def _driver(config: Config, shared: _Shared, bench: Benchmark, *, bench_dir: str) -> DriverStep:
+def _driver(config: Config, shared: SharedParts, bench: Benchmark, *, bench_dir: str) -> DriverStep:
     drv = config.driver
     where = f"driver.benchmarks.{bench.name}"
     policy, policy_port = shared.policy, shared.policy_port

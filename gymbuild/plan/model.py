@@ -187,6 +187,33 @@ class ExecutorTraits:
 
 
 @dataclass(frozen=True)
+class SharedParts:
+    """The parts of a plan that come from the config (and the submission) alone, not the benchmark.
+
+    `planner` plans them once and every benchmark's plan holds the same objects: they would come out
+    equal for every benchmark anyway, and shared objects keep their canonical JSON (`_Canonical`), so
+    rendering 1000 plans encodes the service steps once (docs/performance.md, "Why the code is shaped so").
+    """
+
+    collector_ports: tuple[Port, Port, Port] | None  # grpc, http, health; None: no collector
+    services: tuple[ServiceStep, ...]
+    policy: tuple[str, int] | None  # (served model name, first-choice port)
+    policy_port: Port | None
+    driver_nodes: Nodes
+    driver_env: tuple[EnvEntry, ...]  # every benchmark's; a command benchmark's own entries follow
+    driver_mounts: tuple[str, ...]  # after the bench dir's own mount
+    install: GymInstallPlan | None
+    directives_before_chdir: tuple[tuple[str, str | None], ...]  # after job-name
+    directives_after_chdir: tuple[tuple[str, str | None], ...]
+    walltime_seconds: int | None
+    pools: tuple[PoolRange, ...]
+    pool_vars_needed: bool
+    node_ips_needed: bool
+    head_ip_needed: bool
+    reserved_ports: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class BenchPlan(_Canonical):
     bench: str
     bench_dir: str

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from gymbuild.config.model import Config, EnvValue
 from gymbuild.config.walltime import walltime_seconds
@@ -18,12 +18,10 @@ from gymbuild.plan.model import (
     EnvEntry,
     ExecutorTraits,
     GymInstallPlan,
-    Nodes,
-    PoolRange,
-    Port,
     Ref,
     ResumePlan,
     ServiceStep,
+    SharedParts,
 )
 from gymbuild.plan.placement import _Ports, driver_nodes, node_host, pool_ranges
 from gymbuild.plan.services import _service_steps
@@ -38,34 +36,7 @@ def _secret_names(steps: Iterable[ServiceStep], driver: DriverStep) -> tuple[str
     return tuple(names)
 
 
-@dataclass(frozen=True)
-class _Shared:
-    """The parts of a plan that come from the config (and the submission) alone, not the benchmark.
-
-    `planner` plans them once and every benchmark's plan holds the same objects: they would come out
-    equal for every benchmark anyway, and shared objects keep their canonical JSON (`_Canonical`), so
-    rendering 1000 plans encodes the service steps once (docs/performance.md, "Why the code is shaped so").
-    """
-
-    collector_ports: tuple[Port, Port, Port] | None  # grpc, http, health; None: no collector
-    services: tuple[ServiceStep, ...]
-    policy: tuple[str, int] | None  # (served model name, first-choice port)
-    policy_port: Port | None
-    driver_nodes: Nodes
-    driver_env: tuple[EnvEntry, ...]  # every benchmark's; a command benchmark's own entries follow
-    driver_mounts: tuple[str, ...]  # after the bench dir's own mount
-    install: GymInstallPlan | None
-    directives_before_chdir: tuple[tuple[str, str | None], ...]  # after job-name
-    directives_after_chdir: tuple[tuple[str, str | None], ...]
-    walltime_seconds: int | None
-    pools: tuple[PoolRange, ...]
-    pool_vars_needed: bool
-    node_ips_needed: bool
-    head_ip_needed: bool
-    reserved_ports: tuple[int, ...]
-
-
-def _shared(config: Config, gym_job_id: str) -> _Shared:
+def _shared(config: Config, gym_job_id: str) -> SharedParts:
     """Plan what every benchmark of `config` shares. Raises UserError for what the config cannot express."""
     ports = _Ports()
     collector_ports = _collector_ports(config, ports)
@@ -86,7 +57,7 @@ def _shared(config: Config, gym_job_id: str) -> _Shared:
     vllm = any(s.kind == "vllm" for s in services)
     before, after = _config_directives(config)
     walltime = config.compute.walltime
-    return _Shared(
+    return SharedParts(
         collector_ports=collector_ports,
         services=services,
         policy=policy,
@@ -125,7 +96,7 @@ def plan_benchmark(
 def _plan(
     config: Config,
     executor: ExecutorTraits,
-    shared: _Shared,
+    shared: SharedParts,
     bench: str,
     *,
     run_dir: str,

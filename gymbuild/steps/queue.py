@@ -12,8 +12,8 @@ import secrets
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from gymbuild import planning
 from gymbuild.executors.base import Answer, Queued
-from gymbuild.steps import stage
 from gymbuild.steps.record import keep_benchmark_order
 from gymbuild.workspace import Outcome
 
@@ -117,7 +117,7 @@ def _queued(ctx: Session, bench: str, earlier: Outcome | None, result: Queued) -
                 benchmark=member,
                 job_id=result.job_id,
                 error=result.error,
-                script_digest=stage.stage_digest(ctx, member),
+                script_digest=planning.stage_digest(ctx, member),
                 at=utc_timestamp(utc_now()),
                 previous_job_ids=before.previous_job_ids if before else (),
             )

@@ -7,8 +7,8 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from gymbuild import planning
 from gymbuild.executors.base import executor_for
-from gymbuild.steps import stage
 from gymbuild.steps.record import build_record
 
 if TYPE_CHECKING:
@@ -30,14 +30,14 @@ def print_resolved(ctx: Session) -> None:
 
 def print_dry_run(ctx: Session) -> None:
     """Every selected benchmark's script rendered with secrets masked; nothing is queued or recorded."""
-    render = stage.renderer()
+    render = planning.renderer()
     assert ctx.resolved is not None
     ctx.warn(executor=True)
     mask = render.mask_secrets(ctx.resolved.secrets)
     from gymbuild import sharing
 
     def render_one(bench: str) -> Any:
-        return ctx.rendered.get(bench) or render.render_job(stage.bench_plan(ctx, bench), mask)
+        return ctx.rendered.get(bench) or render.render_job(planning.bench_plan(ctx, bench), mask)
 
     jobs = sharing.dry_run_jobs(ctx, mask, render_one)
     run_dir = ctx.submission().run_dir
@@ -59,7 +59,7 @@ def _changed_since_queued(ctx: Session, benches: Iterable[str]) -> Iterator[tupl
             outcome
             and outcome.job_id
             and bench not in ctx.queued_now
-            and outcome.script_digest != stage.stage_digest(ctx, bench)
+            and outcome.script_digest != planning.stage_digest(ctx, bench)
         ):
             yield bench, outcome
 

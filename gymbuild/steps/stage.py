@@ -7,14 +7,12 @@ each staged script was rendered from.
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from gymbuild.errors import UserError
+from gymbuild import sharing
+from gymbuild.planning import bench_plan, renderer, stage_digest
 from gymbuild.workspace import atomic_write, digest
 
 if TYPE_CHECKING:
@@ -23,77 +21,9 @@ if TYPE_CHECKING:
 RESOLVED_STAMP = "resolved"  # the digest of the tree the staged resolved-config.yaml was written from
 
 
-@functools.cache
-def renderer() -> Any:
-    """gymbuild.render, with its compiled templates kept in the user's cache between runs."""
-    from gymbuild import render
-    from gymbuild.resources import user_cache_home
-
-    render.keep_compiled_templates(user_cache_home() / "gymbuild" / "jinja")
-    return render
-
-
-def bench_plan(ctx: Session, bench: str) -> Any:
-    """`bench`'s plan, made on first need: a no-op submit plans nothing, a re-submit of ten of a
-    thousand benchmarks plans ten (whether a script is stale is told by stage_digest, unplanned)."""
-    found = ctx.plans.get(bench)
-    if found is None:
-        from gymbuild.executors.base import planning_traits
-        from gymbuild.plan import planner
-
-        try:
-            if ctx.planner is None:
-                sub = ctx.submission()
-                traits = planning_traits(ctx.config)
-                ctx.planner = planner(ctx.config, traits, run_dir=sub.run_dir, gym_job_id=sub.gym_job_id)
-            found = ctx.plans[bench] = ctx.planner(bench)
-        except UserError as err:  # the plan names the config path; the user also needs the file
-            fix = "" if "fix:" in str(err) else "\n    fix: correct that value in the config"
-            raise UserError(f"error: {ctx.inv.config}: {err}{fix}") from None
-    return found
-
-
-def _stage_basis(ctx: Session) -> str:
-    """What every benchmark's script is made from besides its own entry: the code that makes
-    scripts, the secrets, the submission, and the resolved config without driver.benchmarks."""
-    found = ctx.memo.get("stage_basis")
-    if found is not None:
-        return str(found)
-    from gymbuild.config.model import thaw
-    from gymbuild.resources import script_code_digest
-
-    assert ctx.resolved is not None
-    sub = ctx.submission()
-    tree = dict(ctx.resolved.tree)
-    tree["driver"] = {k: v for k, v in tree["driver"].items() if k != "benchmarks"}
-    secrets_digest = hashlib.sha256(json.dumps(dict(ctx.resolved.secrets), sort_keys=True).encode())
-    basis = digest(script_code_digest(), secrets_digest.hexdigest(), sub.run_dir, sub.gym_job_id, thaw(tree))
-    ctx.memo["stage_basis"] = basis
-    return basis
-
-
-def stage_digest(ctx: Session, bench: str) -> str:
-    """What `bench`'s script is made from: the shared basis and the benchmark's own config entry.
-
-    A plan depends on nothing else (gymbuild/plan is pure and a benchmark's plan reads no other
-    benchmark), so equal inputs make an equal script without planning or rendering anything.
-    Cached for the run: doit's uptodate checks, stage, queue and the report all ask.
-    """
-    found = ctx.stage_digests.get(bench)
-    if found is None:
-        from gymbuild.config.model import thaw
-
-        assert ctx.resolved is not None
-        entry = thaw(ctx.resolved.tree["driver"]["benchmarks"][bench])
-        found = ctx.stage_digests[bench] = digest(_stage_basis(ctx), bench, entry)
-    return found
-
-
 def staged(ctx: Session, bench: str) -> bool:
     """Up to date when queued already (its script is never touched again) or staged from these
     inputs (stage_digest). The digest first: it settles the submission (new=1 empties the stamps)."""
-    from gymbuild import sharing
-
     wanted = sharing.stage_want(ctx, bench)
     if ctx.workspace.stage_stamp(bench) == wanted:
         return True
@@ -111,8 +41,6 @@ def stage_all(ctx: Session, benches: list[str] | None = None) -> None:
 def stage_many(ctx: Session, benches: list[str]) -> None:
     """Render each benchmark's job and write it into the staged tree, in order; the first error (a
     plan the config cannot express) stops the pass, as a held error stops the steps after it."""
-    from gymbuild import sharing
-
     assert ctx.resolved is not None
     render, secrets = renderer(), ctx.resolved.secrets
     benches = sharing.stage_shared(ctx, benches)  # the shared jobs' (sharing.py); the rest here

@@ -1,0 +1,183 @@
+"""`gymbuild export to=mlflow`: a sweep's series (series.py) where the team already looks.
+
+One tracker run per checkpoint's submission (its gym_job_id): each benchmark's numeric metrics,
+`<benchmark>/<metric>` (`<benchmark>/<agent>/<metric>` when a benchmark has several agents), logged
+at the training step as the step, and the run tagged with gym_job_id, model, checkpoint (the swept
+value), config_digest (of the resolved config the run was submitted with), the sweep's id and its
+label. The same tracker charts every checkpoint's run against the step, grouped by the sweep tag.
+
+Re-exporting is safe: the run of a gym_job_id is found again by its tag, and a point already
+logged at its step is not logged twice, so a follower's cron line may export after every poll.
+
+The tracker's library is an optional extra (`pip install 'gymbuild[mlflow]'`), imported here only:
+submitting never needs it. Where it logs and its credentials are the library's own environment
+(MLFLOW_TRACKING_URI, MLFLOW_TRACKING_TOKEN or its username/password variables), so a token stays
+in the user's environment: it is never printed (the URI is shown without its user info) and nothing
+is written to the run directory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gymbuild.errors import UserError
+from gymbuild.series import Point
+
+if TYPE_CHECKING:
+    from gymbuild.session import Session
+
+TRACKERS = {"mlflow": "mlflow"}  # to= -> the extra that installs its library
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What one tracker run holds: a combination's identity, tags and numeric points."""
+
+    gym_job_id: str
+    label: str
+    step: int | None
+    tags: dict[str, str]
+    metrics: dict[str, float]  # key -> value, at `step`
+
+
+def metric_key(row: Point, agents: int) -> str:
+    """A key every tracker accepts (letters, digits, `_-./ `): the benchmark, the agent when the
+    benchmark has several, the metric."""
+    parts = [row.benchmark, *([row.agent] if row.agent and agents > 1 else []), row.metric or ""]
+    return "/".join(re.sub(r"[^\w\-. ]", "_", p) for p in parts)
+
+
+def checkpoints(ident: str, rows: Sequence[Point], digests: dict[str, str]) -> list[Checkpoint]:
+    """The rows grouped by submission, numeric values only (a metric shown as text has no curve)."""
+    agents: dict[str, set[str | None]] = {}
+    for r in rows:
+        agents.setdefault(r.benchmark, set()).add(r.agent)
+    out: dict[str, Checkpoint] = {}
+    for r in rows:
+        if r.gym_job_id not in out:
+            tags = {
+                "gym_job_id": r.gym_job_id,
+                "model": r.model or "",
+                "checkpoint": " ".join(r.swept.values()),
+                "config_digest": digests.get(r.gym_job_id, ""),
+                "gymbuild.sweep_id": ident,
+                "gymbuild.label": r.label,
+            }
+            out[r.gym_job_id] = Checkpoint(r.gym_job_id, r.label, r.step, tags, {})
+        if r.metric is not None and isinstance(r.value, int | float) and not isinstance(r.value, bool):
+            out[r.gym_job_id].metrics[metric_key(r, len(agents[r.benchmark]))] = float(r.value)
+    return list(out.values())
+
+
+def _library(to: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(to)
+    except ImportError:
+        raise UserError(
+            f"error: to={to} needs the {to} library, which is not installed here\n"
+            f"    fix: pip install 'gymbuild[{TRACKERS[to]}]' (submitting never needs it)"
+        ) from None
+
+
+def shown_uri(uri: str) -> str:
+    """A tracking URI without its user info (`https://user:token@host` is `https://host`)."""
+    return re.sub(r"//[^/@]*@", "//", uri)
+
+
+def to_mlflow(experiment: str, found: Sequence[Checkpoint]) -> tuple[int, int, int]:
+    """Log to the MLflow tracking server of the environment: (runs created, runs found again,
+    points logged)."""
+    _library("mlflow")
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient()
+    known = client.get_experiment_by_name(experiment)
+    exp_id = known.experiment_id if known else client.create_experiment(experiment)
+    created = again = logged = 0
+    for ckpt in found:
+        runs = client.search_runs(
+            [exp_id], filter_string=f"tags.gym_job_id = '{ckpt.gym_job_id}'", max_results=1
+        )
+        if runs:
+            run_id, again = runs[0].info.run_id, again + 1
+        else:
+            run_id = client.create_run(exp_id, run_name=ckpt.label, tags=ckpt.tags).info.run_id
+            created += 1
+        step = ckpt.step or 0
+        now = int(time.time() * 1000)
+        points = [
+            Metric(key, value, now, step)
+            for key, value in ckpt.metrics.items()
+            if step not in {m.step for m in client.get_metric_history(run_id, key)}
+        ]
+        for key, value in ckpt.tags.items():
+            client.set_tag(run_id, key, value)
+        if points:
+            client.log_batch(run_id, metrics=points)
+            logged += len(points)
+        if not runs:
+            client.set_terminated(run_id)
+    return created, again, logged
+
+
+def export(s: Session) -> None:
+    """The verb: the sweep's series, read as `results series=1` reads it, sent to the tracker."""
+    from gymbuild import multirun, series
+
+    to = s.inv.extra.get("to", "")
+    if to not in TRACKERS:
+        raise UserError(
+            f"error: to={to or '(none)'} is not a tracker gymbuild exports to\n"
+            f"    fix: to={' or to='.join(TRACKERS)}"
+        )
+    if not s.inv.is_sweep:
+        raise UserError(
+            "error: export sends a sweep's series (a run per checkpoint, its step as the step)\n"
+            "    fix: add multirun=1 (the config's latest sweep) or sweep=ID"
+        )
+    _library(to)  # before any round trip: a missing extra is said at once
+    pattern = series.step_pattern(s.inv.step)
+    record, cells, runs = multirun.gathered(s)
+    rows = series.points([c.values for c in cells], runs, pattern)
+    digests = _digests(s, cells)
+    experiment = s.inv.extra.get("experiment") or f"gymbuild/{s.inv.config.stem}"
+    found = checkpoints(record["sweep_id"], rows, digests)
+    created, again, logged = to_mlflow(experiment, found)
+    where = shown_uri(os.environ.get("MLFLOW_TRACKING_URI", "./mlruns"))
+    print(
+        f"exported sweep {record['sweep_id']} to MLflow at {where}, experiment {experiment}: "
+        f"{created} run(s) created, {again} found again, {logged} point(s) logged"
+    )
+    if not logged and not created:
+        print("(nothing new: every point was there already)", file=sys.stderr)
+
+
+def _digests(s: Session, cells: Sequence[Any]) -> dict[str, str]:
+    """gym_job_id -> digest of the resolved config each combination was submitted with (its staged
+    copy in the workspace: nothing remote is read)."""
+    from gymbuild.jobs import RESOLVED_CONFIG_NAME
+    from gymbuild.multirun import cell_session
+    from gymbuild.workspace import digest
+
+    out = {}
+    for cell in cells:
+        cs = cell_session(s, cell)
+        try:
+            current = cs.workspace.submission()
+            text = (cs.workspace.stage / RESOLVED_CONFIG_NAME).read_text()
+        except OSError:
+            continue
+        finally:
+            cs.close()
+        if current is not None:
+            out[current.gym_job_id] = digest(text)[:16]
+    return out
