@@ -142,6 +142,7 @@ def find_record(s: Session, run: str | None = None, *, connect: bool = True) -> 
     if run:
         record = record_from_index(run)
         if record is not None:
+            _askable(record)
             if connect:
                 s.connection(record.hostname, use_config=False)
             return record
@@ -151,7 +152,7 @@ def find_record(s: Session, run: str | None = None, *, connect: bool = True) -> 
                 f"gymbuild cannot tell where its run directory is\n{s.error}"
             )
         run_dir = str(Path(s.output_path) / run)
-        return record_from_run_dir(s.connection(), run_dir)
+        return _askable(record_from_run_dir(s.connection(), run_dir))
     current = s.workspace.submission()
     if current is None or not s.workspace.has_outcomes():
         raise no_submission(s)
@@ -161,6 +162,16 @@ def find_record(s: Session, run: str | None = None, *, connect: bool = True) -> 
     if connect:
         s.connection(current.hostname, use_config=False)
     return build_record(s, commit=False)
+
+
+def _askable(record: SubmissionRecord) -> SubmissionRecord:
+    """The record, unless its executor is one gymbuild cannot ask (then one line saying so)."""
+    from gymbuild.executors.base import cannot_ask
+
+    why = cannot_ask(record.executor, record.executor_metadata, record.gym_job_id)
+    if why:
+        raise UserError(why)
+    return record
 
 
 def no_submission(s: Session) -> UserError:

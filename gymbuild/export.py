@@ -1,4 +1,4 @@
-"""`gymbuild export to=mlflow`: a sweep's series (series.py) where the team already looks.
+"""`gymbuild export to=mlflow|wandb`: a sweep's series (series.py) where the team already looks.
 
 One tracker run per checkpoint's submission (its gym_job_id): each benchmark's numeric metrics,
 `<benchmark>/<metric>` (`<benchmark>/<agent>/<metric>` when a benchmark has several agents), logged
@@ -9,11 +9,11 @@ label. The same tracker charts every checkpoint's run against the step, grouped 
 Re-exporting is safe: the run of a gym_job_id is found again by its tag, and a point already
 logged at its step is not logged twice, so a follower's cron line may export after every poll.
 
-The tracker's library is an optional extra (`pip install 'gymbuild[mlflow]'`), imported here only:
-submitting never needs it. Where it logs and its credentials are the library's own environment
-(MLFLOW_TRACKING_URI, MLFLOW_TRACKING_TOKEN or its username/password variables), so a token stays
-in the user's environment: it is never printed (the URI is shown without its user info) and nothing
-is written to the run directory.
+The tracker's library is an optional extra (`pip install 'gymbuild[mlflow]'` or `[wandb]`),
+imported here only: submitting never needs it. Where it logs and its credentials are the library's
+own environment (MLFLOW_TRACKING_URI and MLFLOW_TRACKING_TOKEN; WANDB_API_KEY, WANDB_ENTITY,
+WANDB_MODE, WANDB_DIR), so a token stays in the user's environment: it is never printed (a URI is
+shown without its user info) and nothing is written to the run directory.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from gymbuild.series import Point
 if TYPE_CHECKING:
     from gymbuild.session import Session
 
-TRACKERS = {"mlflow": "mlflow"}  # to= -> the extra that installs its library
+TRACKERS = {"mlflow": "mlflow", "wandb": "wandb"}  # to= -> the extra that installs its library
 
 
 @dataclass(frozen=True)
@@ -129,6 +129,61 @@ def to_mlflow(experiment: str, found: Sequence[Checkpoint]) -> tuple[int, int, i
     return created, again, logged
 
 
+def wandb_run_id(gym_job_id: str) -> str:
+    """The W&B run id of a submission: its gym_job_id in the characters W&B allows, so the same
+    checkpoint is always the same run."""
+    return re.sub(r"[^a-z0-9_-]", "-", gym_job_id.lower())[:64]
+
+
+def to_wandb(project: str, found: Sequence[Checkpoint]) -> tuple[int, int, int]:
+    """Log to W&B (its own environment: WANDB_API_KEY, WANDB_ENTITY, WANDB_MODE, WANDB_DIR): a run
+    per checkpoint with a fixed id. A run already there is left alone: offline, its directory
+    under WANDB_DIR; online, the run on the server with its step logged."""
+    from pathlib import Path
+
+    wandb = _library("wandb")
+    offline = os.environ.get("WANDB_MODE", "").lower() in ("offline", "dryrun")
+    runs_dir = Path(os.environ.get("WANDB_DIR") or ".") / "wandb"
+    created = again = logged = 0
+    for ckpt in found:
+        run_id = wandb_run_id(ckpt.gym_job_id)
+        if offline and any(runs_dir.glob(f"offline-run-*-{run_id}")):
+            again += 1
+            continue
+        if not offline and _wandb_has(wandb, project, run_id, ckpt.step or 0):
+            again += 1
+            continue
+        settings = wandb.Settings(console="off", x_disable_stats=True, silent=True)
+        run = wandb.init(
+            project=project,
+            id=run_id,
+            name=ckpt.label,
+            config=ckpt.tags,
+            tags=[ckpt.tags["gymbuild.sweep_id"]],
+            resume="allow",
+            reinit="create_new",
+            settings=settings,
+        )
+        try:
+            if ckpt.metrics:
+                run.log(dict(ckpt.metrics), step=ckpt.step or 0)
+                logged += len(ckpt.metrics)
+        finally:
+            run.finish()
+        created += 1
+    return created, again, logged
+
+
+def _wandb_has(wandb: Any, project: str, run_id: str, step: int) -> bool:
+    """Whether the W&B server has the run with a point at `step` (a run it does not know: no)."""
+    try:
+        api = wandb.Api()
+        run = api.run(f"{api.default_entity}/{project}/{run_id}")
+    except Exception:  # wandb's CommError and ValueError both mean "no such run" here
+        return False
+    return any(row.get("_step") == step for row in run.scan_history(keys=["_step"]))
+
+
 def export(s: Session) -> None:
     """The verb: the sweep's series, read as `results series=1` reads it, sent to the tracker."""
     from gymbuild import multirun, series
@@ -149,12 +204,17 @@ def export(s: Session) -> None:
     record, cells, runs = multirun.gathered(s)
     rows = series.points([c.values for c in cells], runs, pattern)
     digests = _digests(s, cells)
-    experiment = s.inv.extra.get("experiment") or f"gymbuild/{s.inv.config.stem}"
+    experiment = s.inv.extra.get("experiment") or f"gymbuild-{s.inv.config.stem}"
     found = checkpoints(record["sweep_id"], rows, digests)
-    created, again, logged = to_mlflow(experiment, found)
-    where = shown_uri(os.environ.get("MLFLOW_TRACKING_URI", "./mlruns"))
+    if to == "mlflow":
+        created, again, logged = to_mlflow(experiment, found)
+        where = f"MLflow at {shown_uri(os.environ.get('MLFLOW_TRACKING_URI', './mlruns'))}, experiment"
+    else:
+        created, again, logged = to_wandb(experiment, found)
+        mode = os.environ.get("WANDB_MODE") or "online"
+        where = f"W&B ({mode}), project"
     print(
-        f"exported sweep {record['sweep_id']} to MLflow at {where}, experiment {experiment}: "
+        f"exported sweep {record['sweep_id']} to {where} {experiment}: "
         f"{created} run(s) created, {again} found again, {logged} point(s) logged"
     )
     if not logged and not created:

@@ -112,9 +112,9 @@ def _say(text: str) -> None:
 
 
 def _name(cell: Cell) -> str:
-    from gymbuild.sweep import _unescaped
+    from gymbuild.sweep import unescaped
 
-    return " ".join(_unescaped(v.split("=", 1)[1]) for v in cell.values) or "(no swept key)"
+    return " ".join(unescaped(v.split("=", 1)[1]) for v in cell.values) or "(no swept key)"
 
 
 @contextmanager
@@ -174,7 +174,7 @@ def poll(s: Session, ident: str, overrides: Sequence[str], opts: Options, state:
     from gymbuild import multirun
     from gymbuild.sweep import Records, merged
 
-    cells = multirun._expand_for_submit(s, overrides, opts.ready, quiet=True)
+    cells = multirun.expand_for_submit(s, overrides, opts.ready, quiet=True)
     fresh = [cell for cell in cells if cell.key not in state.checkpoints]
     if fresh:
         _submit(s, fresh, ident, state)
@@ -190,11 +190,11 @@ def _submit(s: Session, cells: Sequence[Cell], ident: str, state: State) -> None
     from gymbuild import multirun, pipeline
     from gymbuild.steps.queue import queued
 
-    sessions = multirun._sessions(s, cells)
+    sessions = multirun.sessions_of(s, cells)
     try:
         todo = [[b for b in cs.selected() if not queued(cs, b)] for cs in sessions]
         try:
-            pipeline.run_batch(sessions, todo, [multirun._header(cell, ident) for cell in cells])
+            pipeline.run_batch(sessions, todo, [multirun.header(cell, ident) for cell in cells])
         finally:
             for cell, cs in zip(cells, sessions, strict=True):
                 current = cs.workspace.submission()
@@ -211,7 +211,7 @@ def _submit(s: Session, cells: Sequence[Cell], ident: str, state: State) -> None
                 _say(f"submitted {_name(cell)} ({current.gym_job_id}): {how}")
             state.save()
     finally:
-        multirun._close_all(sessions)
+        multirun.close_all(sessions)
 
 
 def _settle(s: Session, cells: Sequence[Cell], opts: Options, state: State) -> None:
@@ -219,8 +219,8 @@ def _settle(s: Session, cells: Sequence[Cell], opts: Options, state: State) -> N
     from gymbuild import day_two, multirun, states
     from gymbuild.executors.base import executor_for
 
-    records = multirun._records(s, cells)
-    looks = multirun._look(s, records)
+    records = multirun.records_of(s, cells)
+    looks = multirun.look_at(s, records)
     retry: list[int] = []
     for i, (cell, record, rows) in enumerate(zip(cells, records, looks, strict=True)):
         if record is None:
@@ -242,12 +242,12 @@ def _settle(s: Session, cells: Sequence[Cell], opts: Options, state: State) -> N
             tries = entry["attempts"]
             _say(f"gave up on {entry['name']} ({record.gym_job_id}) after {tries} attempt(s): {entry['why']}")
     if retry:
-        sessions = multirun._sessions(s, [cells[i] for i in retry])
+        sessions = multirun.sessions_of(s, [cells[i] for i in retry])
         try:
             found = [records[i] for i in retry]
             picked = day_two.requeue(sessions, [r for r in found if r is not None], s.inv.only)
         finally:
-            multirun._close_all(sessions)
+            multirun.close_all(sessions)
         for i, benches in zip(retry, picked, strict=True):
             entry = state.checkpoints[cells[i].key]
             entry["attempts"] += 1

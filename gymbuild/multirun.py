@@ -107,7 +107,7 @@ def _say_once(said: io.StringIO) -> None:
 # --- submit ----------------------------------------------------------------------------------------
 
 
-def _expand_for_submit(
+def expand_for_submit(
     s: Session, overrides: Sequence[str], ready: Sequence[str] = (), *, quiet: bool = False
 ) -> list[Cell]:
     """The cells of the overrides; `paths(...)` globs expanded on the submit target in one round trip
@@ -133,7 +133,7 @@ def _expand_for_submit(
     return expand(overrides, source, found)
 
 
-def _sessions(s: Session, cells: Sequence[Cell]) -> list[Session]:
+def sessions_of(s: Session, cells: Sequence[Cell]) -> list[Session]:
     """Each cell's session with its config loaded; every cell's mistakes at once, before anything is done."""
     sessions = [cell_session(s, cell) for cell in cells]
     errors = [(label, cs.error) for cs, label in zip(sessions, labels(cells), strict=True) if cs.error]
@@ -149,7 +149,7 @@ def _sessions(s: Session, cells: Sequence[Cell]) -> list[Session]:
     return sessions
 
 
-def _header(cell: Cell, ident: str) -> str:
+def header(cell: Cell, ident: str) -> str:
     values = "\n".join(f"#   {v}" for v in cell.values) or "#   (no swept key)"
     return f"# sweep {ident}, the combination:\n{values}\n"
 
@@ -187,7 +187,7 @@ def _report(
         raise _combined(failures)
 
 
-def _close_all(sessions: Sequence[Session]) -> None:
+def close_all(sessions: Sequence[Session]) -> None:
     for cs in sessions:
         cs.close()
 
@@ -196,7 +196,7 @@ def submit(s: Session) -> None:
     """submit multirun=1: every cell's benchmarks that have no job id yet (with new=1: every cell
     afresh), in one pipeline; the sweep record lists the cells and their gym_job_ids."""
     ident, overrides = expression(s)
-    cells = _expand_for_submit(s, overrides)
+    cells = expand_for_submit(s, overrides)
     records = Records(s.workspace)
     if not cells:
         records.save(merged(records.load(ident), ident, s.inv.config, overrides, []))
@@ -205,16 +205,16 @@ def submit(s: Session) -> None:
         else:
             print(f"nothing to submit: the sweep {ident} has no combination yet")
         return
-    sessions = _sessions(s, cells)
+    sessions = sessions_of(s, cells)
     try:
         todo = [[b for b in cs.selected() if not queued(cs, b)] for cs in sessions]
         try:
-            pipeline.run_batch(sessions, todo, [_header(cell, ident) for cell in cells])
+            pipeline.run_batch(sessions, todo, [header(cell, ident) for cell in cells])
         finally:
             records.save(merged(records.load(ident), ident, s.inv.config, overrides, _ids(cells, sessions)))
         _report(s, ident, cells, sessions, [None] * len(cells))
     finally:
-        _close_all(sessions)
+        close_all(sessions)
 
 
 def _ids(cells: Sequence[Cell], sessions: Sequence[Session]) -> list[tuple[Cell, str | None]]:
@@ -230,16 +230,16 @@ def _ids(cells: Sequence[Cell], sessions: Sequence[Session]) -> list[tuple[Cell,
 
 def resolve(s: Session) -> None:
     ident, overrides = expression(s)
-    cells = _expand_for_submit(s, overrides)
-    _sessions(s, cells)
+    cells = expand_for_submit(s, overrides)
+    sessions_of(s, cells)
     _each(s, cells, show.print_resolved, ident=ident, as_json=s.inv.json, field="config")
 
 
 def render(s: Session) -> None:
     """The dry run of each combination (its globs expanded on the target): nothing is copied or queued."""
     ident, overrides = expression(s)
-    cells = _expand_for_submit(s, overrides)
-    _sessions(s, cells)
+    cells = expand_for_submit(s, overrides)
+    sessions_of(s, cells)
 
     def dry_run(cs: Session) -> None:
         stage.stage_all(cs)
@@ -258,7 +258,7 @@ def _submitted(record: dict[str, Any]) -> list[Cell]:
     return cells
 
 
-def _records(s: Session, cells: Sequence[Cell]) -> list[SubmissionRecord | None]:
+def records_of(s: Session, cells: Sequence[Cell]) -> list[SubmissionRecord | None]:
     """Each cell's submission record from its workspace corner (None: never submitted); no I/O remote."""
     found: list[SubmissionRecord | None] = []
     for cell in cells:
@@ -278,7 +278,7 @@ def _check_only(s: Session, records: Sequence[SubmissionRecord | None]) -> None:
         )
 
 
-def _look(s: Session, records: Sequence[SubmissionRecord | None]) -> list[list[states.BenchStatus]]:
+def look_at(s: Session, records: Sequence[SubmissionRecord | None]) -> list[list[states.BenchStatus]]:
     """One look at every job of the sweep, shared jobs' members included (states.py): one status
     round trip per executor, however many cells."""
     present = [r for r in records if r is not None]
@@ -316,15 +316,15 @@ def status(s: Session) -> None:
 
     record = find_sweep(s)
     cells = _submitted(record)
-    records = _records(s, cells)
+    records = records_of(s, cells)
     _check_only(s, records)
     live = frozenset().union(*(executor_for(r.executor).LIVE for r in records if r is not None))
-    rows = _look(s, records)
+    rows = look_at(s, records)
     looks = None
     if s.inv.watch:
 
         def look() -> list[states.BenchStatus]:
-            rows[:] = _look(s, records)
+            rows[:] = look_at(s, records)
             return [row for cell_rows in rows for row in cell_rows]
 
         _, total, looks = watch.watch(
@@ -367,7 +367,7 @@ def resubmit(s: Session) -> None:
     submission (day_two.requeue): one look, one copy, one sbatch per job re-queued."""
     record = find_sweep(s)
     cells = _submitted(record)
-    sessions = _sessions(s, cells)
+    sessions = sessions_of(s, cells)
     try:
         mine = [i for i, cs in enumerate(sessions) if cs.workspace.submission() is not None]
         found = [day_two.find_record(sessions[i], "") for i in mine]
@@ -387,7 +387,7 @@ def resubmit(s: Session) -> None:
             [p for _, p in busy],
         )
     finally:
-        _close_all(sessions)
+        close_all(sessions)
 
 
 def gathered(s: Session) -> tuple[dict[str, Any], list[Cell], list[Any]]:
@@ -398,7 +398,7 @@ def gathered(s: Session) -> tuple[dict[str, Any], list[Cell], list[Any]]:
 
     record = find_sweep(s)
     cells = _submitted(record)
-    records = _records(s, cells)
+    records = records_of(s, cells)
     found = [r for r in records if r is not None]
     names = [label for label, r in zip(labels(cells), records, strict=True) if r is not None]
     if not found:

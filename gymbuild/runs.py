@@ -65,13 +65,25 @@ def run_state(counts: Mapping[str, int]) -> str:
 def _states(records: Sequence[SubmissionRecord]) -> dict[str, dict[str, int]]:
     """gym_job_id -> its benchmarks' counts by kind: per host, one status round trip for all."""
     from gymbuild import states
-    from gymbuild.executors.base import executor_for
+    from gymbuild.executors.base import EXECUTORS, executor_for
     from gymbuild.executors.connection import Connection
 
     by_host: dict[str | None, list[SubmissionRecord]] = {}
-    for record in records:
-        by_host.setdefault(record.hostname, []).append(record)
     counts: dict[str, dict[str, int]] = {}
+    foreign: dict[str, int] = {}
+    for record in records:
+        if record.executor in EXECUTORS:
+            by_host.setdefault(record.hostname, []).append(record)
+        else:  # NeMo Gym's newer executors (kubernetes, ...): listed, never asked
+            counts[record.gym_job_id] = {"unknown": len(record.benchmarks)}
+            foreign[record.executor] = foreign.get(record.executor, 0) + 1
+    for name, n in foreign.items():
+        runs, their = ("run was", "its") if n == 1 else ("runs were", "their")
+        print(
+            f"warning: {n} {runs} submitted with NeMo Gym's '{name}' executor, which gymbuild cannot ask; "
+            f"{their} state is UNKNOWN",
+            file=sys.stderr,
+        )
     for host, group in by_host.items():
         conn = Connection(host)
         try:

@@ -108,12 +108,12 @@ def points(
 ) -> list[Point]:
     """The rows of the runs (one per submitted combination, `cells_values[i]` its swept `key=value`s),
     ordered by step where every combination names one, else in the sweep's order."""
-    from gymbuild.sweep import _unescaped
+    from gymbuild.sweep import unescaped
 
     columns = swept_columns(cells_values)
     given = [
         {
-            name: _unescaped(v.split("=", 1)[1])
+            name: unescaped(v.split("=", 1)[1])
             for v in vals
             for key, name in columns
             if v.split("=", 1)[0].lstrip("+~") == key

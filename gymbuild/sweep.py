@@ -165,12 +165,12 @@ def labels(cells: Sequence[Cell]) -> list[str]:
     short = {k: (s if last.count(s) == 1 else k) for k, s in zip(keys, last, strict=True)}
     out = []
     for cell in cells:
-        parts = [f"{short[_key_of(v)]}={_unescaped(v.split('=', 1)[1])}" for v in cell.values]
+        parts = [f"{short[_key_of(v)]}={unescaped(v.split('=', 1)[1])}" for v in cell.values]
         out.append(" ".join(parts) or "(no swept key)")
     return out
 
 
-def _unescaped(value: str) -> str:
+def unescaped(value: str) -> str:
     """A value as the user reads it: without the backslashes Hydra writes before `:`, `,`, spaces..."""
     return re.sub(r"\\(.)", r"\1", value)
 

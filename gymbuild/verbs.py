@@ -90,7 +90,9 @@ ARGUMENTS: tuple[Argument, ...] = (
         "mlflow",
         "export: the tracker (MLflow, at MLFLOW_TRACKING_URI; its token from its own variables)",
     ),
-    Argument("experiment", "NAME", "export: the tracker's experiment (default gymbuild/<config name>)"),
+    Argument(
+        "experiment", "NAME", "export: the MLflow experiment or W&B project (default gymbuild-<config name>)"
+    ),
     Argument("out", "FILE", "report: the HTML file to write (default <config name>-report.html here)"),
     Argument("limit", "N", "the N newest only"),
     Argument("state", "STATE", "only runs in this state: RUNNING, PENDING, COMPLETED, FAILED or UNKNOWN"),
@@ -272,7 +274,7 @@ VERBS: tuple[Verb, ...] = (
     ),
     Verb(
         "export",
-        "export to=mlflow",
+        "export to=TRACKER",
         "a sweep's series to a tracker: a run per checkpoint, its metrics at its training step",
         (
             ("config", ""),
@@ -286,7 +288,7 @@ VERBS: tuple[Verb, ...] = (
         ),
         (
             "gymbuild export config=eval.yaml multirun=1 to=mlflow",
-            "gymbuild export config=eval.yaml sweep=sweep-3f9c1a2b7d to=mlflow experiment=qwen-sft",
+            "gymbuild export config=eval.yaml sweep=sweep-3f9c1a2b7d to=wandb experiment=qwen-sft",
         ),
     ),
     Verb(

@@ -1,8 +1,9 @@
-"""`gymbuild export to=mlflow` (issue 29, item 4) against a real MLflow tracking server the test
-starts on loopback with its SQLite store, read back with MLflow's own client: a local sweep over
-three checkpoints becomes three runs, each with its metric at its training step and its tags;
-exporting again adds no run and no point; the tracker's token is never printed nor written to the
-run directory. Skipped, with the reason, where the `mlflow` extra is not installed."""
+"""`gymbuild export` (issue 29, item 4). to=mlflow against a real MLflow tracking server the test
+starts on loopback with its SQLite store, read back with MLflow's own client; to=wandb in W&B's
+offline mode, its run files read back with W&B's own record schema. A local sweep over three
+checkpoints becomes three runs, each with its metric at its training step and its tags; exporting
+again adds no run and no point; the tracker's token is never printed nor written to the run
+directory. Each is skipped, with the reason, where its extra is not installed."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from e2e_helpers import gymbuild_argv, kill_local_jobs, local_command_config, user_env, write_config
@@ -79,6 +81,45 @@ def tracking_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         log.close()
 
 
+class Sweep:
+    """A local sweep over three checkpoints (steps 20, 300, 1200, scoring step/1000), run to the end."""
+
+    def __init__(self, tmp_path: Path, **env: str) -> None:
+        self.home = tmp_path
+        self.ckpts = tmp_path / "ckpts"
+        self.ckpts.mkdir()
+        for step in (1200, 300, 20):
+            checkpoint(self.ckpts, step)
+        write_config(tmp_path, local_command_config(), "eval.yaml")
+        path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+        self.env = user_env(tmp_path, PATH=path, **env)
+        self.line = (
+            "config=eval.yaml",
+            "multirun=1",
+            f"driver.benchmarks.demo.command=paths({self.ckpts}/step_*)",
+        )
+        self.run("submit", *self.line)
+        deadline = time.monotonic() + 120
+        while True:  # the event: every checkpoint's metrics are there
+            series = self.run("results", *self.line, "series=1", "format=csv").stdout
+            rows = list(csv.DictReader(io.StringIO(series)))
+            if all(r["state"] == "COMPLETED" and r["value"] for r in rows) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            gymbuild_argv(*args), cwd=self.home, env=self.env, capture_output=True, text=True, timeout=240
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert TOKEN not in done.stdout + done.stderr
+        return done
+
+    def token_nowhere(self) -> None:
+        for file in (self.home / "runs").rglob("*"):
+            assert not file.is_file() or TOKEN not in file.read_text(errors="replace"), file
+
+
 def checkpoint(directory: Path, step: int) -> None:
     script = directory / f"step_{step}"
     script.write_text(f'#!/bin/bash\nprintf \'{{"score": {step / 1000}, "note": "x"}}\' > {SCORE}\n')
@@ -90,31 +131,9 @@ def test_a_sweep_exports_a_run_per_checkpoint_at_its_step_and_again_adds_nothing
 ) -> None:
     from mlflow.tracking import MlflowClient
 
-    ckpts = tmp_path / "ckpts"
-    ckpts.mkdir()
-    for step in (1200, 300, 20):
-        checkpoint(ckpts, step)
-    write_config(tmp_path, local_command_config(), "eval.yaml")
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    env = user_env(tmp_path, PATH=path, MLFLOW_TRACKING_URI=tracking_server, MLFLOW_TRACKING_TOKEN=TOKEN)
-    line = ("config=eval.yaml", "multirun=1", f"driver.benchmarks.demo.command=paths({ckpts}/step_*)")
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            gymbuild_argv(*args), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert TOKEN not in done.stdout + done.stderr
-        return done
-
+    sweep = Sweep(tmp_path, MLFLOW_TRACKING_URI=tracking_server, MLFLOW_TRACKING_TOKEN=TOKEN)
+    ckpts, line, run, env = sweep.ckpts, sweep.line, sweep.run, sweep.env
     try:
-        run("submit", *line)
-        deadline = time.monotonic() + 120
-        while True:  # the event: every checkpoint's metrics are there
-            rows = list(csv.DictReader(io.StringIO(run("results", *line, "series=1", "format=csv").stdout)))
-            if all(r["state"] == "COMPLETED" and r["value"] for r in rows) or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
         first = run("export", *line, "to=mlflow", "experiment=sft-run")
         assert "3 run(s) created, 0 found again, 3 point(s) logged" in first.stdout, first.stdout
         assert tracking_server in first.stdout
@@ -146,8 +165,7 @@ def test_a_sweep_exports_a_run_per_checkpoint_at_its_step_and_again_adds_nothing
         again = run("export", *line, "to=mlflow", "experiment=sft-run")
         assert "0 run(s) created, 3 found again, 0 point(s) logged" in again.stdout, again.stdout
         assert read_back() == seen
-        for file in (tmp_path / "runs").rglob("*"):
-            assert not file.is_file() or TOKEN not in file.read_text(errors="replace"), file
+        sweep.token_nowhere()
 
         refused = subprocess.run(
             gymbuild_argv("export", *line, "to=tensorboard"),
@@ -161,5 +179,71 @@ def test_a_sweep_exports_a_run_per_checkpoint_at_its_step_and_again_adds_nothing
             and "fix: to=mlflow" in refused.stderr
             and "Traceback" not in refused.stderr
         )
+    finally:
+        kill_local_jobs(tmp_path / "runs")
+
+
+def wandb_records(path: Path) -> Iterator[Any]:
+    """The records of a W&B run file (`run-<id>.wandb`: a header, then LevelDB-log framed records of
+    W&B's own protobuf schema), parsed with that schema."""
+    from wandb.proto import wandb_internal_pb2
+
+    data, block, pos, pending = path.read_bytes(), 32768, 7, b""
+    assert data[:4] == b":W&B"
+    while pos + 7 <= len(data):
+        if block - pos % block < 7:  # the end of a block too short for a header: padding
+            pos += block - pos % block
+            continue
+        length, kind = int.from_bytes(data[pos + 4 : pos + 6], "little"), data[pos + 6]
+        chunk, pos = data[pos + 7 : pos + 7 + length], pos + 7 + length
+        if kind in (1, 4):  # a whole record, or a record's last piece
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(pending + chunk)
+            pending = b""
+            yield record
+        elif kind in (2, 3):
+            pending += chunk
+        else:
+            pos += block - pos % block  # zero padding to the end of the block
+
+
+def test_a_sweep_exported_to_wandb_offline_is_a_run_per_checkpoint_once(tmp_path: Path) -> None:
+    pytest.importorskip("wandb", reason="the wandb extra is not installed: pip install wandb")
+    import json
+
+    wandb_dir = tmp_path / "wandb-home"
+    wandb_dir.mkdir()
+    sweep = Sweep(tmp_path, WANDB_MODE="offline", WANDB_DIR=str(wandb_dir), WANDB_API_KEY=TOKEN)
+    try:
+        first = sweep.run("export", *sweep.line, "to=wandb", "experiment=sft-run")
+        assert "3 run(s) created, 0 found again, 3 point(s) logged" in first.stdout, first.stdout
+        again = sweep.run("export", *sweep.line, "to=wandb", "experiment=sft-run")
+        assert "0 run(s) created, 3 found again, 0 point(s) logged" in again.stdout, again.stdout
+        files = sorted(wandb_dir.glob("wandb/offline-run-*/run-*.wandb"))
+        assert len(files) == 3  # one run per checkpoint, and none more after the second export
+        seen = {}
+        for file in files:
+            config, points = {}, []
+            for record in wandb_records(file):
+                kind = record.WhichOneof("record_type")
+                if kind == "run":
+                    config.update({i.key: json.loads(i.value_json) for i in record.run.config.update})
+                elif kind == "config":
+                    config.update({i.key: json.loads(i.value_json) for i in record.config.update})
+                elif kind == "history":
+                    items = {
+                        i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in record.history.item
+                    }
+                    points.append((items.get("_step"), items.get("demo/score")))
+            step = int(config["gymbuild.label"].split("_")[1])
+            seen[step] = (config, points)
+        assert sorted(seen) == [20, 300, 1200]
+        for step, (config, points) in seen.items():
+            assert points == [(step, step / 1000)]
+            assert config["checkpoint"] == f"{sweep.ckpts}/step_{step}"
+            assert config["gym_job_id"].startswith("gym-job-") and len(config["config_digest"]) == 16
+        for file in wandb_dir.rglob("*"):  # W&B's key is not copied into its files either
+            assert not file.is_file() or TOKEN.encode() not in file.read_bytes(), file
+        sweep.token_nowhere()
     finally:
         kill_local_jobs(tmp_path / "runs")

@@ -66,9 +66,8 @@ def test_info_of_a_queue_task_names_its_script_the_sync_and_its_outcome_file(tmp
     stage = gymbuild("info", "stage:gpqa", config, cwd=tmp_path).stdout
     assert f"{ws_rel}/stage/resolved-config.yaml" in section(stage, "file_dep")
     # the templates and modules that make scripts, as one digest file (not each template per benchmark)
-    assert section(stage, "file_dep") == sorted(
-        [f"{ws_rel}/stage/resolved-config.yaml", f"{ws_rel}/script-code"]
-    )
+    reads = sorted(section(stage, "file_dep"))
+    assert reads == [f"{ws_rel}/script-code", f"{ws_rel}/stage/resolved-config.yaml"]
     code = gymbuild("info", "script_code", config, cwd=tmp_path).stdout
     assert section(code, "targets") == [f"{ws_rel}/script-code"]
     assert section(stage, "targets") == [f"{ws_rel}/stage/gpqa/job.sh"]

@@ -13,6 +13,8 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from e2e_helpers import gymbuild as run_gymbuild
+from e2e_helpers import user_env
 from jsonschema import Draft202012Validator
 
 import gymbuild
@@ -82,6 +84,34 @@ def test_a_record_written_by_nemo_gym_0_7_0_loads() -> None:
     assert "Invalid account" in record.failed[0].error
     # NeMo Gym does not write the history; it reads as "never re-queued".
     assert all(b.previous_job_ids == () for b in record.benchmarks)
+
+
+def test_a_record_from_nemo_gym_kubernetes_executor_loads() -> None:
+    """NeMo Gym's main branch writes `executor: kubernetes` with its namespace and context."""
+    record = SubmissionRecord.load(fixture_payload("nemo-gym-kubernetes-gym-job.json"))
+
+    assert record.executor == "kubernetes"
+    assert record.executor_metadata == {"namespace": "gym-evals", "context": "prod-cluster"}
+    assert [(b.benchmark, b.job_id) for b in record.benchmarks] == [("gpqa", "gym-gpqa-x7k2p")]
+
+
+def test_runs_lists_a_kubernetes_record_and_day_two_says_in_one_line_it_cannot_ask(tmp_path: Path) -> None:
+    env = user_env(tmp_path)
+    index = tmp_path / "xdg-cache" / "nemo-gym" / "jobs"
+    index.mkdir(parents=True)
+    name = "gym-job-20260102T030405Z-a1b2c3"
+    (index / f"{name}.json").write_text((DATA / "nemo-gym-kubernetes-gym-job.json").read_text())
+    listed = run_gymbuild("runs", cwd=tmp_path, env=env)
+    assert listed.rc == 0, listed.stderr
+    (row,) = [line for line in listed.stdout.splitlines() if line.startswith(name)]
+    assert "kubernetes:k8s" in row and "UNKNOWN" in row
+    assert "'kubernetes' executor, which gymbuild cannot ask" in listed.stderr
+    for verb in ("status", "logs", "cancel"):
+        run = run_gymbuild(verb, f"run={name}", cwd=tmp_path, env=env)
+        assert run.rc == 1 and "Traceback" not in run.stderr, (verb, run.stderr)
+        (line,) = run.stderr.strip().splitlines()
+        assert "'kubernetes' executor (context prod-cluster, namespace gym-evals)" in line, verb
+        assert "cannot ask" in line
 
 
 def test_a_record_with_only_the_required_fields_loads_with_defaults() -> None:

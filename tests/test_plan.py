@@ -456,11 +456,11 @@ def test_directives() -> None:
         ("time", "1-02:03:04"),
         ("chdir", f"{RUN_DIR}/b"),
         ("output", "logs/slurm-%j.log"),
+        ("qos", "high"),
+        ("comment", "two words"),
         ("partition", "gpu"),
         ("nodes", "3"),
         ("ntasks-per-node", "1"),
-        ("qos", "high"),
-        ("comment", "two words"),
     )
     t["compute"]["c"]["extra_args"] = {"comment": 'a "quoted" word'}
     with pytest.raises(UserError, match="SBATCH"):
@@ -480,6 +480,17 @@ def test_directives() -> None:
 )
 def test_walltime_seconds(text: str, seconds: int) -> None:
     assert walltime_seconds(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["UNLIMITED", "infinite", "Infinite"])
+def test_an_unlimited_walltime_is_passed_to_sbatch_and_sets_no_limit(text: str) -> None:
+    t = tree()
+    t["compute"]["c"]["walltime"] = text
+    p = plan(t)
+    assert ("time", text) in p.directives
+    assert p.walltime_seconds is None
+    t["driver"]["benchmarks"]["b"]["resumable"] = {"max_retries": 1, "max_walltime": text}
+    assert [q.path for q in validate(t).problems] == ["driver.benchmarks.b.resumable.max_walltime"]
 
 
 @settings(max_examples=150, deadline=None)

@@ -21,6 +21,7 @@ tried with what they refuse: the refusal, one clear message at render time, is t
 from __future__ import annotations
 
 import glob
+import re
 import shlex
 import uuid
 from pathlib import Path
@@ -349,7 +350,7 @@ def _refusal_cases(canary: str) -> list[tuple[str, Any, str]]:
         ("run-key", ("run", {f"k={c}": "x"}), "Hydra key"),
         ("nested-run-key", ("run", {"ok": {"a b": "x"}}), "Hydra key"),
         ("prepare-key", ("prepare", {"-x": "y"}), "Hydra key"),
-        ("mount-comma", ("mount", "/tmp,/etc:/x"), "comma"),
+        ("mount-comma-relative", ("mount", f"/tmp,{c}:/x"), "relative source"),
         ("mount-colon", ("mount", "/tmp:/x:ro:/y"), "src[:dst[:flags]]"),
         ("mount-relative", ("mount", f"{c}:/x"), "relative source"),
         ("mount-newline", ("mount", f"/tmp\n{c}"), "newline"),
@@ -381,6 +382,18 @@ def _refused_config(output: Path, kind: str, value: Any) -> dict[str, Any]:
     elif kind == "output":
         data["job"]["output_path"] = value
     return data
+
+
+def test_one_mounts_entry_with_a_comma_is_two_mounts(tmp_path: Path) -> None:
+    """pyxis's --container-mounts is comma-separated and NeMo Gym passes such an entry as two mounts."""
+    output = Path(f"/var/tmp/gymbuild-injection-comma-{uuid.uuid4().hex[:12]}")
+    data = _refused_config(output, "mount", "/tmp,/etc:/x")
+    config = write_config(tmp_path, literal(data), "mount-comma.yaml")
+    run = gymbuild("render", f"config={config}", cwd=tmp_path, env=user_env(tmp_path))
+    assert run.rc == 0, run.stderr
+    steps = re.findall(r"--container-mounts=(\S+)", run.stdout)
+    assert any({"/tmp", "/etc:/x"} <= set(w.split(",")) for w in steps), steps
+    assert not output.exists()
 
 
 def test_what_the_rules_refuse_is_refused_at_render_with_one_message(tmp_path: Path) -> None:

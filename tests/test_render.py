@@ -187,6 +187,16 @@ def test_directive_values_with_spaces_are_grouped_for_sbatch() -> None:
     assert '#SBATCH --comment="a b \' $(x) ;`y`"\n' in text
 
 
+def test_directive_numbers_are_written_as_they_read() -> None:
+    """sbatch refuses `--cpus-per-task=16.0`: an integer stays an integer, a fraction a fraction."""
+    t = _run_tree(19500)
+    t["compute"]["c"]["extra_args"] = {"cpus-per-task": 16, "mem-per-gpu": 1.5}
+    plan = plan_benchmark(config(t), planning_traits(config(t)), "runb", run_dir="/r", gym_job_id="j")
+    text = render_job(plan, {"SECRET_TOKEN": "s"}).files["job.sh"].text
+    assert "#SBATCH --cpus-per-task=16\n" in text
+    assert "#SBATCH --mem-per-gpu=1.5\n" in text
+
+
 # --- secrets -------------------------------------------------------------------------------------------
 
 

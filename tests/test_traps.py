@@ -163,16 +163,17 @@ def test_runs_is_a_listing_with_each_runs_final_state(tmp_path: Path, user: User
     states = {line.split()[0]: line.split()[3] for line in listed[1:]}
     assert sorted(states.values()) == ["COMPLETED", "FAILED"]
     rows = json.loads(user.ok("runs", "json=1", cwd=cwd))
-    assert [(r["state"], Path(r["config"]).name) for r in rows] == [
-        ("FAILED", "bad.yaml"),
-        ("COMPLETED", "good.yaml"),
-    ]
-    assert rows[0]["benchmarks"] == {"failed": 1}
+    # newest first (the two may share a second: then either order is newest first)
+    assert [r["submitted_at"] for r in rows] == sorted((r["submitted_at"] for r in rows), reverse=True)
+    by_config = {Path(r["config"]).name: r for r in rows}
+    states = {name: r["state"] for name, r in by_config.items()}
+    assert states == {"bad.yaml": "FAILED", "good.yaml": "COMPLETED"}
+    assert by_config["bad.yaml"]["benchmarks"] == {"failed": 1}
     only_good = json.loads(user.ok("runs", f"config={good}", "json=1", cwd=cwd))
     assert [Path(r["config"]).name for r in only_good] == ["good.yaml"]
     assert len(json.loads(user.ok("runs", "limit=1", "json=1", cwd=cwd))) == 1
     failed = json.loads(user.ok("runs", "state=failed", "json=1", cwd=cwd))
-    assert [r["gym_job_id"] for r in failed] == [rows[0]["gym_job_id"]]
+    assert [r["gym_job_id"] for r in failed] == [by_config["bad.yaml"]["gym_job_id"]]
     assert user.run("runs", "state=sideways", cwd=cwd).stderr.startswith("error: state=sideways")
 
     assert json.loads(user.ok("runs", "prune=30", "json=1", cwd=cwd)) == {"pruned": []}  # all are new

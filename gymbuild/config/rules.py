@@ -560,28 +560,37 @@ def env_values(r: Rules) -> None:
                 )
 
 
-def _walltime(r: Rules, path: Path) -> None:
+def _walltime(r: Rules, path: Path, *, unlimited: bool = False) -> None:
     value = r.get(path)
-    if isinstance(value, str) and not is_walltime(value):
+    if isinstance(value, str) and not is_walltime(value, unlimited=unlimited):
+        extra = ", or UNLIMITED" if unlimited else ""
         r.error(
             path,
             f"`{value}` is not a Slurm time",
-            f"use {FORMS} (e.g. 04:00:00 or 1-00:00:00)",
+            f"use {FORMS}{extra} (e.g. 04:00:00 or 1-00:00:00)",
         )
 
 
 @rule
 def walltimes(r: Rules) -> None:
     for name in r.mapping(("compute",)):
-        _walltime(r, ("compute", name, "walltime"))
+        _walltime(r, ("compute", name, "walltime"), unlimited=True)
     for path, bench in r.benchmarks():
         if isinstance(bench.get("resumable"), dict):
             _walltime(r, (*path, "resumable", "max_walltime"))
 
 
 def _mount_problem(mount: str) -> str | None:
-    if "," in mount:
-        return "contains a comma, which would split it into two mounts"
+    """What is wrong with one entry of `mounts`. An entry may hold several mounts separated by commas,
+    as pyxis's --container-mounts does (NeMo Gym passes them so): each one is checked."""
+    for one in mount.split(","):
+        problem = _one_mount_problem(one)
+        if problem:
+            return problem if one == mount else f"has `{one}`, which {problem}"
+    return None
+
+
+def _one_mount_problem(mount: str) -> str | None:
     parts = mount.split(":")
     if len(parts) > 3 or any(not p for p in parts):
         return "is not src[:dst[:flags]]"

@@ -2,6 +2,9 @@
 
 Forms: `MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`, `D-HH:MM:SS`. The first field without a day
 count may be any number of digits (`90` minutes, `100:00:00` hours); every later field has one or two.
+A job's `--time` may also be `UNLIMITED` or `INFINITE` (any case), which Slurm's parse_time.c
+reads as no limit (the partition's own limit then applies); a chain's max_walltime may not, since
+NeMo Gym refuses it there.
 """
 
 from __future__ import annotations
@@ -14,8 +17,20 @@ FORMS = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
 _WALLTIME = re.compile(r"(?:(\d+)-(\d{1,2})|(\d+))(?::(\d{1,2}))?(?::(\d{1,2}))?")
 
 
-def is_walltime(text: str) -> bool:
-    return _WALLTIME.fullmatch(text) is not None
+_UNLIMITED = ("unlimited", "infinite")
+
+
+def is_unlimited(text: str) -> bool:
+    return text.lower() in _UNLIMITED
+
+
+def is_walltime(text: str, *, unlimited: bool = False) -> bool:
+    return _WALLTIME.fullmatch(text) is not None or (unlimited and is_unlimited(text))
+
+
+def job_walltime_seconds(text: str) -> int | None:
+    """A job's --time in seconds, or None for Slurm's no-limit words."""
+    return None if is_unlimited(text) else walltime_seconds(text)
 
 
 def walltime_seconds(text: str) -> int:

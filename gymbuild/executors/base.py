@@ -111,14 +111,25 @@ class Executor(Protocol):
         ...
 
 
+def cannot_ask(executor: str, metadata: Mapping[str, str], gym_job_id: str = "") -> str | None:
+    """One line saying gymbuild cannot ask a record's executor about its jobs (NeMo Gym's newer
+    executors, e.g. kubernetes), or None when it can. The record itself still loads and lists."""
+    if executor in EXECUTORS:
+        return None
+    where = ", ".join(f"{k} {v}" for k, v in sorted(metadata.items()))
+    run = f"{gym_job_id} was" if gym_job_id else "it was"
+    return (
+        f"error: {run} submitted with NeMo Gym's '{executor}' executor{f' ({where})' if where else ''}, "
+        "which gymbuild cannot ask about its jobs: use NeMo Gym's own commands for it"
+    )
+
+
 def executor_for(which: Config | str) -> Executor:
     """The executor of a config (its compute.type) or of a record (its `executor` field)."""
     name = which if isinstance(which, str) else which.compute.type
     module = EXECUTORS.get(name)
     if module is None:
-        raise UserError(
-            f"error: this record was written by the '{name}' executor, which gymbuild does not know"
-        )
+        raise UserError(cannot_ask(name, {}) or "")
     from importlib import import_module
 
     executor: Executor = import_module(module)

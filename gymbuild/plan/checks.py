@@ -24,9 +24,10 @@ def _env(env: Mapping[str, EnvValue], where: str) -> tuple[EnvEntry, ...]:
 
 
 def _mounts(mounts: Iterable[str], where: str) -> tuple[str, ...]:
-    """`--container-mounts` is comma-separated: a comma inside one mount would split it."""
-    out = tuple(mounts)
+    """`--container-mounts` is comma-separated, so one entry may hold several mounts (NeMo Gym passes
+    `a:/a,b:/b` as two): each becomes a mount of its own, quoted on its own."""
+    out = tuple(one for mount in mounts for one in mount.split(","))
     for mount in out:
-        if "," in mount or "\n" in mount:
-            raise UserError(f"{where}.mounts: {mount!r} cannot contain a comma or a newline")
+        if "\n" in mount:
+            raise UserError(f"{where}.mounts: {mount!r} cannot contain a newline")
     return out

@@ -37,7 +37,14 @@ def _config_directives(
         before.append(_directive("account", compute.account, f"{where}.account"))
     if compute.walltime:
         before.append(_directive("time", compute.walltime, f"{where}.walltime"))
-    after: list[tuple[str, str | None]] = [("output", "logs/slurm-%j.log")]
+    pool_extra: dict[str, Any] = {}
+    for pool in compute.node_pools.values():
+        pool_extra.update(pool.extra_args)
+    # NeMo Gym's order: the compute's extra_args, then the pools' directives, then the pools'
+    # extra_args. sbatch keeps the last of a repeated option, so a pool's partition, nodes or GPUs win
+    # over the same key in compute.extra_args, as they do under NeMo Gym.
+    compute_extra = {k: v for k, v in compute.extra_args.items() if k not in pool_extra}
+    after: list[tuple[str, str | None]] = [("output", "logs/slurm-%j.log"), *_extra(compute_extra, where)]
     pools = list(compute.node_pools.values())
     if pools:
         first = pools[0]
@@ -46,10 +53,11 @@ def _config_directives(
         after.append(("ntasks-per-node", str(first.ntasks_per_node)))
         if first.gpus_per_node is not None:
             after.append(("gpus-per-node", str(first.gpus_per_node)))
-    extra: dict[str, Any] = dict(compute.extra_args)
-    for pool in pools:
-        extra.update(pool.extra_args)
-    # sbatch's flags take no value (`--hold=true` is refused): `true` writes the bare flag, `false`
-    # writes nothing, so a pool can switch off what the cluster's extra_args switched on.
-    after += [_directive(k, v, f"{where}.extra_args.{k}") for k, v in extra.items() if v is not False]
+    after += _extra(pool_extra, where)
     return tuple(before), tuple(after)
+
+
+def _extra(args: dict[str, Any], where: str) -> list[tuple[str, str | None]]:
+    """sbatch's flags take no value (`--hold=true` is refused): `true` writes the bare flag, `false`
+    writes nothing, so a pool can switch off what the cluster's extra_args switched on."""
+    return [_directive(k, v, f"{where}.extra_args.{k}") for k, v in args.items() if v is not False]

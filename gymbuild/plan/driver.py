@@ -59,7 +59,7 @@ def _driver(config: Config, shared: SharedParts, bench: Benchmark, *, bench_dir:
     run: tuple[Word, ...] = ()
     resume_from = None
     if bench.command:
-        own = [EnvEntry("NEMO_GYM_BENCH_DIR", bench_dir)]
+        own = [EnvEntry("NEMO_GYM_BENCH_DIR", _in_bench(bench_dir, "")[0])]
         if policy is not None:
             own += [
                 EnvEntry("NEMO_GYM_POLICY_BASE_URL", base_url_batch),
@@ -72,7 +72,7 @@ def _driver(config: Config, shared: SharedParts, bench: Benchmark, *, bench_dir:
             ("gym",),
             ("eval",),
             ("run",),
-            (f"+output_jsonl_fpath={hydra_value(bench_dir + '/artifacts/rollouts.jsonl')}",),
+            _in_bench(bench_dir, "/artifacts/rollouts.jsonl", "+output_jsonl_fpath="),
         ]
         if drv.policy_model and drv.policy_model_type:  # also for a Ray policy, as NeMo Gym writes it
             words += [("--model-type",), (drv.policy_model_type,)]
@@ -93,7 +93,7 @@ def _driver(config: Config, shared: SharedParts, bench: Benchmark, *, bench_dir:
                 ("+policy_api_key=dummy",),
             ]
         if observe and "model_call_capture_dir" not in bench.run:
-            words.append((f"+model_call_capture_dir={hydra_value(bench_dir + '/model-calls')}",))
+            words.append(_in_bench(bench_dir, "/model-calls", "+model_call_capture_dir="))
         if "require_complete" not in bench.run:
             words.append(("+require_complete=True",))
         if bench.resumable and "resume_from_cache" not in bench.run:
@@ -116,3 +116,12 @@ def _driver(config: Config, shared: SharedParts, bench: Benchmark, *, bench_dir:
         policy_port=policy_port,
         resume_from=resume_from,
     )
+
+
+def _in_bench(bench_dir: str, rel: str, key: str = "") -> Word:
+    """`key` and a path in the bench dir as one word. A relative job.output_path is the submitting
+    shell's, which only the job knows: the path is then the job's $GYM_BENCH_DIR (absolute there), so
+    the driver, wherever it runs from, writes into the job's directory."""
+    if bench_dir.startswith("/"):
+        return (f"{key}{hydra_value(bench_dir + rel)}" if key else bench_dir + rel,)
+    return (key, Ref("GYM_BENCH_DIR"), rel) if key else (Ref("GYM_BENCH_DIR"), rel)

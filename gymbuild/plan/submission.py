@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from gymbuild.config.model import Config, EnvValue
-from gymbuild.config.walltime import walltime_seconds
+from gymbuild.config.walltime import job_walltime_seconds, walltime_seconds
 from gymbuild.errors import UserError
 from gymbuild.plan.checks import _env, _mounts
 from gymbuild.plan.collector import _collector, _collector_ports
@@ -68,7 +68,7 @@ def _shared(config: Config, gym_job_id: str) -> SharedParts:
         install=install,
         directives_before_chdir=before,
         directives_after_chdir=after,
-        walltime_seconds=walltime_seconds(walltime) if walltime else None,
+        walltime_seconds=job_walltime_seconds(walltime) if walltime else None,
         pools=pool_ranges(config),
         # NeMo Gym 0.7.0 exports the pools' hosts whenever it places services: several nodes, or a
         # service pinned to a pool on one node (user code may read them).

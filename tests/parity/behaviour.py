@@ -109,7 +109,8 @@ class Case:
     config: Path  # the file both tools read (a layout variant is written next to the original)
     source: Path  # the config as found (examples/, the corpus, behaviour-cases/)
     layout: str  # "as-written" or "scaled" (every node pool's nodes doubled)
-    run_dir: str
+    run_dir: str  # relative when the config's job.output_path is: then taken from submit_dir
+    submit_dir: str = ""  # where sbatch ran (SLURM_SUBMIT_DIR): a relative --chdir is resolved from it
 
 
 @dataclass
@@ -173,8 +174,17 @@ def cases(work: Path, *, write: bool = True) -> list[Case]:
     for path in config_files():
         name = case_name(path)
         slug = re.sub(r"[^A-Za-z0-9]+", "-", name)
-        out.append(Case(f"{name}@as-written", path, path, "as-written", f"{work}/{slug}-1/{GYM_JOB_ID}"))
         tree = yaml.safe_load(path.read_text())
+        output = ((tree.get("job") or {}).get("output_path") if isinstance(tree, dict) else None) or "/"
+
+        def where(n: int, output: str = str(output), slug: str = slug) -> dict[str, str]:
+            # A relative output path is the submitting shell's: both tools' run dirs are relative, and
+            # the job starts where sbatch resolved them from (its home on a cluster).
+            if output.startswith(("/", "$")):
+                return {"run_dir": f"{work}/{slug}-{n}/{GYM_JOB_ID}"}
+            return {"run_dir": f"{output.rstrip('/')}/{GYM_JOB_ID}", "submit_dir": f"{work}/{slug}-{n}"}
+
+        out.append(Case(f"{name}@as-written", path, path, "as-written", **where(1)))
         if not isinstance(tree, dict) or "defaults" in tree:
             continue  # a composed config: its parts are other files
         bigger = scaled(tree)
@@ -184,7 +194,7 @@ def cases(work: Path, *, write: bool = True) -> list[Case]:
         if write:
             variant.parent.mkdir(parents=True, exist_ok=True)
             variant.write_text(yaml.safe_dump(bigger, sort_keys=False))
-        out.append(Case(f"{name}@scaled", variant, path, "scaled", f"{work}/{slug}-2/{GYM_JOB_ID}"))
+        out.append(Case(f"{name}@scaled", variant, path, "scaled", **where(2)))
     return out
 
 
@@ -281,7 +291,13 @@ def stub_bin(work: Path) -> Path:
     return bin_dir
 
 
-def allocation(nodes: int) -> dict[str, str]:
+def allocation(nodes: int, script: str = "") -> dict[str, str]:
+    """The environment Slurm starts a batch script in: the allocation its own effective `#SBATCH`
+    directives ask for (the last of a repeated one, as sbatch reads them; `nodes` without one). Each
+    tool's script runs on what it asked for, so a directive that loses to another shows."""
+    asked = directives(script)
+    nodes = _count(asked.get("nodes"), nodes)
+    per_node = _count(asked.get("ntasks-per-node"), 1)
     names = [f"node{i}" for i in range(1, nodes + 1)]
     return {
         "STUB_NODES": ",".join(names),
@@ -292,13 +308,18 @@ def allocation(nodes: int) -> dict[str, str]:
         "SLURM_NODELIST": f"node[1-{nodes}]" if nodes > 1 else "node1",
         "SLURM_NNODES": str(nodes),
         "SLURM_JOB_NUM_NODES": str(nodes),
-        "SLURM_NTASKS": str(nodes),
-        "SLURM_NTASKS_PER_NODE": "1",
+        "SLURM_NTASKS": str(nodes * per_node),
+        "SLURM_NTASKS_PER_NODE": str(per_node),
         "SLURM_CPUS_ON_NODE": "16",
-        "SLURM_GPUS_ON_NODE": "8",
+        "SLURM_GPUS_ON_NODE": str(_count(asked.get("gpus-per-node"), 8)),
         "SLURMD_NODENAME": names[0],
+        "STUB_INDEX_NODE": names[0],
         "SLURM_NODEID": "0",
     }
+
+
+def _count(value: str | None, default: int) -> int:
+    return int(value) if value and value.isdigit() and int(value) > 0 else default
 
 
 @dataclass(frozen=True)
@@ -341,7 +362,7 @@ def run_script(
         "USER": getpass.getuser(),  # the job runs as the user who submitted it (NeMo Gym's `user`)
         "LANG": "C.UTF-8",
         "STUB_LOG": str(log),
-        **allocation(nodes),
+        **allocation(nodes, text),
         **job_env,  # what the submitter's sbatch passes on: the collector's token
         **scenario.env,
     }
@@ -797,15 +818,28 @@ def resume_scenarios(plan: Any) -> list[Scenario]:
         Scenario("resume-sacct-silent", {"STUB_SACCT": "{}"}, prev),
         Scenario("resume-sbatch-fails", {"STUB_FAIL": "sbatch"}),
     ]
-    if r.max_walltime_seconds is not None:
-        out.append(
-            Scenario(
-                "resume-walltime-cap",
-                {"STUB_SACCT": json.dumps({"State": "TIMEOUT", "ElapsedRaw": 100})},
-                prev,
-                {".gym_accumulated_walltime": f"{r.max_walltime_seconds - 50}\n"},
-            )
+    # A job requeued by Slurm starts again under the same id, which the chain already holds.
+    out.append(
+        Scenario(
+            "resume-requeued",
+            {"STUB_SACCT": json.dumps({"State": "NODE_FAIL", "ElapsedRaw": 100})},
+            prev,
+            {".gym_job_chain": f"{PREV_JOB_ID}\n{JOB_ID}\n"},
         )
+    )
+    if r.max_walltime_seconds is not None:
+        # The cap from both sides: reached, and 100 s short of it (where a cap read differently shows).
+        caps = (("resume-walltime-cap", 50), ("resume-walltime-under", 200))
+        for name, short in caps:
+            used = r.max_walltime_seconds - short
+            out.append(
+                Scenario(
+                    name,
+                    {"STUB_SACCT": json.dumps({"State": "TIMEOUT", "ElapsedRaw": 100})},
+                    prev,
+                    {".gym_accumulated_walltime": f"{used}\n"},
+                )
+            )
     return out
 
 
@@ -849,7 +883,8 @@ def run_case(
     keys = tool_env_keys(resolved) | {resolved.config.otel.token_env}
     # A home per case: gymbuild's job removes its secrets file when it ends, and cases run in threads
     # with the same gym_job_id and benchmark names.
-    home = Path(case.run_dir).parent / "home"
+    base = Path(case.submit_dir) if case.submit_dir else Path(case.run_dir).parent
+    home = base / "home"
     (home / ".local" / "bin").mkdir(parents=True, exist_ok=True)
     (home / ".local" / "bin" / "env").write_text("")  # what uv's installer leaves
     pairs = []
@@ -862,7 +897,7 @@ def run_case(
             continue
         plan = plans[bench]
         bench_cfg = resolved.config.driver.benchmarks[bench]
-        bench_dir = Path(case.run_dir) / bench
+        bench_dir = Path(case.submit_dir or "/") / case.run_dir / bench
         for scenario in scenarios(plan, bench_cfg, case.layout, case.source):
             runs = []
             for tool_files, the_plan in ((files, None), (ours_files[bench], plan)):
@@ -872,6 +907,7 @@ def run_case(
                 if the_plan is not None:  # gymbuild's job reads it, and its host: values, from a file
                     stage_secrets(home, the_plan, resolved.secrets)
                     env = {}
+                env = {**env, "SLURM_SUBMIT_DIR": str(base)}
                 run = run_script(text, bench_dir, bin_dir, home, nodes, scenario, env, extra)
                 got = behaviour(
                     run, text, keys, the_plan, str(bench_dir), otel.token_env if otel.enabled else ""

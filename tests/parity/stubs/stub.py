@@ -152,6 +152,11 @@ def server(name: str, port: str | None = None) -> None:
 # --- srun ----------------------------------------------------------------------------------------------
 
 
+# Images with no shell in them (the official collector image has only otelcol-contrib): a step
+# there must run the binary itself.
+SHELL_LESS = ("otel/opentelemetry-collector-contrib",)
+
+
 def parse_srun(args: list[str]) -> tuple[dict[str, str | None], list[str]]:
     opts: dict[str, str | None] = {}
     i = 0
@@ -184,6 +189,11 @@ def srun() -> None:
     per_node = max(1, -(-ntasks // max(len(chosen), 1)))
     step = str(os.getpid())
     record(opts=opts, command=command, nodes=chosen, ntasks=ntasks)
+    image = opts.get("container-image") or ""
+    if image.startswith(SHELL_LESS) and command and os.path.basename(command[0]) in ("bash", "sh"):
+        # As pyxis does: the image has only its binary, so the step's program is not found.
+        print(f"slurmstepd: error: execve(): {command[0]}: No such file or directory", file=sys.stderr)
+        sys.exit(2)
     out = None
     if opts.get("output"):
         out = open(opts["output"].replace("%j", os.environ.get("SLURM_JOB_ID", "")), "ab")  # noqa: SIM115
@@ -405,6 +415,16 @@ def plain() -> None:
     record()
 
 
+def pip() -> None:
+    """Only the allocation's first node reaches a package index (STUB_INDEX_NODE): a worker node
+    often has none, so an install a tool runs on every node fails there."""
+    record()
+    index = os.environ.get("STUB_INDEX_NODE")
+    if index and os.environ.get("STUB_NODE", index) != index:
+        print("ERROR: Could not find a version that satisfies the requirement (no index)", file=sys.stderr)
+        sys.exit(1)
+
+
 COMMANDS = {
     "srun": srun,
     "scontrol": scontrol,
@@ -421,8 +441,9 @@ COMMANDS = {
     "vllm-router": lambda: server("vllm-router", option("--port")),
     "otelcol-contrib": lambda: server("otelcol-contrib", collector_health_port()),
     "hostname": lambda: print(os.environ.get("STUB_NODE", nodes()[0])),
+    "pip": pip,
 }
-STUBBED = (*COMMANDS, "squeue", "scancel", "pkill", "pip")
+STUBBED = (*COMMANDS, "squeue", "scancel", "pkill")
 
 
 if __name__ == "__main__":

@@ -4,11 +4,11 @@
 #SBATCH --time=04:00:00
 #SBATCH --chdir=/runs/gym-job-20260101T000000Z-abcdef/aime25
 #SBATCH --output=logs/slurm-%j.log
+#SBATCH --qos=preemptible
 #SBATCH --partition=gpu
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=1
 #SBATCH --gpus-per-node=2
-#SBATCH --qos=preemptible
 
 
 # gymbuild job for benchmark aime25 of gym-job-20260101T000000Z-abcdef. Generated: re-render, do not edit.
@@ -289,17 +289,26 @@ __gym_int() {
 __gym_prev_job=${1:-}
 __gym_successor=
 if grep -qx "$GYM_JOB_ID" .gym_job_chain 2>/dev/null; then
-  echo "gym: job $GYM_JOB_ID restarted; its successor is already queued"
-  __gym_successor_queued=1
+  # Requeued (same id): the chain's counts were taken on its first start. Its successor may have
+  # started or gone with that run, so it gets a fresh one, as under NeMo Gym; the one queued before
+  # is cancelled first, so a bad end never starts two.
+  echo "gym: job $GYM_JOB_ID restarted; queueing its successor again"
+  __gym_old_successor=$(cat ".gym_successor-$GYM_JOB_ID" 2>/dev/null) || __gym_old_successor=
+  [[ $__gym_old_successor =~ ^[0-9]+$ ]] && scancel "$__gym_old_successor" 2>/dev/null
 else
   if [[ -n $__gym_prev_job ]]; then
     __gym_state=
     __gym_elapsed=0
+    # sacct saying nothing is waited for about 60 s, as NeMo Gym does; a state it has not settled
+    # yet (PENDING, RUNNING, ...) up to 300 s. Both count polls, so a short GYM_POLL_SECONDS keeps them
+    # short.
     __gym_polls=$(__gym_polls 300)
+    __gym_silent=$(__gym_polls 60)
     for ((__gym_n = 0; __gym_n < __gym_polls; __gym_n++)); do
       IFS='|' read -r __gym_state __gym_elapsed < <(sacct -n -X -P -j "$__gym_prev_job" -o State,ElapsedRaw 2>/dev/null)
       case ${__gym_state%% *} in
-        "" | PENDING | RUNNING | REQUEUED | RESIZING | SUSPENDED | COMPLETING) sleep "$__gym_poll_seconds" ;;  # accounting lags
+        "") (( --__gym_silent > 0 )) || break; sleep "$__gym_poll_seconds" ;;
+        PENDING | RUNNING | REQUEUED | RESIZING | SUSPENDED | COMPLETING) sleep "$__gym_poll_seconds" ;;  # accounting lags
         *) break ;;
       esac
     done
@@ -333,16 +342,17 @@ else
     rm -f .gym_infra_retries .gym_accumulated_walltime
   fi
   echo "$GYM_JOB_ID" >>.gym_job_chain
-  # The successor runs only if this job ends badly (afternotok); it gets this job's id. Without
-  # --kill-on-invalid-dep, a cluster lacking kill_invalid_depend would keep it pending forever.
-  if __gym_successor=$(sbatch --parsable --dependency="afternotok:$GYM_JOB_ID" --kill-on-invalid-dep=yes /runs/gym-job-20260101T000000Z-abcdef/aime25/job.sh "$GYM_JOB_ID"); then
-    __gym_successor=${__gym_successor%%;*}
-    echo "gym: successor $__gym_successor queued in case this job does not complete"
-    __gym_successor_queued=1
-  else
-    echo "gym: could not queue a successor; this job will not resume" >&2
-    __gym_successor=
-  fi
+fi
+# The successor runs only if this job ends badly (afternotok); it gets this job's id. Without
+# --kill-on-invalid-dep, a cluster lacking kill_invalid_depend would keep it pending forever.
+if __gym_successor=$(sbatch --parsable --dependency="afternotok:$GYM_JOB_ID" --kill-on-invalid-dep=yes /runs/gym-job-20260101T000000Z-abcdef/aime25/job.sh "$GYM_JOB_ID"); then
+  __gym_successor=${__gym_successor%%;*}
+  echo "$__gym_successor" >".gym_successor-$GYM_JOB_ID"
+  echo "gym: successor $__gym_successor queued in case this job does not complete"
+  __gym_successor_queued=1
+else
+  echo "gym: could not queue a successor; this job will not resume" >&2
+  __gym_successor=
 fi
 
 # --- service step policy (vllm): 1 node(s) from node 0
