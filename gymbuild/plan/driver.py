@@ -57,6 +57,7 @@ def _driver(config: Config, shared: SharedParts, bench: Benchmark, *, bench_dir:
         base_url_batch = (f"http://{drv.policy_host}:", Ref(policy_port.var), "/v1")
     env = shared.driver_env
     run: tuple[Word, ...] = ()
+    resume_from = None
     if bench.command:
         own = [EnvEntry("NEMO_GYM_BENCH_DIR", _in_bench(bench_dir, "")[0])]
         if policy is not None:
@@ -97,6 +98,11 @@ def _driver(config: Config, shared: SharedParts, bench: Benchmark, *, bench_dir:
             words.append(("+require_complete=True",))
         if bench.resumable and "resume_from_cache" not in bench.run:
             words.append(("+resume_from_cache=True",))
+        elif "resume_from_cache" not in bench.run:
+            # Not gym's default for a job that is not resumable, so its first job runs gym's own
+            # command line; a resubmitted one, in the same directory, continues (driver.sh.j2).
+            artifacts = f"{bench_dir}/artifacts"
+            resume_from = (f"{artifacts}/rollouts.jsonl", f"{artifacts}/rollouts_materialized_inputs.jsonl")
         run = tuple(words)
     return DriverStep(
         container=drv.container,
@@ -108,6 +114,7 @@ def _driver(config: Config, shared: SharedParts, bench: Benchmark, *, bench_dir:
         run=run,
         command=bench.command,
         policy_port=policy_port,
+        resume_from=resume_from,
     )
 
 

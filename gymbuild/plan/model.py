@@ -165,6 +165,9 @@ class DriverStep(_Canonical):
     run: tuple[Word, ...]  # `gym eval run` and its arguments; empty when `command` is set
     command: str | None  # the benchmark's own script
     policy_port: Port | None
+    # (rollouts, materialized inputs): when both are there at start, an earlier job of this bench dir
+    # wrote them (resubmit), and `gym eval run` continues from them (+resume_from_cache=True)
+    resume_from: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
