@@ -126,34 +126,42 @@ class Cluster:
                 return JobResult(jid, state.split()[0], int(code or 0), int(sig or 0))
         return None
 
-    def squeue_state(self, job_id: str | int) -> str | None:
-        """The job's state as squeue shows it (what gymbuild's status reads for live jobs), or None
-        once squeue no longer lists it."""
-        out = subprocess.run(
-            ["squeue", "-h", "-j", str(job_id), "-o", "%i|%T"], capture_output=True, text=True, timeout=30
-        ).stdout
-        for line in out.splitlines():
-            jid, _, state = line.partition("|")
-            if jid == str(job_id):
-                return state
-        return None
-
     def wait_for_job(self, job_id: str | int, timeout: float = 120) -> JobResult:
-        """Poll until the job has ended: sacct says how (it lags slurmctld a little), and squeue no
-        longer shows it COMPLETING (a job shutting down reads COMPLETING there for a moment after
-        scancel or its end, and `gymbuild status` asks squeue first). Fails the test on timeout."""
+        """Poll until the job has ended and sacct's record of it is whole. sacct lags slurmctld, and
+        not only in time: when a short job ends before slurmdbd has answered its start, slurmctld
+        sends the start again with the job's final state, so for a moment sacct reads FAILED with
+        exit code 0 (which no finished job has: FAILED is a non-zero exit) until the completion
+        record follows. And a job shutting down reads COMPLETING in slurmctld (so in squeue, which
+        `gymbuild status` asks first) for a moment after scancel or its end. So the answer is
+        sacct's record once slurmctld shows the same end state (or has forgotten the job: MinJobAge)
+        and it is not that FAILED 0. The exit codes are not compared: for a cancelled job slurmctld
+        keeps the batch shell's (143) and accounting 0. Fails the test on timeout."""
         deadline = time.monotonic() + timeout
-        last = None
+        last = ctld = None
         while time.monotonic() < deadline:
+            ctld = self.scontrol_job(job_id)
             last = self.sacct(job_id)
             if (
                 last is not None
                 and last.state in TERMINAL_STATES
-                and self.squeue_state(job_id) != "COMPLETING"
+                and (ctld is None or ctld.state == last.state)
+                and (last.state, last.exit_code, last.signal) != ("FAILED", 0, 0)
             ):
                 return last
             time.sleep(0.2)
-        pytest.fail(f"job {job_id} did not end within {timeout}s (last sacct record: {last})")
+        pytest.fail(f"job {job_id} did not end within {timeout}s (slurmctld: {ctld}; sacct: {last})")
+
+    def scontrol_job(self, job_id: str | int) -> JobResult | None:
+        """The job as slurmctld holds it (state, exit code, signal), or None once it has forgotten
+        the job. COMPLETING is its state while the job shuts down."""
+        out = subprocess.run(
+            ["scontrol", "show", "job", "-o", str(job_id)], capture_output=True, text=True, timeout=30
+        ).stdout
+        fields = dict(f.split("=", 1) for f in out.split() if "=" in f)
+        if fields.get("JobId") != str(job_id) or "JobState" not in fields:
+            return None
+        code, _, sig = fields.get("ExitCode", "0:0").partition(":")
+        return JobResult(str(job_id), fields["JobState"], int(code or 0), int(sig or 0))
 
     def pyxis_records(self, job_id: str | int, step: str | int) -> list[dict]:
         """What the fake pyxis plugin recorded for a step: one dict per node that ran it."""
