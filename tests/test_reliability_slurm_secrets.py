@@ -109,8 +109,6 @@ def slurm_run(cluster, tmp_path_factory):
             )
         },
         driver={"env": {"WANDB_API_KEY": "host:WANDB_API_KEY", "PATH": f"lit:{shim.parent}:{SYSTEM_PATH}"}},
-        # a node each: the two benchmarks' jobs, collectors included, never share one
-        extra_args={"exclusive": True},
     )
     data["otel"] = {
         "endpoint": "http://127.0.0.1:9",
