@@ -55,6 +55,7 @@ STUBS = HERE / "stubs"
 ORACLE_SCRIPT = HERE / "behaviour_oracle.py"
 GYM_JOB_ID = "gym-job-20260101T000000Z-abcdef"
 JOB_ID = "4242"
+OUTPUT_TAIL = 40  # lines of a job's output shown when the two tools' exit statuses differ
 PREV_JOB_ID = "4100"
 # The environment a submitter has: what the corpus reads (${oc.env:...}, host:), host: secrets and
 # the otel token (examples and the corpus use these).
@@ -131,6 +132,8 @@ class Result:
     skipped: str = ""  # why the case was not compared (NeMo Gym refuses it, gymbuild refuses it)
     compared: dict[str, int] = field(default_factory=dict)  # comparisons made, per category
     differences: list[tuple[str, str]] = field(default_factory=list)  # (category, what differs)
+    # where the exit statuses differ, the end of both batch scripts' output: why one of them failed
+    outputs: list[str] = field(default_factory=list)
 
 
 # --- cases ----------------------------------------------------------------------------------------
@@ -926,6 +929,10 @@ def compare(result: Result, pairs: list[Pair], hydra: Mapping[str, Any]) -> None
         count = lambda cat, n=1: result.compared.__setitem__(cat, result.compared.get(cat, 0) + n)  # noqa: E731
         count("status")
         diff_values("status", f"{where} exit status", o.status, t.status, result.differences)
+        if o.status != t.status:
+            for tool, out in (("NeMo Gym", pair.theirs_out), ("gymbuild", pair.ours_out)):
+                tail = "\n".join(out.splitlines()[-OUTPUT_TAIL:])
+                result.outputs.append(f"--- {where}: the end of {tool}'s job output ---\n{tail}")
         count("status")
         both_failed = 0 not in (o.status, t.status)
         if pair.scenario == "ok" and not both_failed:

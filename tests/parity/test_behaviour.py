@@ -56,7 +56,7 @@ def test_behaviour_matches_nemo_gym(suite: bh.Suite, case_id: str) -> None:
         pytest.skip("the config has no benchmark: no job to compare")
     assert not result.skipped, result.skipped
     unexpected = [f"[{cat}] {text}" for cat, text in result.differences if known(cat, text, case_id) is None]
-    assert not unexpected, "\n".join(unexpected)
+    assert not unexpected, "\n".join([*unexpected, *result.outputs])
 
 
 def test_every_known_difference_is_still_seen(suite: bh.Suite) -> None:
