@@ -5,7 +5,9 @@ Self-contained because a report is mailed, attached to a pull request and opened
 route to the cluster: the plots are matplotlib's SVG inlined in the page, with no script, font or
 style sheet fetched from anywhere. One line per agent (and per value of any other swept key, such as
 a temperature), one marker per checkpoint that has the metric; each plot says how many of the
-sweep's checkpoints that is (its coverage), and the table below lists every row with its state.
+sweep's checkpoints that is, a point whose job scored only part of the benchmark's rollouts is drawn
+hollow and named under its plot with what it covers, and the table below lists every row with its
+state and coverage.
 
 Building the page is computation only (the figures are drawn into memory); the verb writes it.
 """
@@ -62,6 +64,10 @@ def _figure(rows: Sequence[Point], by_step: bool, gid: str, order: Sequence[str]
         xs = [(p.step or 0) if by_step else order.index(p.label) for p in points]
         ys = [float(p.value) if isinstance(p.value, int | float) else float("nan") for p in points]
         ax.plot(xs, ys, marker="o", label=name, gid=f"{gid}-line{n}")
+        partial = [(x, y) for x, y, p in zip(xs, ys, points, strict=True) if p.partial]
+        if partial:  # over the line's own marker: a hollow ring where the score covers only part
+            px, py = zip(*partial, strict=True)
+            ax.plot(px, py, "o", color="white", markersize=4, gid=f"{gid}-partial{n}")
     if not by_step:
         ax.set_xticks(range(len(order)), order, rotation=30, ha="right")
     ax.set_xlabel("training step" if by_step else "checkpoint")
@@ -90,12 +96,15 @@ def page(ident: str, title: str, rows: Sequence[Point]) -> str:
     ]
     for n, ((bench, metric), points) in enumerate(plots.items()):
         have = len({p.label for p in points})
+        partial = ", ".join(dict.fromkeys(f"{p.label} ({p.scored()})" for p in points if p.partial))
+        note = f"scored over part of the rollouts (hollow): {partial}"
         parts += [
             f'<section class="plot" data-benchmark="{html.escape(bench)}" data-metric="{html.escape(metric)}"'
-            f' data-points="{len(points)}">',
+            f' data-points="{len(points)}" data-partial="{sum(p.partial for p in points)}">',
             f"<h2>{html.escape(bench)}: {html.escape(metric)}</h2>",
             f'<p class="coverage">{have} of {len(checkpoints)} checkpoint(s) have this metric</p>',
             _figure(points, by_step, f"plot{n}", checkpoints),
+            *([f'<p class="coverage">{html.escape(note)}</p>'] if partial else []),
             "</section>",
         ]
     parts += ["<h2>All rows</h2>", _table(rows), "</body></html>"]
@@ -103,7 +112,7 @@ def page(ident: str, title: str, rows: Sequence[Point]) -> str:
 
 
 def _table(rows: Sequence[Point]) -> str:
-    head = ["step", "checkpoint", "benchmark", "agent", "metric", "value", "state", "gym_job_id"]
+    head = ["step", "checkpoint", "benchmark", "agent", "metric", "value", "scored", "state", "gym_job_id"]
     body = []
     for r in rows:
         cells = [
@@ -113,6 +122,7 @@ def _table(rows: Sequence[Point]) -> str:
             r.agent or "-",
             r.metric or "-",
             number(r.value) if r.metric is not None else (r.why or "-"),
+            r.scored(),
             r.state,
             r.gym_job_id,
         ]

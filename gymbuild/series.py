@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 
 from gymbuild.errors import UserError
 from gymbuild.results import RunResult, Value, clean, number
+from gymbuild.rollout_counts import Progress
 
 # The spellings training frameworks give a checkpoint: Megatron's iter_0001200, NeMo's and DeepSpeed's
 # step_1200 / global_step1200, Hugging Face Trainer's checkpoint-1200.
@@ -80,7 +81,9 @@ def short(values: Sequence[str]) -> list[str]:
 class Point:
     """One row: a combination's metric. `swept` holds the swept keys (short names) and their values
     as given; `label` is the combination's short name; `value` is None for a benchmark with no metric
-    (then `why` says why)."""
+    (then `why` says why). `coverage` is what the value covers, rollouts scored of those gym set out
+    to run (None for a command benchmark, which writes no rollouts): a checkpoint whose job stopped
+    short has a score over part of the benchmark, and a curve must not pass it off as a whole one."""
 
     label: str
     step: int | None
@@ -93,6 +96,15 @@ class Point:
     state: str
     model: str | None
     why: str | None = None
+    coverage: Progress | None = None
+
+    @property
+    def partial(self) -> bool:
+        return self.coverage is not None and self.coverage.partial
+
+    def scored(self) -> str:
+        """`5/5`, `3/5 partial`, or `-` where nothing was counted."""
+        return self.coverage.scored() if self.coverage else "-"
 
 
 def swept_columns(cells_values: Sequence[Sequence[str]]) -> list[tuple[str, str]]:
@@ -141,7 +153,9 @@ def points(
                 out.append(Point(**common, agent=None, metric=None, value=None, why=b.why))  # type: ignore[arg-type]
             for a in b.agents:
                 for metric, value in a.metrics:
-                    out.append(Point(**common, agent=a.agent, metric=metric, value=clean(value)))  # type: ignore[arg-type]
+                    out.append(
+                        Point(**common, agent=a.agent, metric=metric, value=clean(value), coverage=b.coverage)  # type: ignore[arg-type]
+                    )
     return out
 
 
@@ -150,12 +164,23 @@ def points(
 
 def _fields(rows: Sequence[Point]) -> list[str]:
     swept = list(dict.fromkeys(k for r in rows for k in r.swept))
-    return ["label", "step", *swept, "benchmark", "agent", "metric", "value", "state", "gym_job_id", "why"]
+    return [
+        *("label", "step", *swept, "benchmark", "agent", "metric", "value"),
+        *("scored", "expected", "state", "gym_job_id", "why"),
+    ]
+
+
+def _as_dict(row: Point) -> dict[str, object]:
+    """The row as JSON carries it: its coverage as `results json=1` shows one (scored, expected,
+    failed, partial)."""
+    return {**asdict(row), "coverage": row.coverage.as_json() if row.coverage else None}
 
 
 def _flat(row: Point) -> dict[str, object]:
-    flat = {k: v for k, v in asdict(row).items() if k != "swept"}
-    return {**flat, **row.swept}
+    flat = {k: v for k, v in asdict(row).items() if k not in ("swept", "coverage")}
+    cover = row.coverage
+    counts = {"scored": cover.done, "expected": cover.expected} if cover else {}
+    return {**flat, **counts, **row.swept}
 
 
 def to_csv(rows: Sequence[Point]) -> str:
@@ -170,16 +195,16 @@ def to_csv(rows: Sequence[Point]) -> str:
 
 
 def to_json(ident: str, rows: Sequence[Point]) -> str:
-    return json.dumps({"sweep_id": ident, "rows": [asdict(r) for r in rows]}, indent=2) + "\n"
+    return json.dumps({"sweep_id": ident, "rows": [_as_dict(r) for r in rows]}, indent=2) + "\n"
 
 
 def _grid(rows: Sequence[Point]) -> tuple[list[str], list[list[str]]]:
-    head = ["STEP", "LABEL", "BENCHMARK", "AGENT", "METRIC", "VALUE"]
+    head = ["STEP", "LABEL", "BENCHMARK", "AGENT", "METRIC", "VALUE", "SCORED"]
     body = []
     for r in rows:
         value = number(r.value) if r.metric is not None else f"({r.state})"
         step = "-" if r.step is None else str(r.step)
-        body.append([step, r.label, r.benchmark, r.agent or "-", r.metric or "-", value])
+        body.append([step, r.label, r.benchmark, r.agent or "-", r.metric or "-", value, r.scored()])
     return head, body
 
 

@@ -26,7 +26,8 @@ SCORE = '"$NEMO_GYM_BENCH_DIR/artifacts/metrics.json"'
 
 
 class Markers(HTMLParser):
-    """Per plot line (`<g id="plotN-lineM">`), how many markers (`<use>`) it draws."""
+    """Per plot line (`<g id="plotN-lineM">`) and hollow overlay (`plotN-partialM`), how many
+    markers (`<use>`) it draws."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -35,7 +36,7 @@ class Markers(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         gid = dict(attrs).get("id") or ""
-        self.stack.append(gid if re.fullmatch(r"plot\d+-line\d+", gid) else None)
+        self.stack.append(gid if re.fullmatch(r"plot\d+-(line|partial)\d+", gid) else None)
         current = next((g for g in reversed(self.stack) if g), None)
         if current and tag == "g" and self.stack[-1] == current:
             self.lines.setdefault(current, 0)
@@ -63,9 +64,17 @@ def test_the_page_has_a_plot_per_benchmark_and_metric_and_says_its_coverage() ->
     plots = {(r.benchmark, r.metric) for r in rows if r.metric is not None}
     assert page.count('<section class="plot"') == len(plots)
     assert page.count("2 of 3 checkpoint(s) have this metric") == len(plots)
-    lines = markers(page)
+    drawn = markers(page)
+    lines = {g: n for g, n in drawn.items() if "-line" in g}
     assert lines and all(n == 2 for n in lines.values()), lines  # one marker per checkpoint with the metric
     assert "(FAILED)" not in page and "FAILED" in page  # the failed one is a row of the table
+    # iter_0001000's job scored 3 of 5 rollouts: hollow in every plot and named under it
+    rings = {g: n for g, n in drawn.items() if "-partial" in g}
+    assert rings.keys() == {g.replace("-line", "-partial") for g in lines} and set(rings.values()) == {1}
+    assert page.count("scored over part of the rollouts (hollow): iter_0001000 0.5 (3/5 partial)</p>") == len(
+        plots
+    )
+    assert "<td>3/5 partial</td>" in page and "<td>5/5</td>" in page
     # Nothing to fetch: no script, style sheet, image or font from anywhere.
     assert not re.search(r"""(src|href)=["'](https?:)?//""", page) and "<script" not in page
     assert report.page("sweep-x", "eval.yaml: sweep-x", rows) == page  # the same rows, the same page

@@ -17,6 +17,7 @@ import pytest
 from gymbuild import series
 from gymbuild.errors import UserError
 from gymbuild.results import AGGREGATE_FILE, COMMAND_FILE, RunResult, bench_result
+from gymbuild.rollout_counts import Progress
 
 DATA = Path(__file__).resolve().parent / "data" / "nemo-gym-0.7.0-aggregate"
 
@@ -56,14 +57,16 @@ def test_short_labels_drop_the_shared_start_and_end_at_a_slash() -> None:
     assert series.short(["/a/x", "/a/x/y"]) == ["x", "x/y"]
 
 
-def run(gym_job_id: str, files: dict[str, str], state: str = "COMPLETED") -> RunResult:
+def run(
+    gym_job_id: str, files: dict[str, str], state: str = "COMPLETED", coverage: Progress | None = None
+) -> RunResult:
     return RunResult(
         gym_job_id=gym_job_id,
         run_dir=f"/runs/{gym_job_id}",
         executor="slurm",
         cluster="c",
         policy_model="/l/ckpts/x",
-        benchmarks=(bench_result("weather", state, files, job_id="1"),),
+        benchmarks=(bench_result("weather", state, files, job_id="1", coverage=coverage),),
     )
 
 
@@ -78,8 +81,9 @@ def three_checkpoints() -> list[series.Point]:
         ("services.policy.model=/l/ckpts/iter_0000050", "+driver.t=0.5"),
     ]
     runs = [
-        run("gym-a", aggregate("run-a")),
-        run("gym-b", aggregate("run-b")),
+        run("gym-a", aggregate("run-a"), coverage=Progress(done=5, expected=5)),
+        # its job stopped short (gym's EVAL FAILED: 3/5) and still wrote its aggregate: a partial score
+        run("gym-b", aggregate("run-b"), state="FAILED", coverage=Progress(done=3, expected=5, failed=2)),
         run("gym-c", {}, state="FAILED"),
     ]
     return series.points(values, runs)
@@ -94,7 +98,8 @@ def test_the_rows_are_in_step_order_with_the_swept_values_as_columns() -> None:
     assert labels == ["iter_0000050 0.5", "iter_0000200 0.5", "iter_0001000 0.5"]
     table = list(csv.DictReader(io.StringIO(series.to_csv(rows))))
     assert list(table[0]) == [
-        "label", "step", "model", "t", "benchmark", "agent", "metric", "value", "state", "gym_job_id", "why"
+        "label", "step", "model", "t", "benchmark", "agent", "metric", "value", "scored", "expected",
+        "state", "gym_job_id", "why"
     ]  # fmt: skip
     assert {r["model"] for r in table} == {
         "/l/ckpts/iter_0000050",
@@ -108,6 +113,10 @@ def test_the_rows_are_in_step_order_with_the_swept_values_as_columns() -> None:
     assert all(r["step"] == "200" for r in table if r["gym_job_id"] == "gym-a")
     failed = [r for r in table if r["gym_job_id"] == "gym-c"]
     assert len(failed) == 1 and failed[0]["state"] == "FAILED" and failed[0]["value"] == ""
+    # What each point covers: the whole benchmark, part of it, nothing counted
+    assert {(r["scored"], r["expected"]) for r in table if r["gym_job_id"] == "gym-a"} == {("5", "5")}
+    assert {(r["scored"], r["expected"]) for r in table if r["gym_job_id"] == "gym-b"} == {("3", "5")}
+    assert (failed[0]["scored"], failed[0]["expected"]) == ("", "")
 
 
 def test_json_markdown_and_table_carry_the_same_rows() -> None:
@@ -119,6 +128,11 @@ def test_json_markdown_and_table_carry_the_same_rows() -> None:
     assert md[2].startswith("| STEP | LABEL |") and len(md) == 4 + len(rows)
     text = series.render("sweep-x", rows, as_json=False, fmt="table")
     assert max(len(line) for line in text.splitlines() if "ckpts" not in line) < 120
+    # what a point covers, the same in each: gym's coverage in JSON, SCORED in the tables
+    covers = {r["gym_job_id"]: r["coverage"] for r in doc["rows"]}
+    assert covers["gym-b"] == {"scored": 3, "expected": 5, "failed": 2, "partial": True}
+    assert covers["gym-a"]["partial"] is False and covers["gym-c"] is None
+    assert "SCORED" in md[2] and "3/5 partial" in text and "5/5" in text
     assert "(FAILED)" in text
 
 
