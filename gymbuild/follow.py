@@ -156,6 +156,9 @@ def follow(s: Session) -> None:
                 poll(s, ident, overrides, opts, state)
             except UserError as err:  # a network blip must not end a follower that runs for days
                 print(f"poll failed, trying again in {opts.every:g} s: {err}", file=sys.stderr, flush=True)
+                # The connection may be what failed (sshd restarted, the link dropped): the next
+                # poll opens a new one rather than asking a dead one forever.
+                s.link.close()
             state.polls += 1
             state.save()
             stop.wait(opts.every)

@@ -31,10 +31,17 @@ class Sessions:
         sessions = {"bash": '[ "$#" -eq 1 ] && [ "$1" = -s ]', "ssh": '[ "${@: -1}" = "bash -s" ]'}
         is_session = sessions[program]
         wrapper = self.bin / program
+        # A session's streams belong to the real program alone: the wrapper keeps none of them open,
+        # so when the program ends (a dropped connection) its reader sees the end, as without it.
+        session = (
+            "exec 3>&1 4<&0 >/dev/null </dev/null; "
+            f'tee -a {log} <&4 3>&- 4<&- | {real} "$@" >&3 3>&- 4<&- & '
+            'exec 3>&- 4<&-; wait "$!"; exit'
+        )
         wrapper.write_text(
             "#!/bin/bash\n"
             f'printf "%s\\n" "$*" >> {starts}\n'
-            f'if {is_session}; then tee -a {log} | {real} "$@"; exit "${{PIPESTATUS[1]}}"; fi\n'
+            f"if {is_session}; then {session}; fi\n"
             f'exec {real} "$@"\n'
         )
         wrapper.chmod(0o755)

@@ -7,6 +7,8 @@ test_sweep_cluster.py's (its Sweeper)."""
 from __future__ import annotations
 
 import signal
+import subprocess
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,3 +70,40 @@ def test_a_follower_queues_each_complete_checkpoint_once_over_one_connection(
     sbatch = sum(c.count("sbatch --parsable") for c in sweeper.ssh.commands())
     assert sbatch == 4  # three checkpoints, one retry
     assert len(list(sweeper.output.iterdir())) == 3
+
+
+def test_a_follower_whose_connection_drops_connects_again_and_goes_on(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """A follower runs for days; the login node's sshd restarts, a network blip drops the connection.
+    The poll that finds it gone says so and the next one connects again: a checkpoint that lands
+    after the drop is queued like any other, over the new connection."""
+    sweeper = Sweeper(cluster, tmp_path, "follow-reconnect")
+    ckpts = cluster.run_dir("follow-reconnect-ckpts")
+    (ckpts / "step_100").mkdir()
+    (ckpts / "step_100" / "config.json").write_text("{}")
+    args = ["submit", f"config={sweeper.config}", "multirun=1", "follow=1", "every=1"]
+    follower = Follower(tmp_path, [*args, f"services.policy.model=paths({ckpts}/step_*)"], sweeper.env)
+    try:
+        follower.expect(f"submitted {ckpts}/step_100 (gym-job-", timeout=120)
+        (master,) = [s.split() for s in sweeper.ssh.invocations() if " -M " in f" {s} "]
+        control = master[master.index("-S") + 1]
+        dropped = subprocess.run(
+            ["ssh", "-S", control, "-O", "exit", "gym-login"], capture_output=True, text=True
+        )
+        assert dropped.returncode == 0, dropped.stderr  # the connection is gone
+        deadline = time.monotonic() + 120
+        while "poll failed" not in follower.err.read_text():
+            if time.monotonic() > deadline or follower.proc.poll() is not None:
+                pytest.fail(f"no poll found the connection gone:\n{follower.err.read_text()}")
+            time.sleep(0.2)
+        (ckpts / "step_200").mkdir()
+        (ckpts / "step_200" / "config.json").write_text("{}")
+        follower.expect(f"submitted {ckpts}/step_200 (gym-job-", timeout=120)
+        follower.expect(f"completed {ckpts}/step_200", timeout=300)
+        rc, said, err = follower.stop(signal.SIGTERM)
+        assert rc == 0 and "Traceback" not in err, err
+        assert "2 checkpoint(s) submitted" in said[-1], said
+    finally:
+        follower.kill()
+    assert len([s for s in sweeper.ssh.invocations() if " -M " in f" {s} "]) == 2  # connected again, once
