@@ -274,7 +274,7 @@ def gymbuild_files(case: Case) -> tuple[dict[str, dict[str, str]], Any] | str:
 
 
 def stub_bin(work: Path) -> Path:
-    """The PATH directory: every stubbed command a link to stubs/stub.py, and the short sleep."""
+    """The PATH directory: every stubbed command (sleep too) a link to stubs/stub.py, and bash."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("gym_parity_stub", STUBS / "stub.py")
@@ -288,9 +288,8 @@ def stub_bin(work: Path) -> Path:
         link = bin_dir / name
         if not link.exists():
             link.symlink_to(STUBS / "stub.py")
-    for name in ("sleep", "bash"):
-        if not (bin_dir / name).exists():
-            (bin_dir / name).symlink_to(STUBS / name)
+    if not (bin_dir / "bash").exists():
+        (bin_dir / "bash").symlink_to(STUBS / "bash")
     return bin_dir
 
 

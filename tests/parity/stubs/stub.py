@@ -15,7 +15,8 @@ command as far as a job script can tell:
 - scontrol, sbatch, sacct, getent and hostname answer from the simulated allocation ($STUB_NODES) and
   the scenario ($STUB_SACCT, ...); gym exits with the status $STUB_EXIT gives its subcommand;
 - curl answers health checks (0, or 7 when $STUB_FAIL has curl); git and uv leave the files a real
-  clone and venv would, so the script's next `cd` and `source` work.
+  clone and venv would, so the script's next `cd` and `source` work;
+- sleep is short, but lasts while a step started so far is still starting (see sleep()).
 Nothing here decides what a tool does; it only records what the job script asked for.
 """
 
@@ -168,8 +169,6 @@ def parse_srun(args: list[str]) -> tuple[dict[str, str | None], list[str]]:
 
 
 def srun() -> None:
-    import subprocess  # only srun starts processes: every other stub starts faster without it
-
     opts, command = parse_srun(ARGS)
     alloc = nodes()
     if opts.get("nodelist"):
@@ -186,9 +185,21 @@ def srun() -> None:
         ntasks = len(chosen)
     else:  # the job's own task count
         ntasks = int(os.environ.get("SLURM_NTASKS", len(alloc)))
-    per_node = max(1, -(-ntasks // max(len(chosen), 1)))
     step = str(os.getpid())
     record(opts=opts, command=command, nodes=chosen, ntasks=ntasks)
+    try:
+        run_step(opts, command, chosen, ntasks, step)
+    finally:  # however the step ends (its tasks, a signal, a program not found), none still starts
+        for task in range(ntasks):
+            settle(step, str(task))
+
+
+def run_step(
+    opts: dict[str, str | None], command: list[str], chosen: list[str], ntasks: int, step: str
+) -> None:
+    import subprocess  # only srun starts processes: every other stub starts faster without it
+
+    per_node = max(1, -(-ntasks // max(len(chosen), 1)))
     image = opts.get("container-image") or ""
     if image.startswith(SHELL_LESS) and command and os.path.basename(command[0]) in ("bash", "sh"):
         # As pyxis does: the image has only its binary, so the step's program is not found.
@@ -310,8 +321,11 @@ def getent() -> None:
 def unsettled() -> list[str]:
     """The tasks of the other srun steps started so far that neither serve nor have ended."""
     own = os.environ.get("STUB_STEP", "")
-    with open(os.environ["STUB_LOG"]) as f:
-        sruns = [r for r in map(json.loads, f) if r["cmd"] == "srun" and str(r["pid"]) != own]
+    try:
+        with open(os.environ["STUB_LOG"]) as f:
+            sruns = [r for r in map(json.loads, f) if r["cmd"] == "srun" and str(r["pid"]) != own]
+    except FileNotFoundError:  # nothing recorded yet
+        return []
     done = set(os.listdir(settled_dir())) if os.path.isdir(settled_dir()) else set()
     return [f"{r['pid']}.{t}" for r in sruns for t in range(r["ntasks"]) if f"{r['pid']}.{t}" not in done]
 
@@ -328,6 +342,30 @@ def gym() -> None:
     sub = " ".join(a for a in ARGS[:2])
     codes = json.loads(os.environ.get("STUB_EXIT", "{}"))
     sys.exit(int(codes.get(f"gym {sub}", 0)))
+
+
+# A poll's wait: `sleep N` lasts a fifth of N, at most 1 s (the length of a 5 s poll, the shortest
+# the scripts count attempts by), so a job that would wait minutes on a cluster runs in seconds. But
+# the scripts count a health check's budget in polls, and here a step's programs start as processes
+# on two shared cores, which a loaded machine makes slow where a real node's start is minutes of
+# model loading against 5 s polls. So a sleep also lasts while a task of another step started so far
+# has neither begun serving nor ended (at most N, and at most STARTING_WAIT_S): a poll then sees the
+# step as started, not still starting, whatever the load, and a step that dies or never answers
+# still spends the budget as it would on a cluster.
+STARTING_WAIT_S = 5.0
+
+
+def sleep() -> None:
+    text = (ARGS[0] if ARGS else "1").removesuffix("s")
+    try:
+        length = float(text)
+    except ValueError:
+        length = 1.0
+    start = time.monotonic()
+    time.sleep(min(length / 5, 1.0))
+    deadline = start + min(length, STARTING_WAIT_S)
+    while time.monotonic() < deadline and unsettled():
+        time.sleep(0.05)
 
 
 def ray() -> None:
@@ -442,6 +480,7 @@ COMMANDS = {
     "otelcol-contrib": lambda: server("otelcol-contrib", collector_health_port()),
     "hostname": lambda: print(os.environ.get("STUB_NODE", nodes()[0])),
     "pip": pip,
+    "sleep": sleep,
 }
 STUBBED = (*COMMANDS, "squeue", "scancel", "pkill")
 
