@@ -107,7 +107,8 @@ def _driver(config: Config, shared: SharedParts, bench: Benchmark, *, bench_dir:
     return DriverStep(
         container=drv.container,
         nodes=shared.driver_nodes,
-        mounts=(f"{bench_dir}:{bench_dir}", *shared.driver_mounts),
+        # NeMo Gym's order: the bench dir last, so a mount of a directory above it cannot hide it
+        mounts=(*shared.driver_mounts, f"{bench_dir}:{bench_dir}"),
         env=env,
         install=shared.install,
         prepare=flatten_overrides(bench.prepare, f"{where}.prepare"),

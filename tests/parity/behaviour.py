@@ -593,8 +593,9 @@ def behaviour(
             opts.pop(key, None)  # "monitor", "logs"; placement is compared as the nodes taken
         if opts.get("container-mounts"):
             mounts = [m.strip("'") for m in (opts["container-mounts"] or "").split(",")]
-            # "ports": gymbuild's steps publish their ports in the bench dir's .gym_ports
-            opts["container-mounts"] = sorted(m for m in mounts if not m.endswith("/.gym_ports"))
+            # "ports": gymbuild's steps publish their ports in the bench dir's .gym_ports. The order is
+            # kept: pyxis mounts in turn, so a later mount covers an earlier one under its path.
+            opts["container-mounts"] = [m for m in mounts if not m.endswith("/.gym_ports")]
             if not opts["container-mounts"]:
                 del opts["container-mounts"]
         tasks = {}

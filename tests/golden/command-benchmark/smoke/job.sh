@@ -306,7 +306,7 @@ NEMO_GYM_POLICY_API_KEY=dummy \
   srun --overlap --nodes=1 --ntasks=1 \
     --job-name=gym-driver \
     --no-container-mount-home --container-image=python:3.12 \
-    --container-mounts=/runs/gym-job-20260101T000000Z-abcdef/smoke:/runs/gym-job-20260101T000000Z-abcdef/smoke,/lustre/fsw/gym/scripts:/scripts:ro \
+    --container-mounts=/lustre/fsw/gym/scripts:/scripts:ro,/runs/gym-job-20260101T000000Z-abcdef/smoke:/runs/gym-job-20260101T000000Z-abcdef/smoke \
     bash -c 'set -euo pipefail
 # shellcheck disable=SC2016  # user text, kept literal here; it is evaluated below, on purpose
 __gym_command='"'"'python /scripts/smoke.py --base-url ${NEMO_GYM_POLICY_BASE_URL} --out "$NEMO_GYM_BENCH_DIR/artifacts"'"'"'
