@@ -301,7 +301,15 @@ def allocation(nodes: int, script: str = "") -> dict[str, str]:
     nodes = _count(asked.get("nodes"), nodes)
     per_node = _count(asked.get("ntasks-per-node"), 1)
     names = [f"node{i}" for i in range(1, nodes + 1)]
+    # sbatch sets the job's task count only when the job asks for tasks, and srun then takes it as
+    # every step's count unless the step names --ntasks (stubs/stub.py, layout)
+    tasks: dict[str, str] = {}
+    if asked.get("ntasks-per-node"):
+        tasks = {"SLURM_NTASKS": str(nodes * per_node), "SLURM_NTASKS_PER_NODE": str(per_node)}
+    if asked.get("ntasks"):
+        tasks["SLURM_NTASKS"] = str(_count(asked.get("ntasks"), nodes * per_node))
     return {
+        **tasks,
         "STUB_NODES": ",".join(names),
         "SLURM_JOB_ID": JOB_ID,
         "SLURM_JOBID": JOB_ID,
@@ -310,8 +318,7 @@ def allocation(nodes: int, script: str = "") -> dict[str, str]:
         "SLURM_NODELIST": f"node[1-{nodes}]" if nodes > 1 else "node1",
         "SLURM_NNODES": str(nodes),
         "SLURM_JOB_NUM_NODES": str(nodes),
-        "SLURM_NTASKS": str(nodes * per_node),
-        "SLURM_NTASKS_PER_NODE": str(per_node),
+        "SLURM_TASKS_PER_NODE": f"{per_node}(x{nodes})" if nodes > 1 else str(per_node),
         "SLURM_CPUS_ON_NODE": "16",
         "SLURM_GPUS_ON_NODE": str(_count(asked.get("gpus-per-node"), 8)),
         "SLURMD_NODENAME": names[0],

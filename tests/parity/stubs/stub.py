@@ -168,23 +168,35 @@ def parse_srun(args: list[str]) -> tuple[dict[str, str | None], list[str]]:
     return opts, args[i:]
 
 
-def srun() -> None:
-    opts, command = parse_srun(ARGS)
-    alloc = nodes()
-    if opts.get("nodelist"):
-        chosen = [n for n in (opts["nodelist"] or "").split(",") if n]
-    elif opts.get("nodes"):
-        chosen = alloc[: int(opts["nodes"] or 1)]
-    else:
-        chosen = alloc
+def layout(opts: dict[str, str | None], alloc: list[str]) -> tuple[list[str], int]:
+    """A step's nodes and task count as srun (Slurm 22.05) derives them inside a batch job, measured
+    on the test cluster: --ntasks wins; else the job's own task count (SLURM_NTASKS, which sbatch
+    sets only when the job asked for tasks) wins over --nodes and --ntasks-per-node; else
+    --ntasks-per-node per node; else a task a node. The step spans --nodes, else the whole
+    allocation, fewer when it has fewer tasks than that and no --nodes; --nodelist names nodes it
+    must include, not the only ones (`srun --nodelist=node2` in a 2-node job runs on both)."""
+    nodes_opt = int(opts["nodes"] or 1) if opts.get("nodes") else None
+    listed = [n for n in (opts.get("nodelist") or "").split(",") if n]
+    count = nodes_opt or max(len(alloc), len(listed))
+    job_tasks = os.environ.get("SLURM_NTASKS", "")
     if opts.get("ntasks"):
         ntasks = int(opts["ntasks"] or 1)
+    elif job_tasks.isdigit():
+        ntasks = int(job_tasks)
     elif opts.get("ntasks-per-node"):
-        ntasks = len(chosen) * int(opts["ntasks-per-node"] or 1)
-    elif opts.get("nodes") or opts.get("nodelist"):
-        ntasks = len(chosen)
-    else:  # the job's own task count
-        ntasks = int(os.environ.get("SLURM_NTASKS", len(alloc)))
+        ntasks = count * int(opts["ntasks-per-node"] or 1)
+    else:
+        ntasks = count
+    if nodes_opt is None and ntasks < count:
+        count = max(ntasks, len(listed))
+    extra = [n for n in alloc if n not in listed][: max(count - len(listed), 0)]
+    chosen = [n for n in alloc if n in listed or n in extra] + [n for n in listed if n not in alloc]
+    return chosen, ntasks
+
+
+def srun() -> None:
+    opts, command = parse_srun(ARGS)
+    chosen, ntasks = layout(opts, nodes())
     step = str(os.getpid())
     record(opts=opts, command=command, nodes=chosen, ntasks=ntasks)
     try:
