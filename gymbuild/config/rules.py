@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gymbuild.config import lax
-from gymbuild.config.model import job_groups, resumable_setting
+from gymbuild.config.derived import job_groups, resumable_setting
 from gymbuild.config.walltime import FORMS, is_walltime
 from gymbuild.errors import Problem, dotted
 from gymbuild.shell import is_shell_name
@@ -221,7 +221,7 @@ def ray_shape(r: Rules) -> None:
 @rule
 def pd_services(r: Rules) -> None:
     """A vllm_pd service's tiers bind their own RPC ports, and its router sits beside the driver."""
-    from gymbuild.config.model import pd_tier_trees
+    from gymbuild.config.derived import pd_tier_trees
 
     pool_names = list(r.pools or {})
     for path, kind, svc in r.services():
@@ -322,7 +322,7 @@ def vllm_sizing(r: Rules) -> None:
     A Ray Serve gateway (use_ray_serve, or NeMo Gym's automatic choice) packs the instances anywhere
     in the pools, so then only the total counts.
     """
-    from gymbuild.config.model import effective_ray_serve, service_pools
+    from gymbuild.config.derived import effective_ray_serve, service_pools
 
     pools = r.pools
     if r.compute is None or pools is None or not r.ok(("compute", r.compute[0], "node_pools")):
