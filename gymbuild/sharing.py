@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gymbuild.config.model import Config, job_groups
+from gymbuild.config.derived import job_groups
+from gymbuild.config.model import Config
 from gymbuild.plan.shared import JOBS_DIR, job_rel_dir
 
 Group = tuple[str, ...]

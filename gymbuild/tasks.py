@@ -33,13 +33,14 @@ from typing import Any
 from doit.dependency import TimestampChecker
 from doit.exceptions import TaskFailed
 
-from gymbuild import pipeline, verbs
+from gymbuild import pipeline
 from gymbuild.errors import UserError
 from gymbuild.invocation import Invocation
 from gymbuild.reporter import GymReporter
 from gymbuild.resources import script_code_digest
 from gymbuild.session import Session, hold_workspace
 from gymbuild.steps import queue, record, show, stage, sync
+from gymbuild.task_kinds import TaskMaker, fail_with, verb_doc
 from gymbuild.workspace import atomic_write
 
 
@@ -100,48 +101,6 @@ class WorkspaceFiles(TimestampChecker):
             return None  # nothing saved: the file counts as changed once it appears
 
 
-def user_action(func: Callable[..., Any]) -> Callable[..., Any]:
-    """A task action whose UserError becomes doit's TaskFailed: the message, exit 1, no traceback."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except UserError as err:
-            return TaskFailed(str(err))
-
-    return wrapper
-
-
-def user_check(func: Callable[[], bool]) -> Callable[[], bool]:
-    """An uptodate check that a user error leaves "not up to date": doit would print a traceback for
-    an exception raised here, while the task's action raises the same error again as a clean message.
-
-    Not functools.wraps, here and in Graph.step_action: doit inspects the signature of every check
-    and action it runs, and following `__wrapped__` into a partial cost ~0.1 s per 1000 benchmarks."""
-
-    def wrapper() -> bool:
-        try:
-            return func()
-        except UserError:
-            return False
-
-    # What `doit info` names when the check says "not up to date": the workspace check, not a wrapper.
-    inner = func.func if isinstance(func, functools.partial) else func
-    wrapper.__qualname__ = f"the workspace's {getattr(inner, '__name__', 'check')}"
-    return wrapper
-
-
-def _fail_with(error: UserError) -> Callable[[], TaskFailed]:
-    return lambda: TaskFailed(str(error))
-
-
-def _verb_doc(name: str) -> str:
-    """A verb's doc (what `doit list` shows): its line in verbs.py, the registry `gymbuild --help` reads."""
-    entry = verbs.verb(name)
-    return entry.does if entry else ""
-
-
 def _day_two() -> Any:
     """gymbuild.day_two, imported when a day-two verb runs, not by every render and submit."""
     from gymbuild import day_two
@@ -149,105 +108,11 @@ def _day_two() -> Any:
     return day_two
 
 
-class Graph:
+class Graph(TaskMaker):
     """The task creators of one run, bound to its run context."""
-
-    def __init__(self, ctx: Session) -> None:
-        self.ctx = ctx
 
     def creators(self) -> dict[str, Callable[[], Any]]:
         return {name: getattr(self, name) for name in dir(type(self)) if name.startswith("task_")}
-
-    # --- how a step and a verb run ----------------------------------------------------------------
-
-    def step_action(self, func: Callable[[], None], *, after_failure: bool = False) -> Callable[[], None]:
-        """An intermediate step (stage, sync, queue, record) whose user error is held for the verb.
-
-        Failing the step itself would make doit skip its dependants with an "unmet dependency" and exit
-        2; holding the error lets the verb task report it (and what was queued) and exit 1. Once an
-        error is held the later steps do nothing, so nothing is half-queued, except the record
-        (`after_failure`), which must still write down whatever was queued before the failure.
-        """
-        ctx = self.ctx
-
-        def wrapper() -> None:
-            if ctx.held and not (after_failure and ctx.queued_now):
-                return
-            try:
-                func()
-            except UserError as err:
-                ctx.held.append(err)
-
-        return wrapper
-
-    def verb_action(self, func: Callable[[], Any]) -> Callable[[], Any]:
-        """The verb's action: what the steps held is the verb's failure, after its own report."""
-        ctx = self.ctx
-
-        def action() -> Any:
-            result = func() if not ctx.held or ctx.queued_now else None
-            if ctx.held:
-                return TaskFailed("\n".join(dict.fromkeys(str(err) for err in ctx.held)))
-            return result
-
-        return action
-
-    def verb(
-        self,
-        name: str,
-        action: Callable[[], Any],
-        task_dep: list[str] | None = None,
-        *,
-        needs_config: bool = True,
-    ) -> dict[str, Any]:
-        """A top-level command; when the config did not load it fails with the config's errors instead."""
-        ctx = self.ctx
-        doc = _verb_doc(name)
-        if ctx.inv.is_sweep and name in verbs.SWEEP_VERBS:  # sweep.py drives one submission per combination
-            from gymbuild import follow, multirun
-
-            following = name == "submit" and ctx.inv.follow  # follow.py keeps a sweep submitting
-            action = (lambda: follow.follow(ctx)) if following else multirun.verb_action(name, ctx)
-            task_dep, needs_config = [], False
-        if needs_config and not ctx.inv.read_only and ctx.error is not None:
-            return {"doc": doc, "actions": [_fail_with(ctx.error)], "uptodate": [False]}
-        return {
-            "doc": doc,
-            "actions": [user_action(action)],
-            "task_dep": task_dep or [],
-            "uptodate": [False],
-            "teardown": [ctx.close],
-            # Straight to the terminal: doit would also keep a copy of everything the verb prints, which
-            # for the dry run of 1000 benchmarks is 11 MB held twice.
-            "io": {"capture": False},
-        }
-
-    def step(
-        self,
-        action: Callable[[], None],
-        check: Callable[[], bool],
-        *,
-        file_dep: Sequence[str | Path],
-        targets: Sequence[str | Path],
-        clean: list[Callable[[], None]],
-        task_dep: Sequence[str] = (),
-        after_failure: bool = False,
-        teardown: bool = True,
-    ) -> dict[str, Any]:
-        """A step of the submit pipeline: what it reads (file_dep) and writes (targets), whether it is up
-        to date (read from the workspace), its user errors held for the verb (step_action), and what
-        `doit clean` removes (explicitly: doit's `clean=True` would remove outcomes of queued jobs). The
-        context is closed by the teardown of the steps after the stage tasks, not by a thousand stage
-        tasks each."""
-        return {
-            "actions": [self.step_action(action, after_failure=after_failure)],
-            "file_dep": [os.fspath(p) for p in file_dep],
-            "targets": [os.fspath(p) for p in targets],
-            "task_dep": list(task_dep),
-            "uptodate": [user_check(check)],
-            "clean": clean,
-            "teardown": [self.ctx.close] if teardown else [],
-        }
 
     def _pipeline_ready(self) -> bool:
         """The run builds its pipeline tasks: not for read-only verbs (doit calls every task_*
@@ -271,9 +136,9 @@ class Graph:
         printing = "resolve" in ctx.inv.verbs
         if not printing:
             if not self._pipeline_ready():
-                return {"doc": _verb_doc("resolve"), "actions": []}
+                return {"doc": verb_doc("resolve"), "actions": []}
             return {
-                "doc": _verb_doc("resolve"),
+                "doc": verb_doc("resolve"),
                 **self.step(
                     lambda: stage.write_resolved(ctx),
                     lambda: stage.resolved_written(ctx),
@@ -357,7 +222,7 @@ class Graph:
         if self._stops_at_stage():
             return {"actions": []}
         if ctx.error is not None:
-            return {"actions": [_fail_with(ctx.error)]}
+            return {"actions": [fail_with(ctx.error)]}
         if ctx.inv.submits:
             ctx.connect_early()  # the SSH handshake overlaps the rendering (nothing opens on a no-op)
         staged = [p for b in ctx.selected() for p in self.stage_targets(b)]
@@ -409,7 +274,7 @@ class Graph:
         if self._stops_at_stage():
             return {"actions": []}
         if ctx.error is not None:
-            return {"actions": [_fail_with(ctx.error)]}
+            return {"actions": [fail_with(ctx.error)]}
         outcomes = [ctx.workspace.outcome_path(b) for b in ctx.selected()]
 
         def up_to_date() -> bool:
@@ -439,7 +304,7 @@ class Graph:
                 "error: follow=1 follows a sweep over paths(GLOB) as checkpoints appear; this is no sweep\n"
                 "    fix: add multirun=1 and sweep the checkpoint: 'services.policy.model=paths(/ckpts/*)'"
             )
-            return {"doc": _verb_doc("submit"), "actions": [_fail_with(refused)], "uptodate": [False]}
+            return {"doc": verb_doc("submit"), "actions": [fail_with(refused)], "uptodate": [False]}
         return self.verb("submit", self.verb_action(report), ["record"])
 
     # --- the day-two verbs --------------------------------------------------------------------------

@@ -22,7 +22,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from gymbuild.config.load import check_source, load_tree
+from gymbuild.config.load import load_tree
+from gymbuild.config.source import check_source
 from tests.test_config_invalid import CASES, Case
 
 ROOT = Path(__file__).resolve().parent.parent

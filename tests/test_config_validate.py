@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 
 from gymbuild.config import load_config
-from gymbuild.config.model import build_config
+from gymbuild.config.build import build_config
 from gymbuild.config.validate import _validator, validate
 from gymbuild.errors import ConfigError, Problem
 from gymbuild.resources import load_schema

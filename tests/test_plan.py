@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gymbuild.config import load_config
-from gymbuild.config.model import Config, EnvValue, build_config
+from gymbuild.config.build import build_config
+from gymbuild.config.model import Config, EnvValue
 from gymbuild.config.validate import validate
 from gymbuild.errors import UserError
 from gymbuild.executors.base import planning_traits

@@ -30,7 +30,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gymbuild.config import load_config
-from gymbuild.config.model import Config, build_config
+from gymbuild.config.build import build_config
+from gymbuild.config.model import Config
 from gymbuild.config.validate import validate
 from gymbuild.executors.base import planning_traits
 from gymbuild.plan import plan_benchmark, plan_submission

@@ -29,7 +29,7 @@ FAKE_ENV = {"OTEL_TOKEN": "otel-token-value", "HF_TOKEN": "hf-token-value", "WAN
 # name the file of every gymbuild module that got imported and every template the renderer can load.
 _RENDER_ALL = """
 import json, sys
-from gymbuild.config.model import build_config
+from gymbuild.config.build import build_config
 from gymbuild.executors.base import planning_traits
 from gymbuild.plan import plan_submission
 from gymbuild.render import _ENV, mask_secrets, render_job

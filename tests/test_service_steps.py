@@ -23,7 +23,8 @@ import pytest
 import yaml
 from e2e_helpers import shellcheck
 
-from gymbuild.config.model import Config, build_config
+from gymbuild.config.build import build_config
+from gymbuild.config.model import Config
 from gymbuild.config.validate import validate
 from gymbuild.executors.base import planning_traits
 from gymbuild.plan import plan_benchmark

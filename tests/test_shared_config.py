@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from gymbuild.config.model import build_config, job_groups
+from gymbuild.config.build import build_config
+from gymbuild.config.derived import job_groups
 from gymbuild.config.validate import validate
 
 

@@ -1,8 +1,8 @@
 """The config layer: a submit.yaml (plus overrides) in, a validated, typed, immutable config out.
 
 load (Hydra + OmegaConf) -> validate (JSON Schema fills defaults, Python rules check what crosses
-fields) -> secrets (host: values read from the environment, kept apart) -> model (typed Config).
-Every problem found on the way is collected and raised at once as one ConfigError.
+fields) -> secrets (host: values read from the environment, kept apart) -> build (model's typed
+Config). Every problem found on the way is collected and raised at once as one ConfigError.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from gymbuild.config.model import Config, Resolved, build_config, freeze
+from gymbuild.config.build import build_config
+from gymbuild.config.model import Config, Resolved, freeze
 from gymbuild.config.secrets import host_secrets, otel_token
 from gymbuild.errors import ConfigError, Problem
 

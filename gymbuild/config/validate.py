@@ -3,7 +3,8 @@
 schemas/submit-config.schema.json is the only place the shape and the defaults are written; this module
 teaches jsonschema to fill those defaults while it validates (so a default filled inside a `then`
 branch is the right type's default) and turns jsonschema's errors into `Problem`s a user can act on.
-The checks that cross fields live in `rules.py` and run on the filled tree.
+The checks that cross fields are run by `rules.py` (they live in its `rules_*` modules) on the filled
+tree.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from gymbuild.config import lax
-from gymbuild.config.model import pd_tier_trees
+from gymbuild.config.derived import pd_tier_trees
 from gymbuild.config.validate import _known_keys, _resolve_ref, validate
 from gymbuild.resources import load_schema
 from tests.oracle.nemo_gym import NemoGym

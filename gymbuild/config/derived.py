@@ -1,0 +1,86 @@
+"""The values NeMo Gym derives from other fields, each defined once because two sides read it.
+
+The rules judge a config on the validated tree before it is typed, and build.py types it after (the
+planner packs jobs with `job_groups` too): written twice, the two could drift, and a config the
+rules passed would be built otherwise. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+
+def service_pools(pools: Mapping[str, Any], node_pool: str | None) -> tuple[int, list[int]]:
+    """(nodes, gpus_per_node of each pool) a service spans: its own pool, else the whole allocation.
+
+    Works on typed NodePools and on validated trees alike (the rules size services before typing).
+    """
+
+    def attr(pool: Any, key: str) -> Any:
+        return pool[key] if isinstance(pool, Mapping) else getattr(pool, key)
+
+    spanned = [pools[node_pool]] if node_pool is not None and node_pool in pools else list(pools.values())
+    nodes = sum(attr(p, "nodes") for p in spanned) or sum(attr(p, "nodes") for p in pools.values()) or 1
+    gpus = [attr(p, "gpus_per_node") for p in spanned if attr(p, "gpus_per_node") is not None]
+    return nodes, gpus
+
+
+def effective_ray_serve(use_ray_serve: bool, tp_pp: int, instances: int, nodes: int, gpus: list[int]) -> bool:
+    """Whether a Ray Serve gateway runs the instances instead of vLLM's own data parallelism.
+
+    NeMo Gym's rule: asked for, or a multi-node service with several instances that each need more
+    GPUs than the largest node of its pools has.
+    """
+    if use_ray_serve:
+        return True
+    if not gpus:
+        return False
+    return nodes > 1 and instances > 1 and tp_pp > max(gpus)
+
+
+def pd_tier_trees(tree: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The prefill and decode trees of a vllm_pd service with NeMo Gym's inherited defaults filled:
+    container, model and served name from the service, ports port+1 and port+2, and decode's
+    data_parallel_rpc_port prefill's plus 1. The rules check these, the model builds from them."""
+    tiers = {}
+    for offset, tier in enumerate(("prefill", "decode"), start=1):
+        sub = dict(tree[tier])
+        for inherited in ("container", "model", "served_model_name"):
+            if inherited not in sub:  # written, even as null, the tier's own value wins
+                sub[inherited] = tree.get(inherited)
+        if "port" not in sub and isinstance(tree.get("port"), int):
+            sub["port"] = tree["port"] + offset
+        sub["type"] = "vllm"
+        tiers[tier] = sub
+    prefill_rpc = tiers["prefill"].setdefault("data_parallel_rpc_port", 13345)
+    if isinstance(prefill_rpc, int):
+        tiers["decode"].setdefault("data_parallel_rpc_port", prefill_rpc + 1)
+    return tiers
+
+
+def job_groups(
+    names: Iterable[str], per_job: int | None, key: Callable[[str], Any] = lambda _name: None
+) -> list[tuple[str, ...]]:
+    """Benchmarks packed into jobs in the given (config) order: up to `per_job` each (None: no limit),
+    and a new job wherever `key` changes, since what `key` tells apart (a resume chain) is the job's.
+
+    The config's rules refuse a config whose groups would be split by `key`, so a first submit makes
+    exactly the jobs the config says; a re-submit of a few benchmarks packs those anew and never fails.
+    """
+    out: list[list[str]] = []
+    last: Any = object()
+    for name in names:
+        kind = key(name)
+        if not out or kind != last or (per_job is not None and len(out[-1]) >= per_job):
+            out.append([])
+        out[-1].append(name)
+        last = kind
+    return [tuple(group) for group in out]
+
+
+def resumable_setting(value: Any) -> Any:
+    """A benchmark's `resumable` as one comparable value: true is NeMo Gym's defaults."""
+    if value is True:
+        return {"max_retries": 3, "max_walltime": None}
+    return value or None
