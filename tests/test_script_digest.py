@@ -40,7 +40,9 @@ for tree in json.load(sys.stdin):
     for plan in plans.values():
         render_job(plan, mask_secrets(plan.secrets))
 modules = [m.__file__ for name, m in sorted(sys.modules.items()) if name.split(".")[0] == "gymbuild"]
-templates = [_ENV.loader.get_source(_ENV, name)[1] for name in _ENV.loader.list_templates()]
+# (not Python's byte-code of the embedded gateway, which an install or a test run may leave there)
+names = [name for name in _ENV.loader.list_templates() if "__pycache__" not in name]
+templates = [_ENV.loader.get_source(_ENV, name)[1] for name in names]
 print(json.dumps({"modules": modules, "templates": templates}))
 """
 
