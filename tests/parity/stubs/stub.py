@@ -330,16 +330,48 @@ def getent() -> None:
         print(f"{ip}       STREAM {name}\n{ip}       DGRAM\n{ip}       RAW")
 
 
-def unsettled() -> list[str]:
-    """The tasks of the other srun steps started so far that neither serve nor have ended."""
-    own = os.environ.get("STUB_STEP", "")
+def _records() -> list[dict]:  # type: ignore[type-arg]
+    """The log's whole lines (another stub may be writing the last one)."""
     try:
         with open(os.environ["STUB_LOG"]) as f:
-            sruns = [r for r in map(json.loads, f) if r["cmd"] == "srun" and str(r["pid"]) != own]
+            lines = f.readlines()
     except FileNotFoundError:  # nothing recorded yet
         return []
+    out = []
+    for line in lines:
+        with contextlib.suppress(json.JSONDecodeError):
+            out.append(json.loads(line))
+    return out
+
+
+def _unrecorded_sruns(recorded: set[str]) -> list[str]:
+    """srun stubs of this run that are alive but have not recorded their step yet: started before
+    the caller, and slower to start on a loaded machine than the caller was."""
+    log = os.environ["STUB_LOG"].encode()
+    found = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit() and p not in recorded):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            if not any(a.endswith(b"/srun") for a in argv[:3]):
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if b"STUB_LOG=" + log + b"\0" in f.read():
+                    found.append(f"{pid}.?")
+        except OSError:  # gone meanwhile
+            continue
+    return found
+
+
+def unsettled() -> list[str]:
+    """The tasks of the other srun steps started so far that neither serve nor have ended, and the
+    steps started but not yet recorded."""
+    own = os.environ.get("STUB_STEP", "")
+    sruns = [r for r in _records() if r["cmd"] == "srun" and str(r["pid"]) != own]
     done = set(os.listdir(settled_dir())) if os.path.isdir(settled_dir()) else set()
-    return [f"{r['pid']}.{t}" for r in sruns for t in range(r["ntasks"]) if f"{r['pid']}.{t}" not in done]
+    waiting = [f"{r['pid']}.{t}" for r in sruns for t in range(r["ntasks"]) if f"{r['pid']}.{t}" not in done]
+    # /proc is read only when every recorded step has settled: it is the slower look
+    return waiting or _unrecorded_sruns({str(r["pid"]) for r in sruns} | {own, str(os.getpid())})
 
 
 def gym() -> None:
