@@ -468,6 +468,17 @@ def test_directives() -> None:
         plan(t)
 
 
+def test_a_key_of_both_compute_and_pool_extra_args_is_written_twice() -> None:
+    """As NeMo Gym writes it: sbatch decides, and it adds up some options (`--mail-type=END` then
+    `=FAIL` is END,FAIL on the real cluster, tests/parity/test_slurm_sample.py). A pool's `false`
+    switches the compute's off."""
+    t = tree(a=1)
+    t["compute"]["c"]["extra_args"] = {"mail-type": "END", "qos": "high"}
+    t["compute"]["c"]["node_pools"]["a"]["extra_args"] = {"mail-type": "FAIL", "qos": False}
+    written = [d for d in plan(t).directives if d[0] in ("mail-type", "qos")]
+    assert written == [("mail-type", "END"), ("mail-type", "FAIL")]
+
+
 @pytest.mark.parametrize(
     ("text", "seconds"),
     [

@@ -41,9 +41,12 @@ def _config_directives(
     for pool in compute.node_pools.values():
         pool_extra.update(pool.extra_args)
     # NeMo Gym's order: the compute's extra_args, then the pools' directives, then the pools'
-    # extra_args. sbatch keeps the last of a repeated option, so a pool's partition, nodes or GPUs win
-    # over the same key in compute.extra_args, as they do under NeMo Gym.
-    compute_extra = {k: v for k, v in compute.extra_args.items() if k not in pool_extra}
+    # extra_args, a key both name written twice, as NeMo Gym writes it: sbatch decides. It keeps the
+    # last of most options, so a pool's partition, nodes or GPUs win over the same key in
+    # compute.extra_args, but it adds up others (`--mail-type=END` then `=FAIL` is END,FAIL), which
+    # dropping the first would lose (tests/parity/test_slurm_sample.py). A pool's `false` still
+    # switches the compute's off.
+    compute_extra = {k: v for k, v in compute.extra_args.items() if pool_extra.get(k) is not False}
     after: list[tuple[str, str | None]] = [("output", "logs/slurm-%j.log"), *_extra(compute_extra, where)]
     pools = list(compute.node_pools.values())
     if pools:

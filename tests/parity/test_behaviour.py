@@ -4,7 +4,9 @@ The harness is tests/parity/behaviour.py (what is run, compared and normalized, 
 per config and layout: it fails on every difference between what NeMo Gym's script did and what
 gymbuild's job.sh did, except the ones listed: in KNOWN (still open, each naming who fixes it) or in
 differences.yaml's `behaviour` (on purpose, each with its reason). An entry that no longer matches
-anything fails too, so the lists shrink as fixes land. Every case runs once per session.
+anything fails too, so the lists shrink as fixes land. Every case runs once per session. What the
+simulation cannot see (how the real sbatch reads the directives, the layout the real srun gives each
+step) is compared for a sample of the corpus on the test cluster: tests/parity/test_slurm_sample.py.
 """
 
 from __future__ import annotations
