@@ -322,6 +322,7 @@ def allocation(nodes: int, script: str = "") -> dict[str, str]:
         "SLURM_CPUS_ON_NODE": "16",
         "SLURM_GPUS_ON_NODE": str(_count(asked.get("gpus-per-node"), 8)),
         "SLURMD_NODENAME": names[0],
+        "HOSTNAME": names[0],  # the batch shell runs on the first node (bash reads it from here)
         "STUB_INDEX_NODE": names[0],
         "SLURM_NODEID": "0",
     }

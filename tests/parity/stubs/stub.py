@@ -230,6 +230,7 @@ def run_step(
             "SLURM_NODEID": str(node_index),
             "SLURM_LOCALID": str(task % per_node),
             "SLURMD_NODENAME": node,
+            "HOSTNAME": node,  # bash takes $HOSTNAME from its environment: the task's node, as there
             "SLURM_STEP_NODELIST": ",".join(chosen),
             "SLURM_STEP_NUM_NODES": str(len(chosen)),
             "SLURM_STEP_NUM_TASKS": str(ntasks),
