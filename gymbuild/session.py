@@ -16,7 +16,7 @@ import sys
 import threading
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gymbuild.errors import UserError
 from gymbuild.executors.base import Executor, executor_for
@@ -26,7 +26,11 @@ from gymbuild.workspace import Outcome, Submission, Workspace, locked
 
 if TYPE_CHECKING:
     from gymbuild.config import Resolved
+    from gymbuild.config.model import Config
     from gymbuild.executors.connection import Connection
+    from gymbuild.plan.job import Packing
+    from gymbuild.planning import RunPlans
+    from gymbuild.render import RenderedJob
 
 _HELD: contextlib.ExitStack | None = None
 
@@ -127,12 +131,9 @@ class Session:
         self.queued_now: list[str] = []  # benchmarks whose outcome this run wrote, in that order
         self.progress = Progress(on_a_terminal(json=inv.json))  # "queued 350/1000", on a terminal only
         self._submission: Submission | None = None
-        # What the steps remember for the rest of the run (gymbuild/steps/): computed once each.
-        self.stage_digests: dict[str, str] = {}  # bench -> digest of what its script is made from
-        self.plans: dict[str, Any] = {}  # bench -> its Plan, made on first need
-        self.planner: Any = None
-        self.rendered: dict[str, Any] = {}  # bench -> RenderedJob as staged (it holds no secret value)
-        self.memo: dict[str, Any] = {}  # run-wide values a step computes once (steps/stage.py)
+        # What the steps remember for the rest of the run (gymbuild/steps/).
+        self.rendered: dict[str, RenderedJob] = {}  # job dir -> its files as staged (no secret value)
+        self._queue_packing: Packing | None = None  # the packing a queue pass started with
         self.queue_total: int | None = None
         self.queue_done: set[str] = set()  # benchmarks this run has queued (or tried to)
         self.progress_lock = threading.Lock()  # outcomes are written on IO threads
@@ -167,11 +168,30 @@ class Session:
     # --- what the run covers -----------------------------------------------------------------------
 
     @property
-    def config(self) -> Any:
+    def config(self) -> Config:
         assert self.resolved is not None
         return self.resolved.config
 
-    def _check_only(self, config: Any) -> None:
+    @cached_property
+    def resolved_yaml(self) -> str:
+        """The resolved config as YAML, host: values kept as references (once a run: the dump of
+        1000 benchmarks takes a twentieth of a second)."""
+        from gymbuild.config.output import dump_tree
+
+        assert self.resolved is not None
+        return dump_tree(self.resolved.tree)
+
+    @cached_property
+    def resolved_digest(self) -> str:
+        """A digest of the resolved tree: what the staged resolved-config.yaml is stamped with (not
+        its YAML text, whose dump for 1000 benchmarks is a tenth of a render)."""
+        from gymbuild.config.model import thaw
+        from gymbuild.workspace import digest
+
+        assert self.resolved is not None
+        return digest(thaw(self.resolved.tree))
+
+    def _check_only(self, config: Config) -> None:
         unknown = [b for b in self.inv.only if b not in config.driver.benchmarks]
         if unknown:
             known = ", ".join(config.driver.benchmarks)
@@ -266,6 +286,34 @@ class Session:
             self.workspace.start(fresh)
         self._submission = fresh
         return fresh
+
+    # --- the plans ----------------------------------------------------------------------------------
+
+    @cached_property
+    def plans(self) -> RunPlans:
+        """The submission's plans (planning.py), made once its submission is settled."""
+        from gymbuild.executors.base import planning_traits
+        from gymbuild.planning import RunPlans
+
+        assert self.resolved is not None
+        return RunPlans(self.resolved, self.submission(), planning_traits(self.config), self.inv.config)
+
+    def packing(self) -> Packing:
+        """Which of the benchmarks to queue now share a job; while a queue pass runs, the packing it
+        started with (the outcomes it writes shrink what is left to queue, not the jobs it queues)."""
+        if self._queue_packing is not None:
+            return self._queue_packing
+        if not self.config.driver.shares_jobs:
+            from gymbuild.plan.job import Packing
+
+            return Packing()
+        return self.plans.packing(self.to_queue())
+
+    def freeze_packing(self) -> Packing:
+        """The packing of a queue pass, kept for the rest of the run."""
+        self._queue_packing = None
+        self._queue_packing = self.packing()
+        return self._queue_packing
 
     # --- the connection ------------------------------------------------------------------------
 

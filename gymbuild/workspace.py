@@ -236,16 +236,18 @@ class Workspace:
 
     # --- the staged tree --------------------------------------------------------------------------
 
-    def write_staged(self, bench: str, files: dict[str, tuple[str, int]]) -> None:
-        """A benchmark's rendered files in the staged tree, written in place.
+    def write_staged(self, job_dir: str, files: dict[str, tuple[str, int]]) -> None:
+        """A job's rendered files in the staged tree (`job_dir`: a benchmark's, or a shared job's
+        under +jobs/), written in place.
 
         Not through a temp file, not fsynced: the staged tree is derived, and the stage stamps that
         vouch for it are dropped before the first file is touched and saved only after the last
         (`stage_stamp`). A temp file, a rename and an fsync per file were most of a large render.
         """
-        bench_dir = os.path.join(self.stage, bench)
-        for sub in ("", *sorted({os.path.dirname(rel) for rel in files} - {""})):
-            path = os.path.join(bench_dir, sub) if sub else bench_dir
+        bench_dir = os.path.join(self.stage, job_dir)
+        parents = [os.path.join(self.stage, p) for p in Path(job_dir).parents if p != Path(".")]
+        subs = sorted({os.path.dirname(rel) for rel in files} - {""})
+        for path in (*reversed(parents), bench_dir, *(os.path.join(bench_dir, sub) for sub in subs)):
             with contextlib.suppress(FileExistsError):
                 os.mkdir(path, 0o755)
             if not _umask_keeps(0o755):  # the cluster's job user reads them, whatever the umask

@@ -1,4 +1,4 @@
-"""The code digest that tells a staged job.sh is stale after gymbuild changes (Session.stage_digest).
+"""The code digest that tells a staged job.sh is stale after gymbuild changes (RunPlans.stage_digest).
 
 A staged script is reused while its inputs and this digest are unchanged, so a gymbuild upgrade that
 changes how scripts are made must change the digest, or `submit` would queue a script the new
@@ -101,7 +101,7 @@ def test_editing_script_code_changes_the_digest(package_copy: Path, edited: str)
 
 def test_a_new_module_or_template_is_covered_without_a_list_to_update(package_copy: Path) -> None:
     before = code_digest(package_copy)
-    (package_copy / "plan" / "sharing.py").write_text('"""new"""\n', encoding="utf-8")
+    (package_copy / "plan" / "brand_new.py").write_text('"""new"""\n', encoding="utf-8")
     after_module = code_digest(package_copy)
     (package_copy / "render" / "templates" / "extra.sh.j2").write_text("echo\n", encoding="utf-8")
     assert len({before, after_module, code_digest(package_copy)}) == 3

@@ -1,5 +1,5 @@
-"""Queue: one sbatch (or local start) per benchmark, its outcome written the moment its answer is read,
-and the recovery of what a killed run left in flight.
+"""Queue: one sbatch (or local start) per job, the outcomes of its benchmarks written the moment its
+answer is read, and the recovery of what a killed run left in flight.
 
 The one batched step: every benchmark a run queues goes through one pipelined pass (queue_many) in
 the run's shell, whatever doit task or verb asked for it (pipeline.py).
@@ -10,14 +10,15 @@ from __future__ import annotations
 import collections
 import secrets
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from gymbuild import planning
 from gymbuild.executors.base import Answer, Queued
 from gymbuild.steps.record import keep_benchmark_order
 from gymbuild.workspace import Outcome
 
 if TYPE_CHECKING:
+    from gymbuild.executors.secrets import SecretsFile
+    from gymbuild.plan.job import JobPlan
     from gymbuild.session import Session
 
 IO_THREADS = 4  # outcome and stamp writes (each fsynced) at once while sbatch calls are in flight
@@ -31,7 +32,8 @@ def queued(ctx: Session, bench: str) -> bool:
 
 
 def queue_many(ctx: Session, benches: list[str]) -> None:
-    """sbatch each benchmark and write its outcome the moment its answer is read.
+    """sbatch the job of each of `benches` (once a job) and write its outcomes the moment its answer
+    is read.
 
     Up to QUEUE_PIPELINE sbatch calls are in flight in the run's shell at once (each still its own
     command, with its own status and output), so writing outcomes and stamps here overlaps sbatch
@@ -41,12 +43,11 @@ def queue_many(ctx: Session, benches: list[str]) -> None:
     few benchmarks and the outcomes are written (and fsynced) on IO threads, because two fsyncs a
     benchmark in this thread were most of a submit's local time.
     """
-    from gymbuild import sharing
-
     executor = ctx.executor
     keep_benchmark_order(ctx)
-    # A shared job is queued once, by its first benchmark (sharing.py), packed once for the pass.
-    benches = sharing.units(benches, sharing.freeze_packing(ctx))
+    # Packed once for the pass; a job's state (its in-flight stamp) is its first benchmark's.
+    jobs = {job.key: job for job in map(ctx.plans.job, ctx.freeze_packing().jobs(benches))}
+    benches = list(jobs)
     if ctx.queue_total is None:  # once per run: reading every outcome per sbatch was O(N^2)
         ctx.queue_total = len(ctx.to_queue())
     run_dir = ctx.submission().run_dir
@@ -65,22 +66,21 @@ def queue_many(ctx: Session, benches: list[str]) -> None:
             return attempt, io.submit(ctx.workspace.set_stamp, f"inflight-{bench}", attempt)
 
         def done(bench: str, earlier: Outcome | None, result: Queued) -> None:
-            writes.append(io.submit(_queued, ctx, bench, earlier, result))
+            writes.append(io.submit(_queued, ctx, jobs[bench], earlier, result))
 
         def receive_one() -> None:
             bench, earlier, answer = in_flight.popleft()
             done(bench, earlier, answer())
 
         try:
-            for bench in benches:
-                script = f"{sharing.unit_plan(ctx, bench).bench_dir}/job.sh"
+            for bench, job in jobs.items():
+                script = f"{job.plan.bench_dir}/job.sh"
                 earlier = earlier_outcomes.get(bench)
                 if bench in lost:
                     while in_flight:  # answers come back in order: read those sent before
                         receive_one()
                     known = frozenset(earlier.previous_job_ids) if earlier else frozenset()
-                    plan = sharing.unit_plan(ctx, bench)
-                    adopted = executor.recover_lost(ctx.connection(), script, lost[bench], plan, known)
+                    adopted = executor.recover_lost(ctx.connection(), script, lost[bench], job.plan, known)
                     if adopted is not None:
                         done(bench, earlier, adopted)
                         continue
@@ -93,7 +93,7 @@ def queue_many(ctx: Session, benches: list[str]) -> None:
                         stamped.append((ahead, *stamp(ahead)))
                     _, attempt, stamp_written = stamped.popleft()
                 stamp_written.result()  # durable before the command is sent
-                answer = executor.send(ctx.connection(), script, secrets_file(ctx, bench), attempt)
+                answer = executor.send(ctx.connection(), script, secrets_file(ctx, job), attempt)
                 in_flight.append((bench, earlier, answer))
                 if len(in_flight) >= QUEUE_PIPELINE:
                     receive_one()
@@ -104,12 +104,12 @@ def queue_many(ctx: Session, benches: list[str]) -> None:
                 write.result()
 
 
-def _queued(ctx: Session, bench: str, earlier: Outcome | None, result: Queued) -> None:
-    """Write what queueing `bench` gave (on an IO thread), then drop its in-flight stamp."""
-    from gymbuild import sharing
+def _queued(ctx: Session, job: JobPlan, earlier: Outcome | None, result: Queued) -> None:
+    """Write what queueing `job` gave (on an IO thread): every member gets its id. Then drop its
+    in-flight stamp. `earlier`: the outcome of its first benchmark before."""
     from gymbuild.jobs import utc_now, utc_timestamp
 
-    members = sharing.members(ctx, bench)  # a shared job: every member gets its id
+    bench, members = job.key, job.members
     for member in members:
         before = earlier if member == bench else ctx.workspace.outcome(member)
         ctx.workspace.save_outcome(
@@ -117,7 +117,7 @@ def _queued(ctx: Session, bench: str, earlier: Outcome | None, result: Queued) -
                 benchmark=member,
                 job_id=result.job_id,
                 error=result.error,
-                script_digest=planning.stage_digest(ctx, member),
+                script_digest=ctx.plans.stage_digest(member),
                 at=utc_timestamp(utc_now()),
                 previous_job_ids=before.previous_job_ids if before else (),
             )
@@ -129,16 +129,15 @@ def _queued(ctx: Session, bench: str, earlier: Outcome | None, result: Queued) -
         ctx.progress.show(f"queued {len(ctx.queued_now)}/{ctx.queue_total}")
 
 
-def secrets_file(ctx: Session, bench: str) -> Any:
-    """The benchmark's secrets file, written just before its job is queued (and again by each
+def secrets_file(ctx: Session, job: JobPlan) -> SecretsFile:
+    """The job's secrets file, written just before its job is queued (and again by each
     resubmit): its `host:` values and the collector's ingest token, which DESIGN keeps out of the
     run directory, the batch script and sbatch's environment, all of which Slurm stores."""
-    from gymbuild import sharing
     from gymbuild.executors.secrets import SecretsFile
     from gymbuild.render import secret_values
 
     assert ctx.resolved is not None
-    plan = sharing.unit_plan(ctx, bench)  # a shared job's file is its own, named as the job reads it
+    plan = job.plan  # a shared job's file is its own, named as the job reads it
     values = secret_values(plan, ctx.resolved.secrets)
     return SecretsFile(ctx.submission().gym_job_id, plan.bench, values, tuple(sorted(ctx.resolved.secrets)))
 

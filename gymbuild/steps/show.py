@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from gymbuild import planning
 from gymbuild.executors.base import executor_for
 from gymbuild.steps.record import build_record
 
@@ -29,17 +28,22 @@ def print_resolved(ctx: Session) -> None:
 
 
 def print_dry_run(ctx: Session) -> None:
-    """Every selected benchmark's script rendered with secrets masked; nothing is queued or recorded."""
-    render = planning.renderer()
+    """The job of every selected benchmark (once a job, keyed by its directory relative to the run
+    dir), rendered with secrets masked; nothing is queued or recorded. A job this run staged is
+    printed as staged: its job.sh holds no secret value."""
+    from gymbuild import render
+    from gymbuild.planning import keep_compiled_templates
+    from gymbuild.render.shared import render_job_plan
+
     assert ctx.resolved is not None
     ctx.warn(executor=True)
+    keep_compiled_templates()
     mask = render.mask_secrets(ctx.resolved.secrets)
-    from gymbuild import sharing
-
-    def render_one(bench: str) -> Any:
-        return ctx.rendered.get(bench) or render.render_job(planning.bench_plan(ctx, bench), mask)
-
-    jobs = sharing.dry_run_jobs(ctx, mask, render_one)
+    plans, selected = ctx.plans, ctx.selected()
+    jobs = {}
+    for group in plans.packing(selected).jobs(selected):
+        job = plans.job(group)
+        jobs[job.rel_dir] = ctx.rendered.get(job.rel_dir) or render_job_plan(job, mask)
     run_dir = ctx.submission().run_dir
     if ctx.inv.json:
         payload = {
@@ -59,7 +63,7 @@ def _changed_since_queued(ctx: Session, benches: Iterable[str]) -> Iterator[tupl
             outcome
             and outcome.job_id
             and bench not in ctx.queued_now
-            and outcome.script_digest != planning.stage_digest(ctx, bench)
+            and outcome.script_digest != ctx.plans.stage_digest(bench)
         ):
             yield bench, outcome
 

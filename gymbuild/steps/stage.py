@@ -1,8 +1,9 @@
 """Stage: each benchmark's plan, rendered into its job script in the workspace's staged tree.
 
-Whether a benchmark is staged is told from a digest of what its script is made from
-(stage_digest), without planning or rendering it; the stage stamps in the workspace say which digest
-each staged script was rendered from.
+Staged job by job (planning.py: one benchmark's own, or a job several share, under +jobs/). Whether
+a benchmark is staged is told from a digest of what its script is made from (RunPlans.stage_want),
+without planning or rendering it; the stage stamps in the workspace say which digest each staged
+benchmark was rendered from.
 """
 
 from __future__ import annotations
@@ -11,9 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gymbuild import sharing
-from gymbuild.planning import bench_plan, renderer, stage_digest
-from gymbuild.workspace import atomic_write, digest
+from gymbuild.planning import keep_compiled_templates
+from gymbuild.workspace import atomic_write
 
 if TYPE_CHECKING:
     from gymbuild.session import Session
@@ -23,8 +23,8 @@ RESOLVED_STAMP = "resolved"  # the digest of the tree the staged resolved-config
 
 def staged(ctx: Session, bench: str) -> bool:
     """Up to date when queued already (its script is never touched again) or staged from these
-    inputs (stage_digest). The digest first: it settles the submission (new=1 empties the stamps)."""
-    wanted = sharing.stage_want(ctx, bench)
+    inputs (stage_want). The digest first: it settles the submission (new=1 empties the stamps)."""
+    wanted = ctx.plans.stage_want(bench, ctx.packing())
     if ctx.workspace.stage_stamp(bench) == wanted:
         return True
     outcome = ctx.current_outcome(bench)
@@ -39,35 +39,27 @@ def stage_all(ctx: Session, benches: list[str] | None = None) -> None:
 
 
 def stage_many(ctx: Session, benches: list[str]) -> None:
-    """Render each benchmark's job and write it into the staged tree, in order; the first error (a
-    plan the config cannot express) stops the pass, as a held error stops the steps after it."""
+    """Render the job of each of `benches` (once a job: a shared one has several) and write it into
+    the staged tree, in order; the first error (a plan the config cannot express) stops the pass,
+    as a held error stops the steps after it."""
+    from gymbuild.render.shared import render_job_plan
+
     assert ctx.resolved is not None
-    render, secrets = renderer(), ctx.resolved.secrets
-    benches = sharing.stage_shared(ctx, benches)  # the shared jobs' (sharing.py); the rest here
-    for done, bench in enumerate(benches):
-        if done % 25 == 0 and len(benches) >= 100:
-            ctx.progress.show(f"rendering job scripts {done}/{len(benches)}")
-        plan = bench_plan(ctx, bench)
-        job = render.render_job(plan, secrets)
-        ctx.rendered[bench] = job  # job.sh holds no secret value: the dry run prints this text
-        files = {rel: (f.text, f.mode) for rel, f in job.files.items()}
+    keep_compiled_templates()
+    plans, packing, secrets = ctx.plans, ctx.packing(), ctx.resolved.secrets
+    groups = packing.jobs(benches)
+    for done, group in enumerate(groups):
+        if done % 25 == 0 and len(groups) >= 100:
+            ctx.progress.show(f"rendering job scripts {done}/{len(groups)}")
+        job = plans.job(group)
+        rendered = render_job_plan(job, secrets)
+        ctx.rendered[job.rel_dir] = rendered  # job.sh holds no secret value: the dry run prints it
         # No empty dirs: the sync makes logs/ (Slurm opens logs/slurm-<id>.log before the job
         # runs), and the job makes the rest (artifacts/, model-calls/, ...) as it starts.
-        ctx.workspace.write_staged(bench, files)
-        ctx.workspace.set_stage_stamp(bench, stage_digest(ctx, bench))
+        ctx.workspace.write_staged(job.rel_dir, {r: (f.text, f.mode) for r, f in rendered.files.items()})
+        for bench in group:
+            ctx.workspace.set_stage_stamp(bench, plans.stage_want(bench, packing))
     ctx.progress.done(keep=False)
-
-
-def resolved_text(ctx: Session) -> str:
-    """The resolved config as YAML, host: values kept as references (the YAML dump of 1000 benchmarks
-    takes a twentieth of a second: once a run)."""
-    found = ctx.memo.get("resolved_text")
-    if found is None:
-        from gymbuild.config.output import dump_tree
-
-        assert ctx.resolved is not None
-        found = ctx.memo["resolved_text"] = dump_tree(ctx.resolved.tree)
-    return str(found)
 
 
 def resolved_path(ctx: Session) -> Path:
@@ -76,29 +68,19 @@ def resolved_path(ctx: Session) -> Path:
     return ctx.workspace.stage / RESOLVED_CONFIG_NAME
 
 
-def _resolved_digest(ctx: Session) -> str:
-    from gymbuild.config.model import thaw
-
-    assert ctx.resolved is not None
-    found = ctx.memo.get("resolved_digest")
-    if found is None:
-        found = ctx.memo["resolved_digest"] = digest(thaw(ctx.resolved.tree))
-    return str(found)
-
-
 def resolved_written(ctx: Session) -> bool:
-    """The staged resolved-config.yaml was written from what this run resolved (its stamp: a digest
-    of the tree, not the YAML text, whose dump for 1000 benchmarks is a tenth of a render). The
-    submission is settled first: a fresh one (new=1) empties the staged tree and the stamps."""
+    """The staged resolved-config.yaml was written from what this run resolved (its stamp: the
+    resolved tree's digest). The submission is settled first: a fresh one (new=1) empties the staged
+    tree and the stamps."""
     ctx.submission()
-    return ctx.workspace.stamp(RESOLVED_STAMP) == _resolved_digest(ctx) and resolved_path(ctx).exists()
+    return ctx.workspace.stamp(RESOLVED_STAMP) == ctx.resolved_digest and resolved_path(ctx).exists()
 
 
 def write_resolved(ctx: Session) -> None:
     """resolved-config.yaml in the staged tree (it goes to the run directory with the scripts)."""
     if not resolved_written(ctx):
-        atomic_write(resolved_path(ctx), resolved_text(ctx))
-        ctx.workspace.set_stamp(RESOLVED_STAMP, _resolved_digest(ctx), durable=False)
+        atomic_write(resolved_path(ctx), ctx.resolved_yaml)
+        ctx.workspace.set_stamp(RESOLVED_STAMP, ctx.resolved_digest, durable=False)
 
 
 def stage_step(ctx: Session, bench: str) -> None:

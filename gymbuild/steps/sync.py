@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gymbuild.plan.job import job_dir_of
 from gymbuild.steps import stage
 from gymbuild.workspace import digest
 
@@ -20,12 +21,8 @@ SYNC_STAMP = "sync"  # the workspace stamp naming the tree last sent (sync's doi
 def tree_digest(ctx: Session) -> str:
     """What the synced tree was made from: each staged benchmark and the resolved config (as JSON:
     the YAML text is written by the resolve step)."""
-    from gymbuild.config.model import thaw
-
-    assert ctx.resolved is not None
-    from gymbuild import sharing
-
-    return digest([sharing.stage_want(ctx, b) for b in ctx.selected()], thaw(ctx.resolved.tree))
+    plans, packing = ctx.plans, ctx.packing()
+    return digest([plans.stage_want(b, packing) for b in ctx.selected()], ctx.resolved_digest)
 
 
 def synced(ctx: Session) -> bool:
@@ -54,7 +51,6 @@ def copy(ctx: Session) -> None:
 def prepare_sync(ctx: Session, *, check_mounts: bool = True) -> None:
     """Everything of the sync before the copy: the mounts checked (unless a sweep checked them for
     all its combinations at once), the run directory made, the resolved config staged."""
-    from gymbuild import sharing
     from gymbuild.executors import rundir
 
     sub = ctx.submission()
@@ -67,11 +63,19 @@ def prepare_sync(ctx: Session, *, check_mounts: bool = True) -> None:
     if fresh:
         ctx.workspace.set_stamp("run-dir", sub.run_dir)
     try:
-        rundir.prepare_run_dir(conn, sub.run_dir, sharing.dirs_to_make(ctx), fresh=fresh)
+        rundir.prepare_run_dir(conn, sub.run_dir, _dirs_to_make(ctx), fresh=fresh)
     except rundir.RunDirExists:
         (ctx.workspace.stamps_dir / "run-dir").unlink(missing_ok=True)  # not ours after all
         raise
     stage.write_resolved(ctx)
+
+
+def _dirs_to_make(ctx: Session) -> list[str]:
+    """The directories (relative to the run dir) whose logs/ must exist before their job is queued:
+    each benchmark's, and each shared job's own (its Slurm output goes there)."""
+    to_queue, packing = ctx.to_queue(), ctx.packing()
+    shared = [g for g in packing.jobs(to_queue) if len(g) > 1]
+    return [*to_queue, *(job_dir_of(g) for g in shared)]
 
 
 def synced_now(ctx: Session) -> None:
