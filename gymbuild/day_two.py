@@ -14,7 +14,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gymbuild import pipeline
 from gymbuild.errors import UserError
@@ -39,6 +39,7 @@ from gymbuild.steps import show
 from gymbuild.steps.record import build_record
 
 if TYPE_CHECKING:
+    from gymbuild.executors.connection import Connection
     from gymbuild.session import Session
 
 
@@ -52,7 +53,7 @@ def record_from_index(gym_job_id: str) -> SubmissionRecord | None:
         raise UserError(f"error: {path}: cannot read the record: {err}") from None
 
 
-def record_from_run_dir(conn: Any, run_dir: str) -> SubmissionRecord:
+def record_from_run_dir(conn: Connection, run_dir: str) -> SubmissionRecord:
     from gymbuild.shell import quote
 
     result = conn.run(f"cat {quote(run_dir + '/' + MANIFEST_NAME)}")
@@ -67,7 +68,7 @@ def record_from_run_dir(conn: Any, run_dir: str) -> SubmissionRecord:
         raise RecordError(f"error: {run_dir}/{MANIFEST_NAME}: not a JSON record: {err}") from None
 
 
-def statuses(conn: Any, record: SubmissionRecord) -> list[BenchStatus]:
+def statuses(conn: Connection, record: SubmissionRecord) -> list[BenchStatus]:
     """Every benchmark of the record with its newest job's state (states.py: one round trip, and
     one more for the members of shared jobs)."""
     (rows,) = states_of(conn, [record])
@@ -101,7 +102,9 @@ def live_job_ids(rows: Sequence[BenchStatus], only: Sequence[str], live: frozens
     )
 
 
-def show_logs(conn: Any, job_dir: str, job_id: str, *, follow: bool, shared_dir: str | None = None) -> None:
+def show_logs(
+    conn: Connection, job_dir: str, job_id: str, *, follow: bool, shared_dir: str | None = None
+) -> None:
     """Print (or follow) the job's service and driver logs: `logs/*-<job id>.log` of its newest job
     (and of its shared job's own directory, where the services' logs are, for a benchmark in one)."""
     import subprocess

@@ -37,6 +37,7 @@ from gymbuild.sweep import (
 from gymbuild.workspace import Workspace
 
 if TYPE_CHECKING:
+    from gymbuild.results import RunResult
     from gymbuild.session import Session
 
 
@@ -66,20 +67,25 @@ def _combined(errors: Sequence[tuple[str, UserError]]) -> UserError:
 
 
 def _each(
-    s: Session, cells: Sequence[Cell], act: Callable[[Session], Any], *, ident: str, as_json: bool, field: str
-) -> list[Any]:
+    s: Session,
+    cells: Sequence[Cell],
+    act: Callable[[Session], object],
+    *,
+    ident: str,
+    as_json: bool,
+    field: str,
+) -> None:
     """`act` on each cell's session (sharing the one connection): each cell's output under a heading
     naming its values, or (json=1) one JSON document with each cell's under `field`."""
-    docs, results, failures, said = [], [], [], io.StringIO()
+    docs, failures, said = [], [], io.StringIO()
     for cell, label in zip(cells, labels(cells), strict=True):
         cs = cell_session(s, cell)
         out = io.StringIO()
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(said):
-                results.append(act(cs))
+                act(cs)
         except UserError as err:
             failures.append((label, err))
-            results.append(None)
         finally:
             cs.close()
         current = cs.workspace.submission()
@@ -95,7 +101,6 @@ def _each(
         sys.stdout.write(json.dumps({"sweep_id": ident, "cells": docs}, indent=2) + "\n")
     if failures:
         raise _combined(failures)
-    return results
 
 
 def _say_once(said: io.StringIO) -> None:
@@ -390,7 +395,7 @@ def resubmit(s: Session) -> None:
         close_all(sessions)
 
 
-def gathered(s: Session) -> tuple[dict[str, Any], list[Cell], list[Any]]:
+def gathered(s: Session) -> tuple[dict[str, Any], list[Cell], list[RunResult]]:
     """The sweep's record, its submitted combinations and their results (one status and one read
     round trip for every combination; what is cached is not read again)."""
     from gymbuild import results_read

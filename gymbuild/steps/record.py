@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gymbuild.errors import UserError
 from gymbuild.workspace import atomic_write, digest
 
 if TYPE_CHECKING:
+    from gymbuild.jobs import SubmissionRecord
     from gymbuild.session import Session
 
 ORDER_STAMP = "benchmark-order"
@@ -48,7 +49,7 @@ def _note(ctx: Session, gym_job_id: str) -> None:
     note_run(ctx.inv.config, str(model) if model else None, ctx.sweep_values, gym_job_id)
 
 
-def build_record(ctx: Session, *, commit: bool = True) -> Any:
+def build_record(ctx: Session, *, commit: bool = True) -> SubmissionRecord:
     """The submission record from the workspace. `commit=False` leaves gym_commit None for a record
     that is only read here (status, the plain submit report): finding the commit runs git three
     times in a checkout, a tenth of a no-op submit."""
