@@ -19,8 +19,8 @@ SYNC_STAMP = "sync"  # the workspace stamp naming the tree last sent (sync's doi
 
 
 def tree_digest(ctx: Session) -> str:
-    """What the synced tree was made from: each staged benchmark and the resolved config (as JSON:
-    the YAML text is written by the resolve step)."""
+    """What the synced tree was made from: each staged benchmark's stamp and the resolved tree's
+    digest (the one resolved-config.yaml is stamped with; not its YAML text)."""
     plans, packing = ctx.plans, ctx.packing()
     return digest([plans.stage_want(b, packing) for b in ctx.selected()], ctx.resolved_digest)
 
