@@ -128,11 +128,11 @@ def _hydra_compose(path: Path, overrides: Sequence[str]) -> DictConfig:
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from gymbuild.config.fastyaml import libyaml_for_omegaconf
+    from gymbuild.config import hydra_source
 
     GlobalHydra.instance().clear()
     try:
-        with warnings.catch_warnings(), libyaml_for_omegaconf():
+        with warnings.catch_warnings(), hydra_source.libyaml():
             warnings.simplefilter("ignore")
             with initialize_config_dir(config_dir=str(path.parent.resolve()), version_base=None):
                 return hydra_compose(config_name=path.stem, overrides=list(overrides))

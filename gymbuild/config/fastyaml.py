@@ -1,42 +1,29 @@
-"""libyaml under Hydra: OmegaConf parses config files with PyYAML's pure-Python scanner, the largest
-part of composing a large config (docs/performance.md, "Why the code is shaped so").
+"""OmegaConf's YAML rules on libyaml: OmegaConf parses config files with PyYAML's pure-Python
+scanner, the largest part of reading a large config (docs/performance.md, "Why the code is shaped so").
 
-While `libyaml_for_omegaconf()` is active, `OmegaConf.load` gets a loader that parses with libyaml
-(PyYAML's CSafeLoader) and keeps OmegaConf's rules: its implicit resolvers (taken from OmegaConf's own
-loader class) and a refusal of duplicate keys. On any YAML error the text is parsed again with
-OmegaConf's own loader, so every message is word for word what Hydra would have said. Without
-libyaml, nothing changes.
+The loader here parses with libyaml (PyYAML's CSafeLoader) under OmegaConf's rules: its implicit
+resolvers and constructors, taken from OmegaConf's own loader class, and a refusal of duplicate keys.
+The plain path reads a file with it; `hydra_source` gives it to Hydra's composition. Without libyaml,
+or if OmegaConf's loader is not where it is looked for, OmegaConf's own parsing is used.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+import functools
+import io
 from typing import Any
 
 import yaml
 
-_PURE: Any = None  # OmegaConf's get_yaml_loader while ours is installed
 
+@functools.cache
+def _omegaconf_loader() -> type[yaml.SafeLoader] | None:
+    """OmegaConf's loader class, read (never replaced) so the resolution rules are its own rather than
+    a copy of them; None if a later OmegaConf moves it, and then OmegaConf.load does the parsing."""
+    from omegaconf import _utils
 
-class _Loader:
-    """Stands where yaml.load expects a Loader class: built with the stream, asked for one document."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    def get_single_data(self) -> Any:
-        pure = _PURE()
-        rewind = self._stream.tell() if hasattr(self._stream, "seek") else None
-        try:
-            return yaml.load(self._stream, Loader=_c_loader(pure))
-        except yaml.YAMLError:
-            if rewind is not None:
-                self._stream.seek(rewind)
-            return yaml.load(self._stream, Loader=pure)
-
-    def dispose(self) -> None:
-        """Nothing held: yaml.load calls this after get_single_data."""
+    factory = getattr(_utils, "get_yaml_loader", None)
+    return factory() if callable(factory) else None
 
 
 def _no_duplicate_keys(self: Any, node: yaml.MappingNode, deep: bool = False) -> Any:
@@ -82,27 +69,16 @@ def omegaconf_load(text: str) -> Any:
     libyaml when present, else OmegaConf's own loader. Errors propagate unchanged; the caller reports
     them through the pure-Python parsers, whose messages are the ones users see.
     """
-    from omegaconf import _utils
+    pure = _omegaconf_loader()
+    if pure is None:
+        from omegaconf import OmegaConf
 
-    pure = _PURE or _utils.get_yaml_loader
+        return OmegaConf.to_container(OmegaConf.load(io.StringIO(text)))
     if hasattr(yaml, "CSafeLoader"):
-        return yaml.load(text, Loader=_c_loader(pure()))
-    return yaml.load(text, Loader=pure())
+        return yaml.load(text, Loader=_c_loader(pure))
+    return yaml.load(text, Loader=pure)
 
 
-@contextlib.contextmanager
-def libyaml_for_omegaconf() -> Iterator[None]:
-    """OmegaConf.load parses with libyaml inside this block (a no-op without libyaml, or nested)."""
-    global _PURE
-    from omegaconf import _utils
-
-    if not hasattr(yaml, "CSafeLoader") or _PURE is not None:
-        yield
-        return
-    _PURE = _utils.get_yaml_loader
-    _utils.get_yaml_loader = lambda: _Loader
-    try:
-        yield
-    finally:
-        _utils.get_yaml_loader = _PURE
-        _PURE = None
+def libyaml_rules() -> bool:
+    """Whether omegaconf_load parses with libyaml under OmegaConf's own rules."""
+    return hasattr(yaml, "CSafeLoader") and _omegaconf_loader() is not None
