@@ -203,6 +203,15 @@ def wait_for_sacct_jobs(
         time.sleep(0.5)
 
 
+def wait_for_file(path: Path, timeout: float = 120) -> None:
+    """Wait (bounded) until `path` exists: a job or a step has got as far as writing it."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{path} did not appear within {timeout}s")
+        time.sleep(0.2)
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """The complete JSON lines of a file (the fake gym's rollouts, fake-pyxis records)."""
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

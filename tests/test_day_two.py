@@ -42,6 +42,7 @@ from e2e_helpers import (
     set_submit_limit,
     slurm_config,
     user_env,
+    wait_for_file,
     workspaces,
     write_config,
 )
@@ -152,14 +153,6 @@ def scancel_under(run_dir: Path) -> None:
     ids = live_jobs_under(run_dir)
     if ids:
         subprocess.run(["scancel", *ids], capture_output=True, check=False)
-
-
-def wait_for_file(path: Path, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{path} did not appear within {timeout}s")
-        time.sleep(1)
 
 
 # --- the mixed submission: one benchmark of each fate ---------------------------------------------

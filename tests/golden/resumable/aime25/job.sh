@@ -32,6 +32,9 @@ gym_term_driver() {
 }
 cd "$GYM_BENCH_DIR" || exit 1
 mkdir -p logs artifacts .gym_ports
+# A requeued job runs again under the same id: the ports its last run's steps published are stale,
+# and a readiness check that read one would wait on a port no server of this run holds.
+rm -f .gym_ports/*-"$GYM_JOB_ID" .gym_ports/*-"$GYM_JOB_ID".tmp
 
 # However the job ends, its exit status goes to .gym_exit-<job id>: `status` reads it once the job is
 # gone (and where Slurm keeps no accounting). A signal ends the job with 128 + its number.
