@@ -371,7 +371,8 @@ def test_boolean_extra_args_are_sbatch_flags(cluster, tmp_path):
     assert job_id is not None
     try:
         script = (run_dir(config) / "a" / "job.sh").read_text()
-        assert "#SBATCH --hold\n" in script and "requeue" not in script
+        directives = [line for line in script.splitlines() if line.startswith("#SBATCH ")]
+        assert "#SBATCH --hold" in directives and not [d for d in directives if "requeue" in d], directives
         reason = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%r"], capture_output=True, text=True)
         assert reason.stdout.strip() == "JobHeldUser", reason
     finally:
