@@ -84,15 +84,24 @@ def _scenarios(cluster: Any, mount_src: Path) -> dict[str, dict[str, Any]]:
             hostname=None,
             extra_args={"nodelist": "node1"},
         ),
-        "never_healthy": slurm_config(
-            out("e2e-never-healthy"),
-            {"gpqa": {"run": two_calls}},
-            services={
-                "policy": policy_service(
-                    env={"FAKE_VLLM_NEVER_HEALTHY": "lit:1"}, health_check={"timeout_seconds": 10}
-                )
+        # With the collector on (the cluster's fake otelcol-contrib): the job ends before its driver.
+        "never_healthy": {
+            **slurm_config(
+                out("e2e-never-healthy"),
+                {"gpqa": {"run": two_calls}},
+                services={
+                    "policy": policy_service(
+                        env={"FAKE_VLLM_NEVER_HEALTHY": "lit:1"}, health_check={"timeout_seconds": 10}
+                    )
+                },
+            ),
+            "otel": {
+                "endpoint": "http://127.0.0.1:9",
+                "service_name": "e2e-never-healthy",
+                "gym_telemetry": False,
+                "container": None,
             },
-        ),
+        },
         "dies": slurm_config(
             out("e2e-dies"),
             {"gpqa": {"run": {**two_calls, "fake_sleep_seconds": 120}}},
@@ -127,7 +136,7 @@ def submitted(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[st
         procs[name] = subprocess.Popen(
             gymbuild_argv("submit", f"config={path}"),
             cwd=home,
-            env=user_env(home),
+            env=user_env(home, OTEL_TOKEN="e2e-ingest-token"),  # read only where the collector is on
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
@@ -230,14 +239,30 @@ def test_two_jobs_on_one_node_each_talk_to_their_own_policy(cluster, submitted):
     assert ports["first"] != ports["second"]
 
 
+def _processes_naming(text: str) -> list[str]:
+    """The command lines of this machine's processes (every node's too) that contain `text`."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone meanwhile
+            continue
+        if text in argv:
+            found.append(argv)
+    return found
+
+
 def test_a_service_that_never_becomes_healthy_fails_the_job_and_names_itself(cluster, submitted):
     s = submitted["never_healthy"]
     job = s.job("gpqa")
     result = cluster.wait_for_job(job)
     assert (result.state, result.exit_code) == ("FAILED", 1)
-    log = _log(s.bench_dir("gpqa"), f"slurm-{job}.log")
-    assert "service policy was not ready" in log, log
-    assert not (s.bench_dir("gpqa") / "artifacts" / "rollouts.jsonl").exists()
+    bench = s.bench_dir("gpqa")
+    log = _log(bench, f"slurm-{job}.log")
+    assert "service otel_collector is healthy" in log and "service policy was not ready" in log, log
+    assert not (bench / "artifacts" / "rollouts.jsonl").exists()
+    # The job stopped its collector on the way out: nothing of it outlives the job.
+    assert _processes_naming(str(bench / "otel")) == []
 
 
 def test_a_service_that_dies_mid_run_stops_the_driver_and_fails_the_job(cluster, submitted):

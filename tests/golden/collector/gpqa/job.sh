@@ -64,6 +64,11 @@ rm -f .gym_ports/*-"$GYM_JOB_ID" .gym_ports/*-"$GYM_JOB_ID".tmp
 gym_on_exit() {
   local status=$?
   printf '%s\n' "$status" >"$GYM_BENCH_DIR/.gym_exit-$GYM_JOB_ID"
+  # A job that ends before its driver (a service never ready) still stops its collector: under
+  # Slurm's proctrack/linuxproc a background process of the batch shell outlives the job otherwise.
+  if [[ -n ${__gym_collector_pid:-} ]] && kill -0 "$__gym_collector_pid" 2>/dev/null; then
+    gym_stop_collector "$__gym_collector_pid"
+  fi
   if ! gym_secrets_needed "$status"; then  # the last run of this benchmark: its secrets go with it
     rm -f -- "$__gym_secrets_file"
     rmdir -- "${__gym_secrets_file%/*}" 2>/dev/null  # the submission's last file: its dir too
