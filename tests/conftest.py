@@ -98,7 +98,7 @@ def _job_result(job_id: str | int, fields: dict[str, str]) -> JobResult | None:
 # (JobHeldUser, Dependency, BeginTime) wait for the test's own doing.
 QUEUED_REASONS = frozenset({"None", "Priority", "Resources", "Licenses"})
 # How long in all Cluster.wait_for_job lets a job wait its turn before failing the test: the longest
-# other tests' jobs can hold the cores is their walltime (10 minutes).
+# another test's job can hold what it waits for (cores, a license) is that job's walltime, 10 minutes.
 QUEUE_WAIT = 600
 
 
