@@ -10,6 +10,7 @@ by its own prepare.py, through the real `gym eval prepare`, before anything is s
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -32,6 +33,22 @@ SERVERS = (
 )
 
 
+# The benchmarks of configs/*.yaml, each with a head-server port of its own (gym's head server binds a
+# fixed port, 11000 by default, and two jobs on one node must not both want it).
+HEAD_PORT_BENCHMARKS = ("PLAIN", "USER_SET", "RESUMABLE", "PD")
+# Real-gym jobs of different test files can share a node (two run at a time, by license:
+# tests/cluster/up), so the ports are unique across the suite: a range of 100 per xdist worker, and
+# in it a new slice for each submit the worker makes.
+_SUBMITS = itertools.count()
+
+
+def head_ports() -> dict[str, str]:
+    """REALGYM_HEAD_PORT_<BENCHMARK> for one submit: ports no other live real-gym job of the suite uses."""
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    base = 11000 + 100 * worker + len(HEAD_PORT_BENCHMARKS) * (next(_SUBMITS) % 25)
+    return {f"REALGYM_HEAD_PORT_{name}": str(base + i) for i, name in enumerate(HEAD_PORT_BENCHMARKS)}
+
+
 @dataclass(frozen=True)
 class Stage:
     """Where the stage is: the benchmark root, the venv links, and the gym to put first on PATH."""
@@ -47,6 +64,7 @@ class Stage:
             "REALGYM_VENVS": str(self.venvs),
             "REALGYM_GYM_BIN": str(self.gym_bin),
             "REALGYM_OUTPUT": str(output),
+            **head_ports(),
             **extra,
         }
 
