@@ -494,6 +494,22 @@ def test_vllm_pd_router_flags_and_a_server_on_every_node(tmp_path: Path) -> None
     ]  # fmt: skip
 
 
+def test_a_router_on_every_node_of_its_pool_publishes_only_the_first_nodes_port(tmp_path: Path) -> None:
+    """Pinned to a two-node pool, NeMo Gym's router runs on both nodes. The job waits on, checks and
+    hands the driver the first node's; the second copy, on a port of its own, must not replace it
+    (both tasks writing one port file also failed the step, now and then, on the file's rename)."""
+    t = pd_tree(prefill_nodes=2)
+    t["services"]["policy"]["node_pool"] = "prefill"
+    result, calls = run_job(tmp_path, t)
+    assert result.returncode == 0, result.stderr
+    routers = {c.env["FAKE_HOST"]: c.argv[c.argv.index("--port") + 1] for c in of(calls, "vllm-router")}
+    assert routers.keys() == {"gpu-a", "gpu-b"}
+    assert routers["gpu-a"] != routers["gpu-b"]  # one machine here: the second copy took the next port
+    assert settled(tmp_path, "policy") == routers["gpu-a"]
+    (driver,) = of(calls, "gym")
+    assert f"+policy_base_url=http://localhost:{routers['gpu-a']}/v1" in driver.argv
+
+
 def test_multi_node_decode_tier_coordinates_on_its_own_rpc_port(tmp_path: Path) -> None:
     t = pd_tree(prefill_nodes=2, decode_nodes=2)
     t["services"]["policy"]["prefill"]["number_of_instances"] = 2
