@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e_helpers import kill_local_jobs
+from e2e_helpers import kill_local_jobs, wait_for_file
 from jsonschema import Draft202012Validator
 
 from gymbuild.jobs import SubmissionRecord
@@ -225,9 +225,7 @@ def test_cancel_stops_the_whole_process_group(user: Any) -> None:
     )
     u.submit()
     job_id = int(u.job_id("long"))
-    deadline = time.monotonic() + 60
-    while not (u.bench_dir("long") / "driver-started").exists() and time.monotonic() < deadline:
-        time.sleep(0.5)
+    wait_for_file(u.bench_dir("long") / "driver-started", 60)
     members = group_members(job_id)
     assert any("sleep" in m for m in members) and any("python3" in m for m in members), members
     assert u.status()["long"]["state"] == "RUNNING"
@@ -369,9 +367,7 @@ def test_a_secret_reaches_the_step_that_asked_from_a_file_that_goes_with_the_job
     u.submit()
     files = Path.home() / ".gymbuild-secrets" / u.record["gym_job_id"]
     long_id = int(u.job_id("long"))
-    deadline = time.monotonic() + 60
-    while not (u.bench_dir("long") / "got").exists() and time.monotonic() < deadline:
-        time.sleep(0.5)
+    wait_for_file(u.bench_dir("long") / "got", 60)
     assert stat_mode(files) == 0o700 and stat_mode(files / "long") == 0o600
     assert secret.encode() not in Path(f"/proc/{long_id}/environ").read_bytes()  # the batch shell's
     assert u.wait_for("done")["state"] == "COMPLETED"
