@@ -83,6 +83,34 @@ def test_two_node_container_steps_run_on_both_nodes_and_are_recorded(cluster: Cl
     assert len(local) == 2
 
 
+def test_no_shell_of_the_login_or_of_a_job_step_reads_the_users_bashrc(cluster: Cluster) -> None:
+    """The login is the machine's root, whose ~/.bashrc is the developer's (pyenv init, whose rehash
+    takes a machine-wide lock): a cluster shell that read it waited 60 s behind a stale lock, and a
+    whole CI run failed. A HOME with an rc file that leaves a mark stands in for that ~/.bashrc, for
+    a shell started as the session's own and for a step started as gymbuild's job script starts one
+    (a backgrounded srun, whose exec takes SHLVL back to 0)."""
+    run_dir = cluster.run_dir("bashrc")
+    home = run_dir / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text('echo "$0 read ~/.bashrc" >>"$HOME/marks"\n')
+    # `exec` hands the session's own level down, so this bash is as top-level as the session's.
+    cluster.ssh(f"HOME={home} exec bash -c : session")
+    job = submit(
+        cluster,
+        run_dir,
+        """
+        srun --overlap --nodes=1 --ntasks=1 bash -c 'echo "step ran"' step >logs-step.out 2>&1 </dev/null &
+        wait $!
+        """,
+        f"--export=ALL,HOME={home}",
+    )
+    result = cluster.wait_for_job(job)
+    assert result.state == "COMPLETED", job_output(run_dir, job)
+    assert (run_dir / "logs-step.out").read_text() == "step ran\n"
+    marks = home / "marks"
+    assert not marks.exists(), marks.read_text()
+
+
 def test_a_missing_mount_source_fails_the_step_as_with_pyxis(cluster: Cluster) -> None:
     run_dir = cluster.run_dir("pyxis-bad-mount")
     job = submit(
