@@ -95,14 +95,16 @@ def test_no_shell_of_the_login_or_of_a_job_step_reads_the_users_bashrc(cluster: 
     (home / ".bashrc").write_text('echo "$0 read ~/.bashrc" >>"$HOME/marks"\n')
     # `exec` hands the session's own level down, so this bash is as top-level as the session's.
     cluster.ssh(f"HOME={home} exec bash -c : session")
+    # HOME is set in the script, not with sbatch's --export=...,HOME=, which has slurmd load root's
+    # environment through a login shell (`su - root`), that is, through the machine's rc files.
     job = submit(
         cluster,
         run_dir,
-        """
+        f"""
+        export HOME={home}
         srun --overlap --nodes=1 --ntasks=1 bash -c 'echo "step ran"' step >logs-step.out 2>&1 </dev/null &
         wait $!
         """,
-        f"--export=ALL,HOME={home}",
     )
     result = cluster.wait_for_job(job)
     assert result.state == "COMPLETED", job_output(run_dir, job)
