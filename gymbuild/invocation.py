@@ -15,6 +15,8 @@ READ_ONLY_VERBS = frozenset({"status", "logs", "cancel", "runs", "results", "com
 INSPECTING_COMMANDS = frozenset({"list", "info", "dumpdb", "help", "tabcompletion", "strace"})
 # Verbs whose work ends at the staged tree: nothing is copied, queued or recorded.
 STAGE_ONLY_VERBS = frozenset({"render", "resolve"})
+# doit's commands that change only doit's own database or the staged files: they start no submission.
+BOOKKEEPING_COMMANDS = frozenset({"clean", "forget", "ignore", "reset-dep"})
 
 
 def command_verbs(argv: Sequence[str]) -> list[str]:
@@ -94,6 +96,20 @@ class Invocation:
         """The run's verbs stop at the staged tree (none named: the default, render): no sync, queue
         or record task is built (a thousand queue tasks nobody runs cost a dry run a tenth of a second)."""
         return set(self.verbs) <= READ_ONLY_VERBS | STAGE_ONLY_VERBS
+
+    @property
+    def dry_run(self) -> bool:
+        """render, resolve (bare `gymbuild` too) and doit's `clean` of what they staged: they work in
+        the config's draft (workspace.Workspace.as_draft) and leave its submission as it was."""
+        looks = self.stage_only and not self.read_only and not self.inspects
+        return looks or (bool(self.verbs) and self.verbs[0] == "clean")
+
+    @property
+    def starts_submissions(self) -> bool:
+        """Only a run that may queue makes a fresh submission current: its id and submitted_at are
+        the submit's, and no dry run, look or bookkeeping command leaves one behind."""
+        bookkeeping = bool(self.verbs) and self.verbs[0] in BOOKKEEPING_COMMANDS
+        return not self.stage_only and not self.inspects and not bookkeeping
 
     @property
     def submits(self) -> bool:

@@ -323,7 +323,9 @@ def _result(run: _Run, cache: Cache) -> results.RunResult:
         if not files and run.read_error and job.benchmark in run.files:
             bench = replace(bench, why=f"its artifacts could not be read: {run.read_error}")
         benches.append(bench)
-        if row.state == "COMPLETED" and bench.agents:
+        # Only a file read whole and holding numbers is known for good: one that could not be read
+        # or parsed, or said nothing ({}, an agent without key_metrics), may be fixed or rewritten.
+        if row.state == "COMPLETED" and bench.why is None and any(a.metrics for a in bench.agents):
             cached[job.benchmark] = {
                 "job_id": job.job_id,
                 "state_job_id": row.job_id,

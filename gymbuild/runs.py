@@ -54,6 +54,37 @@ def _note(gym_job_id: str) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
+LIVE_STATES = ("RUNNING", "PENDING")  # a submission whose jobs have not all ended
+
+
+def live_submissions(config: Path, sweep: Sequence[str], known: set[str]) -> list[tuple[str, str]]:
+    """(gym_job_id, state) of each submission of `config` (by its real path, as note_run keeps it;
+    for a sweep's combination, of the same swept values) that the local index lists, `known` does
+    not, and whose jobs still run or wait: the scheduler is asked only when there is such a one.
+
+    A submission whose state cannot be told (UNKNOWN: its host did not answer, or NeMo Gym's own
+    executor) does not count: the guard is for a live one, and an old one must not block a submit."""
+    real, values = str(config.resolve()), " ".join(sweep) or None
+    try:
+        names = sorted(p.stem for p in notes_dir().glob("*.json"))
+    except OSError:
+        return []
+    notes = {n: _note(n) for n in names if n not in known}
+    mine = [n for n, note in notes.items() if (note.get("config"), note.get("sweep")) == (real, values)]
+    if not mine:
+        return []
+    index = local_index_dir()
+    records = []
+    for gym_job_id in mine:
+        try:
+            records.append(SubmissionRecord.load(json.loads((index / f"{gym_job_id}.json").read_text())))
+        except (OSError, ValueError, UserError):
+            continue  # pruned from the index, or damaged: nothing to guard
+    counts = _states(records) if records else {}
+    states = [(r.gym_job_id, run_state(counts.get(r.gym_job_id, {"unknown": 1}))) for r in records]
+    return [(gym_job_id, state) for gym_job_id, state in states if state in LIVE_STATES]
+
+
 def run_state(counts: Mapping[str, int]) -> str:
     """One run's state from its benchmarks' (day_two.tally's kinds)."""
     for kind, state in (("running", "RUNNING"), ("pending", "PENDING"), ("unknown", "UNKNOWN")):

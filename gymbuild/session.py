@@ -45,6 +45,11 @@ def hold_workspace(root: Path) -> None:
     atexit.register(_HELD.close)
 
 
+def _where(sub: Submission) -> tuple[str, str, str, str | None]:
+    """Where a submission goes: its output path, cluster, executor and host."""
+    return (str(Path(sub.run_dir).parent), sub.cluster, sub.executor, sub.hostname)
+
+
 def _err(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
@@ -123,6 +128,8 @@ class Session:
     ) -> None:
         self.inv = inv
         self.workspace = workspace or Workspace(inv.workspace, inv.config)
+        if inv.dry_run:  # render and resolve stage into the draft: looking changes no submission
+            self.workspace = self.workspace.as_draft()
         self.link = link or Link()  # a lent link (a sweep's cell) is closed by its owner
         self._owns_link = link is None
         # User errors of the steps between the config and the verb (stage, sync, queue, record): kept
@@ -245,14 +252,13 @@ class Session:
         if self._submission is not None:
             return self._submission
         from gymbuild.executors.connection import is_this_machine
-        from gymbuild.jobs import new_gym_job_id, utc_now, utc_timestamp
 
         compute = self.config.compute
         hostname = None if is_this_machine(compute.hostname) else compute.hostname
         current = self.workspace.submission()
         where = (self.output_path, compute.name, self.executor_name, hostname)
         if current is not None and not self.inv.new:
-            was = (str(Path(current.run_dir).parent), current.cluster, current.executor, current.hostname)
+            was = _where(current)
             if was == where:
                 self._submission = current
                 return current
@@ -271,21 +277,53 @@ class Session:
                     "    fix: drop workspace= (or give that one) to carry on with it, or pass new=1 "
                     "for a fresh submission"
                 )
+            if self.inv.starts_submissions:
+                self._refuse_live_in_index()
+        if self.inv.dry_run:
+            draft = self.workspace.draft_submission()
+            if draft is None or _where(draft) != where:
+                draft = self._mint(hostname)
+            self.workspace.begin_draft(draft)
+            self._submission = draft
+            return draft
+        fresh = self._mint(hostname)
+        if self.inv.starts_submissions:  # `status`, `list --status` and `info` look: they start nothing
+            self.workspace.start(fresh)
+        self._submission = fresh
+        return fresh
+
+    def _mint(self, hostname: str | None) -> Submission:
+        """A fresh submission of the config, stamped now."""
+        from gymbuild.jobs import new_gym_job_id, utc_now, utc_timestamp
+
         now = utc_now()
         gym_job_id = new_gym_job_id(now)
-        fresh = Submission(
+        return Submission(
             gym_job_id=gym_job_id,
             run_dir=str(Path(self.output_path) / gym_job_id),
-            cluster=compute.name,
+            cluster=self.config.compute.name,
             executor=self.executor_name,
             hostname=hostname,
             submitted_at=utc_timestamp(now),
             submitted_by=getpass.getuser(),
         )
-        if not self.inv.inspects:  # `list --status` and `info` show the graph: they start nothing
-            self.workspace.start(fresh)
-        self._submission = fresh
-        return fresh
+
+    def _refuse_live_in_index(self) -> None:
+        """The local index as a second guard: a submission of this config (its real path, and a
+        sweep's combination) that this workspace does not know, and whose jobs still run or wait,
+        is never queued again silently (its workspace was deleted, or is on another machine)."""
+        from gymbuild.runs import live_submissions
+
+        known = {sub.gym_job_id for sub in self.workspace.history()}
+        live = live_submissions(self.inv.config, self.sweep_values, known)
+        if live:
+            gym_job_id, state = live[0]
+            raise UserError(
+                f"error: {self.inv.config}: its submission {gym_job_id} is {state} (`gymbuild runs` "
+                f"shows it) but the workspace {self.workspace.dir} does not know it\n"
+                f"    fix: `gymbuild status run={gym_job_id}` (or cancel, logs) to carry on with it, or "
+                "pass new=1 to queue a fresh submission beside it"
+            )
 
     # --- the plans ----------------------------------------------------------------------------------
 

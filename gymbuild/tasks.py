@@ -49,7 +49,7 @@ def namespace(argv: Sequence[str]) -> dict[str, Any]:
     creators of one run context. Raises UserError when another run holds the workspace."""
     inv = Invocation.from_argv(argv)
     session = Session(inv)
-    config = doit_config(inv, session.workspace.config_dir)
+    config = doit_config(inv, session.workspace.lock_dir)
     return {"DOIT_CONFIG": config, **Graph(session).creators()}
 
 
@@ -172,7 +172,7 @@ class Graph(TaskMaker):
     def script_code_path(self) -> Path:
         """Beside the stamps, not among them: a new submission empties stamps/, and this file is about
         gymbuild's code, not the submission."""
-        return self.ctx.workspace.dir / "script-code"
+        return self.ctx.workspace.scratch / "script-code"
 
     def task_script_code(self) -> dict[str, Any]:
         """The digest of the code that makes job scripts (templates and modules), as one file that is

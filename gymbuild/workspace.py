@@ -84,19 +84,32 @@ class Outcome:
 
 
 class Workspace:
-    """One config file's corner of the workspace directory."""
+    """One config file's corner of the workspace directory.
 
-    def __init__(self, root: Path, config_path: Path, cell: str | None = None) -> None:
+    The corner is keyed by the file's real path (symlinks, `..` and relative spellings resolved) and
+    named after the real file's stem, never the spelling's: every path that reaches one file finds one
+    submission. A `draft` workspace is the one a dry run (render, resolve) works in: it reads the
+    config's submission and outcomes but stages into `draft/`, beside them, and starts nothing, so
+    looking never changes what was submitted (`begin_draft`)."""
+
+    def __init__(
+        self, root: Path, config_path: Path, cell: str | None = None, *, draft: bool = False
+    ) -> None:
         resolved = config_path.resolve()
         key = hashlib.sha256(str(resolved).encode()).hexdigest()[:10]
-        self.root = root
-        self.config_dir = root / f"{config_path.stem}-{key}"
+        self.root, self.config_path, self.cell, self.draft = root, config_path, cell, draft
+        self.config_dir = root / f"{resolved.stem}-{key}"
         # A sweep's combination (sweep.py) is a submission of its own, kept under its config.
         self.dir = self.config_dir / "cells" / cell if cell else self.config_dir
-        self.stage = self.dir / "stage"
+        # Where this run's derived files go (the staged tree, its stamps, doit's database, the lock):
+        # the submission's own directory, or for a dry run its draft beside it.
+        self.scratch = self.dir / "draft" if draft else self.dir
+        self.lock_dir = self.config_dir / "draft" if draft else self.config_dir
+        self.stage = self.scratch / "stage"
         self.outcomes_dir = self.dir / "outcomes"
-        self.stamps_dir = self.dir / "stamps"
+        self.stamps_dir = self.scratch / "stamps"
         self.submission_file = self.dir / "submission.json"
+        self.draft_file = self.dir / "draft" / "submission.json"  # a dry run's provisional submission
         self.history_file = self.dir / "submissions.jsonl"  # every submission of the config, oldest first
         self.stage_stamps_file = self.stamps_dir / "stage.json"
         # Which workspace holds this config's (or cell's) current submission, whatever workspace= says:
@@ -111,6 +124,11 @@ class Workspace:
         # changes them under it (save_outcome keeps this up to date), and a read-only run reads them
         # once. A submit of 1000 benchmarks read the 1000 files five times, a no-op 2000 times.
         self._outcomes_cache: dict[str, Outcome] | None = None
+        self._no_outcomes = False  # a draft of a fresh submission: the current one's are not its own
+
+    def as_draft(self) -> Workspace:
+        """The same corner, for a dry run: see the class's docstring."""
+        return Workspace(self.root, self.config_path, self.cell, draft=True)
 
     # --- the current submission ----------------------------------------------------------------
 
@@ -126,7 +144,9 @@ class Workspace:
             ) from None
 
     def start(self, submission: Submission) -> None:
-        """Make `submission` current: a fresh staged tree and no outcomes."""
+        """Make `submission` current: a fresh staged tree and no outcomes. Only a submit starts one:
+        its id and submitted_at are those of the submit (a dry run renders a draft, begin_draft)."""
+        assert not self.draft, "a dry run starts no submission"
         for stale in (self.stage, self.outcomes_dir, self.stamps_dir):
             shutil.rmtree(stale, ignore_errors=True)
         (self.dir / "gym-job.json").unlink(missing_ok=True)  # the last submission's manifest copy
@@ -139,6 +159,26 @@ class Workspace:
             history.write(json.dumps(asdict(submission), separators=(",", ":")) + "\n")
         claim = {"workspace": str(self.dir.resolve()), "gym_job_id": submission.gym_job_id}
         atomic_write(self.claim_file, json.dumps(claim) + "\n", durable=False)
+
+    def draft_submission(self) -> Submission | None:
+        """The provisional submission the last dry run of a fresh submission rendered for (reused
+        while it goes to the same place, so a second render finds its scripts staged)."""
+        try:
+            return Submission(**json.loads(self.draft_file.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def begin_draft(self, submission: Submission) -> None:
+        """Render `submission`, a fresh one, in the draft: it has no outcomes (the current
+        submission's stay its own), and a draft staged for another provisional id is dropped. Nothing
+        of the config's state (its submission, history, claim, outcomes) is touched."""
+        assert self.draft, "only a draft workspace renders a submission it has not started"
+        self._no_outcomes, self._outcomes_cache = True, {}
+        if self.draft_submission() != submission:
+            for stale in (self.stage, self.stamps_dir):
+                shutil.rmtree(stale, ignore_errors=True)
+            self._stage_stamps_cache, self._stage_stamps_dirty = None, False
+            atomic_write(self.draft_file, json.dumps(asdict(submission), indent=2) + "\n", durable=False)
 
     def claimed_elsewhere(self) -> tuple[Path, str] | None:
         """The other workspace (and its submission) that queued jobs for this config, if any: a
@@ -190,6 +230,8 @@ class Workspace:
         return self._outcomes_cache.get(bench)
 
     def _outcome_files(self) -> list[str]:
+        if self._no_outcomes:
+            return []
         try:
             return sorted(e.path for e in os.scandir(self.outcomes_dir) if e.name.endswith(".json"))
         except FileNotFoundError:

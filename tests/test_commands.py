@@ -41,7 +41,7 @@ def test_render_prints_each_script_with_secrets_masked_and_queues_nothing(tmp_pa
     assert 'HF_TOKEN="${__gym_secret_HF_TOKEN}"' in done.stdout
     for value in SECRETS.values():
         assert value not in done.stdout + done.stderr
-    staged = next(workspaces_home().glob("secrets-*/stage"))
+    staged = next(workspaces_home().glob("secrets-*/draft/stage"))
     job = next(staged.glob("*/job.sh"))
     assert SECRETS["HF_TOKEN"] not in job.read_text()  # the real script is the one printed ...
     assert job.stat().st_mode & 0o777 == 0o600  # ... and still only its owner can read it
@@ -61,7 +61,7 @@ def test_the_staged_tree_is_readable_by_the_cluster_whatever_the_umask(tmp_path)
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    staged = next(workspaces_home().glob("collector-*/stage"))
+    staged = next(workspaces_home().glob("collector-*/draft/stage"))
     modes = {p.relative_to(staged).as_posix(): p.stat().st_mode & 0o777 for p in staged.rglob("*")}
     benches = [rel for rel in modes if "/" not in rel and (staged / rel).is_dir()]
     assert benches and all(modes[b] == 0o755 and modes[f"{b}/job.sh"] == 0o600 for b in benches), modes
@@ -71,7 +71,7 @@ def test_the_staged_tree_is_readable_by_the_cluster_whatever_the_umask(tmp_path)
 def test_render_is_incremental_and_keeps_its_run_dir(tmp_path):
     config = f"config={ROOT / 'examples/minimal.yaml'}"
     first = gymbuild("render", config, cwd=tmp_path)
-    job = next(workspaces_home().glob("minimal-*/stage/gpqa/job.sh"))
+    job = next(workspaces_home().glob("minimal-*/draft/stage/gpqa/job.sh"))
     rendered_at = job.stat().st_mtime_ns
     second = gymbuild("render", config, cwd=tmp_path)
     assert first.stdout == second.stdout  # same submission id, same scripts
@@ -89,7 +89,7 @@ def test_render_rewrites_exactly_the_scripts_whose_inputs_changed(tmp_path):
     def render(*args: str, env: dict[str, str] | None = None) -> dict[str, int]:
         done = gymbuild("render", config, *args, cwd=tmp_path, env=env)
         assert done.returncode == 0, done.stderr
-        stage = next(workspaces_home().glob("resumable-*/stage"))
+        stage = next(workspaces_home().glob("resumable-*/draft/stage"))
         return {b: (stage / b / "job.sh").stat().st_mtime_ns for b in ("aime25", "livecodebench")}
 
     first = render()
@@ -101,7 +101,7 @@ def test_render_rewrites_exactly_the_scripts_whose_inputs_changed(tmp_path):
 
     secret = f"config={ROOT / 'examples/secrets.yaml'}"
     gymbuild("render", secret, cwd=tmp_path, env=SECRETS)
-    job = next(workspaces_home().glob("secrets-*/stage/ifeval/job.sh"))
+    job = next(workspaces_home().glob("secrets-*/draft/stage/ifeval/job.sh"))
     assert SECRETS["HF_TOKEN"] not in job.read_text() and "__gym_secret_HF_TOKEN" in job.read_text()
     gymbuild("render", secret, cwd=tmp_path, env={**SECRETS, "HF_TOKEN": "hf-rotated"})
     assert "hf-rotated" not in job.read_text() and SECRETS["HF_TOKEN"] not in job.read_text()
@@ -114,11 +114,14 @@ def test_render_json_is_one_object(tmp_path):
     assert "#SBATCH --job-name=gym-gpqa" in payload["benchmarks"]["gpqa"]["job.sh"]
 
 
-def test_new_starts_a_fresh_submission(tmp_path):
+def test_a_dry_run_of_a_fresh_submission_keeps_its_draft_and_starts_nothing(tmp_path):
+    """Nothing submitted yet: render and render new=1 show the same provisional run dir (a second
+    dry run renders nothing again), and neither makes a submission (the submit settles its id)."""
     config = f"config={ROOT / 'examples/minimal.yaml'}"
     first = json.loads(gymbuild("render", config, "json=1", cwd=tmp_path).stdout)["run_dir"]
     fresh = json.loads(gymbuild("render", config, "json=1", "new=1", cwd=tmp_path).stdout)["run_dir"]
-    assert first != fresh
+    assert first == fresh
+    assert not list(workspaces_home().glob("minimal-*/submission*"))
 
 
 def test_resolve_output_is_a_config_that_resolves_to_itself(tmp_path):

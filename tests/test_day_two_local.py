@@ -174,13 +174,26 @@ def test_local_status_resubmit_cancel_logs_and_runs(local: Local, tmp_path: Path
 
 
 def test_a_workspace_held_by_another_run_is_one_message_without_traceback(tmp_path: Path) -> None:
-    """A second submit (or render, or resubmit) while one holds the workspace: after the lock's wait,
-    the holder and the fix, exit 1, from both entry points (gymbuild, and doit's command)."""
+    """A second render while one holds the draft (or a submit while one holds the workspace): after
+    the lock's wait, the holder and the fix, exit 1, from both entry points (gymbuild, and doit's
+    command). A render while a submit holds the workspace goes on: it works in the draft."""
     from gymbuild.workspace import Workspace, locked
 
     workspace = tmp_path / "ws"
     config = str(EXAMPLES / "minimal.yaml")
     with locked(Workspace(workspace, Path(config)).config_dir, "gymbuild submit (the test holds it)"):
+        done = subprocess.run(
+            gymbuild_argv("render", f"config={config}", f"workspace={workspace}"),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0 and done.stdout.startswith("[dry-run]"), done
+    with locked(
+        Workspace(workspace, Path(config)).as_draft().lock_dir, "gymbuild render (the test holds it)"
+    ):
         for argv, cwd in (
             (gymbuild_argv("render", f"config={config}", f"workspace={workspace}"), tmp_path),
             (["doit", "render", f"config={config}", f"workspace={workspace}"], tmp_path),

@@ -92,18 +92,15 @@ def test_clean_removes_the_staged_scripts_and_the_next_render_makes_them_again(t
     token = {"OTEL_TOKEN": "otel-token"}
     first = gymbuild("render", config, cwd=tmp_path, **token)
     assert first.returncode == 0, first.stderr
-    (stage,) = workspaces(tmp_path).glob("collector-*/stage")
+    (stage,) = workspaces(tmp_path).glob("collector-*/draft/stage")
     staged = sorted(p.relative_to(stage).as_posix() for p in stage.rglob("*") if p.is_file())
     assert any(p.endswith("/job.sh") for p in staged) and any(p.endswith("collector.yaml") for p in staged)
-    listed = gymbuild("list", "--status", "--all", config, cwd=tmp_path, **token).stdout
-    assert all(line.startswith("U ") for line in listed.splitlines() if line.split()[1].startswith("stage:"))
 
     cleaned = gymbuild("clean", config, cwd=tmp_path, **token)  # the default task (render) and its steps
     assert cleaned.returncode == 0, cleaned.stderr
     assert not [p for p in stage.rglob("*") if p.is_file()]  # every staged file went, nothing else
-    assert (stage.parent / "submission.json").exists()
-    listed = gymbuild("list", "--status", "--all", config, cwd=tmp_path, **token).stdout
-    assert all(line.startswith("R ") for line in listed.splitlines() if line.split()[1].startswith("stage:"))
+    assert (stage.parent / "submission.json").exists()  # the draft's provisional submission
+    assert not (stage.parent.parent / "submission.json").exists()  # a dry run and its clean start none
 
     again = gymbuild("render", config, cwd=tmp_path, **token)
     assert again.returncode == 0, again.stderr

@@ -71,7 +71,7 @@ def build_record(ctx: Session, *, commit: bool = True) -> SubmissionRecord:
         executor=sub.executor,
         hostname=sub.hostname,
         submitted_by=sub.submitted_by,
-        executor_metadata=executor_for(sub.executor).metadata(),
+        executor_metadata=_metadata(ctx, executor_for(sub.executor).metadata()),
         benchmarks=tuple(
             BenchmarkJob(
                 benchmark=b,
@@ -85,13 +85,30 @@ def build_record(ctx: Session, *, commit: bool = True) -> SubmissionRecord:
     )
 
 
+def _metadata(ctx: Session, metadata: dict[str, str]) -> dict[str, str]:
+    """The executor's metadata, and the resolved configs when a later submit of a changed config
+    staged more than the first (stage.resolved_target): `resolved_configs`, their names in the run
+    directory, oldest first, comma-separated (the schema's metadata values are strings)."""
+    from gymbuild.steps.stage import resolved_names
+
+    names = sorted(set(resolved_names(ctx).values()), key=_resolved_order)
+    return {**metadata, "resolved_configs": ",".join(names)} if len(names) > 1 else metadata
+
+
+def _resolved_order(name: str) -> int:
+    number = name.removeprefix("resolved-config.").removesuffix(".yaml")
+    return int(number) if number.isdigit() else 1
+
+
 def _record_digest(ctx: Session) -> str:
     """What the record says of each benchmark (not the outcome files whole: serialising 1000 of
     them again was a tenth of a no-op submit)."""
     sub = ctx.submission()
     outcomes = ctx.workspace.outcomes().values()
     said = [(o.benchmark, o.job_id, o.error, o.previous_job_ids) for o in outcomes]
-    return digest(sub.gym_job_id, said)
+    from gymbuild.steps.stage import resolved_names
+
+    return digest(sub.gym_job_id, said, sorted(resolved_names(ctx).values()))
 
 
 def recorded(ctx: Session) -> bool:

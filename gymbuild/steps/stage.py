@@ -8,6 +8,7 @@ benchmark was rendered from.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,7 +19,8 @@ from gymbuild.workspace import atomic_write
 if TYPE_CHECKING:
     from gymbuild.session import Session
 
-RESOLVED_STAMP = "resolved"  # the digest of the tree the staged resolved-config.yaml was written from
+RESOLVED_STAMP = "resolved"  # the digest of the tree the staged resolved config was last written from
+RESOLVED_NAMES_STAMP = "resolved-configs"  # digest -> file name of every resolved config staged
 
 
 def staged(ctx: Session, bench: str) -> bool:
@@ -63,24 +65,56 @@ def stage_many(ctx: Session, benches: list[str]) -> None:
 
 
 def resolved_path(ctx: Session) -> Path:
+    """The submission's first resolved-config.yaml: what the stage tasks name as their input."""
     from gymbuild.jobs import RESOLVED_CONFIG_NAME
 
     return ctx.workspace.stage / RESOLVED_CONFIG_NAME
 
 
-def resolved_written(ctx: Session) -> bool:
-    """The staged resolved-config.yaml was written from what this run resolved (its stamp: the
-    resolved tree's digest). The submission is settled first: a fresh one (new=1) empties the staged
-    tree and the stamps."""
+def resolved_names(ctx: Session) -> dict[str, str]:
+    """The resolved configs this submission staged, by the digest of each: resolved-config.yaml, then
+    resolved-config.2.yaml, ... for a later submit (resubmit, only=) of a changed config."""
+    try:
+        names = json.loads(ctx.workspace.stamp(RESOLVED_NAMES_STAMP) or "{}")
+    except ValueError:
+        return {}
+    return names if isinstance(names, dict) else {}
+
+
+def resolved_target(ctx: Session) -> Path:
+    """Where this run's resolved config goes. The first file is kept once a job was queued under it
+    (it says what ran): a changed config then goes beside it, numbered, and the record names them."""
     ctx.submission()
-    return ctx.workspace.stamp(RESOLVED_STAMP) == ctx.resolved_digest and resolved_path(ctx).exists()
+    names, want = resolved_names(ctx), ctx.resolved_digest
+    if want in names:
+        return ctx.workspace.stage / names[want]
+    outcomes = ctx.workspace.outcomes().values()
+    ran = not ctx.workspace.draft and any(o.job_id or o.previous_job_ids for o in outcomes)
+    if not ran:
+        return resolved_path(ctx)
+    count = len({*names.values(), resolved_path(ctx).name})
+    return ctx.workspace.stage / f"resolved-config.{count + 1}.yaml"
+
+
+def resolved_written(ctx: Session) -> bool:
+    """The staged resolved config was written from what this run resolved (its stamp: the resolved
+    tree's digest). The submission is settled first: a fresh one (new=1) empties the staged tree and
+    the stamps."""
+    ctx.submission()
+    return ctx.workspace.stamp(RESOLVED_STAMP) == ctx.resolved_digest and resolved_target(ctx).exists()
 
 
 def write_resolved(ctx: Session) -> None:
-    """resolved-config.yaml in the staged tree (it goes to the run directory with the scripts)."""
-    if not resolved_written(ctx):
-        atomic_write(resolved_path(ctx), ctx.resolved_yaml)
-        ctx.workspace.set_stamp(RESOLVED_STAMP, ctx.resolved_digest, durable=False)
+    """The resolved config in the staged tree (it goes to the run directory with the scripts), never
+    over one that a queued job ran with (resolved_target)."""
+    if resolved_written(ctx):
+        return
+    target = resolved_target(ctx)
+    atomic_write(target, ctx.resolved_yaml)
+    names = {d: n for d, n in resolved_names(ctx).items() if n != target.name}
+    names[ctx.resolved_digest] = target.name
+    ctx.workspace.set_stamp(RESOLVED_NAMES_STAMP, json.dumps(names, sort_keys=True), durable=False)
+    ctx.workspace.set_stamp(RESOLVED_STAMP, ctx.resolved_digest, durable=False)
 
 
 def stage_step(ctx: Session, bench: str) -> None:
