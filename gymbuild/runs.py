@@ -13,6 +13,7 @@ the index directory itself is NeMo Gym's, which reads every `*.json` in it as a 
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Mapping, Sequence
@@ -66,11 +67,10 @@ def live_submissions(config: Path, sweep: Sequence[str], known: set[str]) -> lis
     executor) does not count: the guard is for a live one, and an old one must not block a submit."""
     real, values = str(config.resolve()), " ".join(sweep) or None
     try:
-        names = sorted(p.stem for p in notes_dir().glob("*.json"))
+        changed = notes_dir().stat().st_mtime_ns  # a note added or removed: read them again
     except OSError:
         return []
-    notes = {n: _note(n) for n in names if n not in known}
-    mine = [n for n, note in notes.items() if (note.get("config"), note.get("sweep")) == (real, values)]
+    mine = [n for n, where in _noted(notes_dir(), changed) if where == (real, values) and n not in known]
     if not mine:
         return []
     index = local_index_dir()
@@ -83,6 +83,19 @@ def live_submissions(config: Path, sweep: Sequence[str], known: set[str]) -> lis
     counts = _states(records) if records else {}
     states = [(r.gym_job_id, run_state(counts.get(r.gym_job_id, {"unknown": 1}))) for r in records]
     return [(gym_job_id, state) for gym_job_id, state in states if state in LIVE_STATES]
+
+
+@functools.lru_cache(maxsize=4)
+def _noted(directory: Path, changed: int) -> tuple[tuple[str, tuple[Any, Any]], ...]:
+    """Every note's (gym_job_id, (config, sweep)), read once a process: a sweep's first submit asks
+    for each of its combinations, and a notes directory holds every submission ever made. `changed`:
+    the directory's mtime, which a note written or removed (a rename into it, an unlink) moves."""
+    try:
+        names = sorted(p.stem for p in directory.glob("*.json"))
+    except OSError:
+        return ()
+    notes = ((n, _note(n)) for n in names)
+    return tuple((n, (note.get("config"), note.get("sweep"))) for n, note in notes)
 
 
 def run_state(counts: Mapping[str, int]) -> str:
