@@ -41,7 +41,7 @@ def keep_benchmark_order(ctx: Session) -> None:
 
 def _note(ctx: Session, gym_job_id: str) -> None:
     """What `gymbuild runs` shows beside the record: the config, its policy model, the sweep's values."""
-    from gymbuild.runs import note_run
+    from gymbuild.run_notes import note_run
 
     config = ctx.config
     service = config.services.get(config.driver.policy_model) if config.driver.policy_model else None
@@ -106,9 +106,7 @@ def _record_digest(ctx: Session) -> str:
     sub = ctx.submission()
     outcomes = ctx.workspace.outcomes().values()
     said = [(o.benchmark, o.job_id, o.error, o.previous_job_ids) for o in outcomes]
-    from gymbuild.steps.stage import resolved_names
-
-    return digest(sub.gym_job_id, said, sorted(resolved_names(ctx).values()))
+    return digest(sub.gym_job_id, said)  # a new resolved config comes only with a queue: its outcomes
 
 
 def recorded(ctx: Session) -> bool:
