@@ -149,7 +149,7 @@ def test_job_sh_holds_no_secret_and_the_secrets_file_went_with_the_job(secret_ru
 
 
 def test_job_sh_is_owner_only_and_the_rest_of_the_run_dir_is_readable(secret_run, cluster) -> None:
-    stage = next(secret_run["home"].rglob("stage"))
+    stage = next(p for p in secret_run["home"].rglob("stage") if p.parent.name != "draft")  # not the draft
     remote = secret_run["run_dir"]
     for root in (stage, remote):
         assert stat.S_IMODE((root / "gpqa" / "job.sh").stat().st_mode) == 0o600
