@@ -185,6 +185,8 @@ def test_a_dry_run_of_a_fresh_submission_keeps_the_live_one_and_the_submit_settl
     fresh = json.loads(user.ok("render", cfg, "new=1", "json=1"))["run_dir"]
     assert fresh != record["run_dir"]
     assert "has not been submitted" not in user.ok("status", cfg)
+    compared = user.ok("results", cfg, "run=all")  # every submission of the config: the one made
+    assert record["gym_job_id"] in compared and Path(fresh).name not in compared
     assert user.status(config) == {"a": "RUNNING", "b": "RUNNING"}
     again = user.ok("submit", cfg)
     assert again.startswith("nothing to submit: all 2 benchmarks are queued"), again
