@@ -34,6 +34,7 @@ from typing import Any, TextIO  # noqa: E402
 
 from gymbuild import verbs  # noqa: E402
 from gymbuild.argv import DOIT_COMMANDS, HELP_FLAGS, VERSION_FLAGS, known_word, nearest_verb, normalize  # noqa: E402
+from gymbuild.errors import OutputClosed, stdout_closed  # noqa: E402
 
 if _EARLY:
     signal.signal(signal.SIGINT, _BEFORE)
@@ -224,7 +225,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The console script: Ctrl-C (or a SIGINT from a script) at any point ends it with one line and
     status 130, as a shell reports an interrupted command, never Python's traceback."""
     try:
-        return _main(argv)
+        status = _main(argv)
+        sys.stdout.flush()  # here, where a reader that has gone is answered, not at exit
+        return status
+    except (OutputClosed, BrokenPipeError) as err:
+        if isinstance(err, BrokenPipeError) and not stdout_closed():
+            raise
+        return _reader_gone()
     except KeyboardInterrupt:
         sys.stdout.flush()
         print(
@@ -232,6 +239,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 130
+
+
+def _reader_gone() -> int:
+    """stdout's reader has gone: what is left to print goes nowhere, quietly, and the status is a
+    shell's for a command SIGPIPE ended (141), as `yes | head -1` gives."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
 
 
 def _main(argv: Sequence[str] | None) -> int:

@@ -15,6 +15,8 @@ READ_ONLY_VERBS = frozenset({"status", "logs", "cancel", "runs", "results", "com
 INSPECTING_COMMANDS = frozenset({"list", "info", "dumpdb", "help", "tabcompletion", "strace"})
 # Verbs whose work ends at the staged tree: nothing is copied, queued or recorded.
 STAGE_ONLY_VERBS = frozenset({"render", "resolve"})
+# Verbs that queue jobs, and so read the secrets of `host:` variables.
+QUEUING_VERBS = frozenset({"submit", "resubmit"})
 
 
 def command_verbs(argv: Sequence[str]) -> list[str]:
@@ -71,6 +73,7 @@ class Invocation:
     max_drop: str | None = None  # compare: exit 1 when a benchmark dropped by more (compare_read.py)
     series: bool = False  # results of a sweep: a row per combination and metric (series.py)
     step: str | None = None  # the regular expression that finds the training step in a swept value
+    dry_run: bool = False  # cancel, resubmit: say what it would do, do nothing (NeMo Gym's --dry-run)
 
     @classmethod
     def from_argv(cls, argv: Sequence[str]) -> Invocation:
@@ -98,6 +101,12 @@ class Invocation:
     @property
     def submits(self) -> bool:
         return "submit" in self.verbs
+
+    @property
+    def queues(self) -> bool:
+        """The run may queue jobs (submit, or resubmit but its dry run): only then are the values of
+        `host:` variables needed. A dry run shows them masked, so an unset one stops nothing there."""
+        return bool(QUEUING_VERBS & set(self.verbs)) and not self.dry_run
 
     @classmethod
     def from_vars(cls, variables: Mapping[str, str]) -> Invocation:
@@ -130,6 +139,7 @@ class Invocation:
             max_drop=variables.get("max_drop") or None,
             series=flag("series"),
             step=variables.get("step") or None,
+            dry_run=flag("dry_run"),
         )
 
     @property
