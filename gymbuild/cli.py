@@ -84,12 +84,16 @@ def verb_usage(verb: verbs.Verb) -> str:
     rows = [(verbs.argument(name).usage, does or verbs.argument(name).does) for name, does in verb.arguments]
     if verb.overrides:
         rows.append(("KEY=VALUE ...", "config overrides: key=value, +key=value, ++key=value (see --help)"))
+    flags = [verb.flag(name) for name in (verbs.DRY_RUN, verbs.RESOLVE_ONLY)]
     lines = [
         f"gymbuild {verb.usage}",
         f"  {verb.does}",
         "",
         "arguments:",
         *_table(rows),
+        "",
+        "NeMo Gym's flags (--json is json=1, -c FILE config=FILE):",
+        *_table([(f.name, f.does if f.becomes is not None else f"refused: {f.does}") for f in flags]),
         "",
         "examples:",
         *(f"  {example}" for example in verb.examples),

@@ -162,7 +162,9 @@ def test_an_unset_host_variable_stops_submit_but_not_the_dry_runs(tmp_path):
     assert "unset>" not in rendered.stdout  # the stand-in value is no more shown than a real one
     for done in (resolved, rendered):
         warned = [line for line in done.stderr.splitlines() if "host:HF_TOKEN is not set" in line]
-        assert warned and all(line.startswith("warning: ") and "`submit` refuses it" in line for line in warned)
+        assert warned and all(
+            line.startswith("warning: ") and "`submit` refuses it" in line for line in warned
+        )
     submitted = gymbuild("submit", config, cwd=tmp_path)
     assert submitted.returncode == 1 and submitted.stdout == ""
     assert "host:HF_TOKEN is not set in this shell" in submitted.stderr
