@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_helpers import gymbuild, gymbuild_argv, kill_local_jobs, user_env, write_config
+from e2e_helpers import gymbuild, gymbuild_argv, kill_local_jobs, local_command_config, user_env, write_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -194,6 +194,7 @@ def test_cancel_and_resubmit_dry_runs_say_what_they_would_do_and_do_nothing(subm
         (["render", "cancel"], "a command line names one verb, and this one names 2: render, cancel"),
         (["export", "--dry-run"], "`gymbuild export --dry-run`: export has no dry run"),
         (["submit", "dry_run=1"], "`gymbuild submit` has no dry_run= (cancel and resubmit do)"),
+        (["logs", "only=live", "follow=1", "json=1"], "logs json=1 prints one JSON document"),
     ],
 )
 def test_a_flag_or_verb_that_would_act_beside_a_dry_run_is_refused(
@@ -262,3 +263,45 @@ def test_a_reader_that_has_gone_ends_the_output_quietly(tmp_path: Path, args: li
     assert done.returncode == 141, done.stderr
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
     assert "BrokenPipe" not in done.stderr
+
+
+def test_a_sweeps_cancel_and_resubmit_dry_runs_are_one_document_and_act_on_nothing(tmp_path: Path) -> None:
+    """`cancel multirun=1 --dry-run` and `resubmit multirun=1 --dry-run`: each combination's dry run
+    in one document; the live combination runs on, the failed one is not re-queued."""
+    config = write_config(tmp_path, local_command_config(), "sweep.yaml")
+    line = (f"config={config}", "multirun=1", "driver.benchmarks.demo.command=exit 3,sleep 3600")
+    env = user_env(tmp_path)
+
+    def run(*args: str) -> Any:
+        return gymbuild(*args, *line, cwd=tmp_path, env=env, timeout=120)
+
+    def jobs() -> dict[str, Any]:
+        """Each combination's label -> its benchmark's job id and earlier ids; and the run dirs."""
+        cells = json.loads(run("status", "json=1").stdout)["cells"]
+        found: dict[str, Any] = {c["label"]: c["status"]["benchmarks"][0] for c in cells}
+        return {
+            **{label: (row["job_id"], row["state"]) for label, row in found.items()},
+            "run dirs": sorted(p.name for p in (tmp_path / "runs").iterdir()),
+        }
+
+    try:
+        assert run("submit").rc == 0
+        deadline = time.monotonic() + 90
+        while True:  # the event: the failing combination has failed, the other runs
+            before = jobs()
+            if (before["command=exit 3"][1], before["command=sleep 3600"][1]) == ("FAILED", "RUNNING"):
+                break
+            assert time.monotonic() < deadline, before
+            time.sleep(0.5)
+        live = before["command=sleep 3600"][0]
+        cancel = run("cancel", "--dry-run", "--json")
+        assert cancel.rc == 0, cancel.stderr
+        would = [c["cancel"]["would_cancel"] for c in one_document(cancel.stdout)["cells"]]
+        assert sorted(would) == [[], [live]]
+        resubmit = run("resubmit", "--dry-run", "json=1")
+        assert resubmit.rc == 0, resubmit.stderr
+        picked = [c["resubmit"]["would_resubmit"] for c in one_document(resubmit.stdout)["cells"]]
+        assert sorted(len(p) for p in picked) == [0, 1]
+        assert jobs() == before and group_alive(live)
+    finally:
+        kill_local_jobs(tmp_path / "runs")
