@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from gymbuild.verbs import reserved
+from gymbuild.verbs import VERBS, reserved
 
 RESERVED = reserved()  # the arguments gymbuild's verbs read (verbs.ARGUMENTS); the rest are overrides
 # Verbs that only read the workspace (outcome files are written atomically) and write nothing in it.
@@ -16,7 +16,7 @@ INSPECTING_COMMANDS = frozenset({"list", "info", "dumpdb", "help", "tabcompletio
 # Verbs whose work ends at the staged tree: nothing is copied, queued or recorded.
 STAGE_ONLY_VERBS = frozenset({"render", "resolve"})
 # Verbs that queue jobs, and so read the secrets of `host:` variables.
-QUEUING_VERBS = frozenset({"submit", "resubmit"})
+QUEUING_VERBS = frozenset(v.name for v in VERBS if v.queues)
 
 
 def command_verbs(argv: Sequence[str]) -> list[str]:

@@ -54,6 +54,7 @@ class Verb:
     examples: tuple[str, ...]
     overrides: bool = False  # takes config overrides (it loads the config)
     flags: tuple[Flag, ...] = ()
+    queues: bool = False  # it queues jobs: the only verbs that need the values of host: variables
 
     def flag(self, name: str) -> Flag:
         """What `name` (--dry-run, --resolve-only) means here; refused unless the verb lists it."""
@@ -213,6 +214,7 @@ VERBS: tuple[Verb, ...] = (
             Flag(DRY_RUN, "render", "the dry run instead: `gymbuild render` (queues nothing)"),
             Flag(RESOLVE_ONLY, "resolve", "the resolved config instead: `gymbuild resolve` (queues nothing)"),
         ),
+        queues=True,
     ),
     Verb(
         "status",
@@ -258,6 +260,7 @@ VERBS: tuple[Verb, ...] = (
         ),
         overrides=True,
         flags=_own_dry_run("what it would re-queue and why; queues nothing"),
+        queues=True,
     ),
     Verb(
         "logs",

@@ -112,7 +112,8 @@ def submitted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Submitted]:
 
 
 VERB_NAMES = [v.name for v in verbs.VERBS]
-ACTING_WITHOUT_A_DRY_RUN = {"cancel", "resubmit"}
+# The verbs that act unless given their own dry run (cancel, resubmit).
+ACTING_WITHOUT_A_DRY_RUN = {v.name for v in verbs.VERBS if v.flag(verbs.DRY_RUN).becomes == "dry_run=1"}
 
 
 @st.composite
