@@ -181,12 +181,27 @@ def _doit(namespace: dict[str, object]) -> Any:
 
             commands = PluginDict()
             for command in self.DOIT_CMDS:
-                commands[command.get_name()] = command
+                commands[command.get_name()] = _quiet_when_unread(command)
             return commands
 
     main = Main(ModuleTaskLoader(namespace), extra_config={"GLOBAL": {}})
     main.BIN_NAME = "gymbuild"
     return main
+
+
+def _quiet_when_unread(command: Any) -> Any:
+    """doit's command `command`, whose stdout closed by its reader (`gymbuild list | head -1`) ends the
+    run as a verb's does (OutputClosed), not as doit's "unexpected error" with a traceback."""
+
+    def parse_execute(self: Any, in_args: list[str]) -> Any:
+        try:
+            return command.parse_execute(self, in_args)
+        except BrokenPipeError:
+            if not stdout_closed():
+                raise
+            raise OutputClosed from None
+
+    return type(command.__name__, (command,), {"name": command.get_name(), "parse_execute": parse_execute})
 
 
 def _doit_help(topic: list[str]) -> int:

@@ -242,6 +242,7 @@ def test_nothing_live_to_cancel_and_nothing_to_resubmit_are_one_document(tmp_pat
         ["render", f"config={ROOT / 'examples' / 'minimal.yaml'}"],
         ["--help"],
         ["help", "submit"],
+        ["list", "--all"],  # doit's own command
     ],
 )
 def test_a_reader_that_has_gone_ends_the_output_quietly(tmp_path: Path, args: list[str]) -> None:
