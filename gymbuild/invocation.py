@@ -83,8 +83,11 @@ class Invocation:
 
     @property
     def read_only(self) -> bool:
-        """Only verbs that read the workspace: the run holds no lock and builds no pipeline tasks."""
-        return bool(self.verbs) and set(self.verbs) <= READ_ONLY_VERBS
+        """Only verbs that read the workspace: the run holds no lock and builds no pipeline tasks. A
+        dry run of a verb that queues (resubmit dry_run=1) only reads too: it answers while a submit
+        holds the workspace."""
+        named = set(self.verbs) - (QUEUING_VERBS if self.dry_run else frozenset())
+        return bool(self.verbs) and named <= READ_ONLY_VERBS
 
     @property
     def inspects(self) -> bool:
