@@ -89,7 +89,7 @@ ARGUMENTS: tuple[Argument, ...] = (
     Argument(
         "dry_run",
         "1",
-        "cancel, resubmit: say what it would do and do nothing (NeMo Gym's --dry-run)",
+        "say what it would do and do nothing (NeMo Gym's --dry-run; `help VERB` says what it means there)",
     ),
     Argument("new", "1", "a fresh submission: new gym_job_id, new run directory, every benchmark"),
     Argument(
