@@ -3,10 +3,13 @@
 `gym eval submit` (nemo-gym 0.7.0) takes `-c/--config PATH`, `--dry-run`, `--resolve-only`, `--json`
 and `-v`. A user who knows that line types it at gymbuild too, and doit would refuse each flag with
 its own error (exit 3). So the command line is rewritten into gymbuild's words before anything else
-reads it: `--config F` is `config=F`, `--dry-run` the verb `render`, `--resolve-only` the verb
-`resolve`, `--json` `json=1`; a lone path to a YAML file is `config=`. What is left that gymbuild
-cannot read (an unknown option, a config key without its `=`) is one message with the fix here,
-never doit's. Pure: no I/O but asking whether a word names an existing file.
+reads it: `--config F` is `config=F`, `--json` `json=1`, a lone path to a YAML file is `config=`, and
+--dry-run and --resolve-only mean what verbs.py says they mean for the verb they are given to:
+`submit --dry-run` is `render`, `cancel --dry-run` is `cancel dry_run=1`, `export --dry-run` is
+refused. A command line names one verb: doit would run every task it names (`render cancel` renders,
+then cancels), so a flag that promises a dry run must never leave an acting verb beside it. What is
+left that gymbuild cannot read (an unknown option, a config key without its `=`, two verbs) is one
+message with the fix here, never doit's. Pure: no I/O but asking whether a word names an existing file.
 """
 
 from __future__ import annotations
@@ -37,14 +40,12 @@ DOIT_COMMANDS = frozenset(
 HELP_FLAGS = frozenset({"-h", "--help"})
 VERSION_FLAGS = frozenset({"-V", "--version"})
 CONFIG_FLAGS = frozenset({"-c", "--config"})
-# NeMo Gym's flags without a value, and what each is in gymbuild's words.
-NEMO_GYM_FLAGS = {
-    "--dry-run": "render",
-    "--resolve-only": "resolve",
-    "--json": "json=1",
-    "-v": "",
-    "--verbose": "",
-}
+# NeMo Gym's flags without a value that mean the same for every verb, in gymbuild's words.
+NEMO_GYM_FLAGS = {"--json": "json=1", "-v": "", "--verbose": ""}
+# ... and those whose meaning is the verb's own (verbs.Verb.flags).
+VERB_FLAGS = (verbs.DRY_RUN, verbs.RESOLVE_ONLY)
+# With no verb, the command line is NeMo Gym's `gym eval submit`: `gymbuild -c F --dry-run`.
+FLAGS_DEFAULT_VERB = "submit"
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def normalize(argv: Sequence[str]) -> Parsed:
     if any(a in DOIT_COMMANDS for a in args if not a.startswith("-") and "=" not in a):
         return Parsed(tuple(args))  # doit's own command line: its options are doit's
     out: list[str] = []
-    rewritten_verbs: list[str] = []
+    flags: list[str] = []
     i = 0
     while i < len(args):
         word = args[i]
@@ -101,17 +102,16 @@ def normalize(argv: Sequence[str]) -> Parsed:
             i += 1
         elif word.startswith("-c") and len(word) > 2 and not word.startswith("--"):  # -cF
             out.append(f"config={word[2:]}")
+        elif word in VERB_FLAGS:
+            flags.append(word)
         elif word in NEMO_GYM_FLAGS:
-            mapped = NEMO_GYM_FLAGS[word]
-            if mapped and "=" not in mapped:
-                rewritten_verbs.append(mapped)
-            elif mapped:
-                out.append(mapped)
+            if NEMO_GYM_FLAGS[word]:
+                out.append(NEMO_GYM_FLAGS[word])
         elif word.startswith("-"):
-            flags = ", ".join(sorted({*CONFIG_FLAGS, *NEMO_GYM_FLAGS, "--help", "--version"}))
+            known = ", ".join(sorted({*CONFIG_FLAGS, *NEMO_GYM_FLAGS, *VERB_FLAGS, "--help", "--version"}))
             return _fail(
                 f"{word!r} is not an option gymbuild knows",
-                f"use NAME=VALUE arguments (`gymbuild --help` lists them) or one of {flags}",
+                f"use NAME=VALUE arguments (`gymbuild --help` lists them) or one of {known}",
             )
         elif eq or known_word(word):
             out.append(word)
@@ -127,12 +127,52 @@ def normalize(argv: Sequence[str]) -> Parsed:
         else:
             out.append(word)  # an unknown verb: cli.py names the nearest
         i += 1
-    if rewritten_verbs:
-        # `submit --dry-run` is the dry run, `submit --resolve-only` the resolve: the flag wins.
-        out = [w for w in out if w not in ("submit",)]
-        chosen = "resolve" if "resolve" in rewritten_verbs else "render"
-        out = [chosen, *(w for w in out if w != chosen)]
-    return Parsed(tuple(out))
+    return _one_verb(out, flags)
+
+
+def _one_verb(words: list[str], flags: Sequence[str]) -> Parsed:
+    """The command line with its one verb, the flags given to it read as that verb reads them
+    (verbs.Verb.flags), or the message that refuses it: two verbs, a flag the verb refuses, or
+    dry_run= on a verb that has no dry run of its own."""
+    named = list(dict.fromkeys(w for w in words if verbs.verb(w) is not None))
+    if len(named) > 1:
+        return _fail(
+            f"a command line names one verb, and this one names {len(named)}: {', '.join(named)}",
+            "run them one after the other: " + "; ".join(f"gymbuild {v} ..." for v in named),
+        )
+    verb = verbs.verb(named[0] if named else FLAGS_DEFAULT_VERB)
+    assert verb is not None
+    instead = verb.name
+    for name in dict.fromkeys(flags):
+        flag = verb.flag(name)
+        if flag.becomes is None:
+            return _fail(f"`gymbuild {verb.name} {name}`: {flag.does}", f"drop {name}")
+        if verbs.verb(flag.becomes) is not None:
+            # --resolve-only wins over --dry-run: NeMo Gym prints the resolved config then, too.
+            instead = flag.becomes if instead == verb.name or name == verbs.RESOLVE_ONLY else instead
+        elif flag.becomes:
+            words.append(flag.becomes)  # last: it wins over the same name=value typed before it
+    if instead != verb.name:
+        words = [instead, *(w for w in words if w != verb.name)]
+    chosen = verbs.verb(instead) if named or instead != verb.name else None
+    given = [w for w in words if w.partition("=")[0] == "dry_run"]
+    if given and (chosen is None or "dry_run" not in dict(chosen.arguments)):
+        name = chosen.name if chosen else "render"
+        return _fail(
+            f"`gymbuild {name}` has no dry_run= (cancel and resubmit do): {_its_dry_run(name)}",
+            f"drop {given[0]}",
+        )
+    return Parsed(tuple(words))
+
+
+def _its_dry_run(name: str) -> str:
+    """What --dry-run means for verb `name`, in a sentence: where dry_run= has no place, the fix."""
+    verb = verbs.verb(name)
+    assert verb is not None
+    flag = verb.flag(verbs.DRY_RUN)
+    if flag.becomes:
+        return f"its dry run is `gymbuild {flag.becomes}`"
+    return flag.does
 
 
 def nearest_verb(word: str) -> str | None:

@@ -34,6 +34,7 @@ from typing import Any, TextIO  # noqa: E402
 
 from gymbuild import verbs  # noqa: E402
 from gymbuild.argv import DOIT_COMMANDS, HELP_FLAGS, VERSION_FLAGS, known_word, nearest_verb, normalize  # noqa: E402
+from gymbuild.errors import OutputClosed, stdout_closed  # noqa: E402
 
 if _EARLY:
     signal.signal(signal.SIGINT, _BEFORE)
@@ -83,12 +84,16 @@ def verb_usage(verb: verbs.Verb) -> str:
     rows = [(verbs.argument(name).usage, does or verbs.argument(name).does) for name, does in verb.arguments]
     if verb.overrides:
         rows.append(("KEY=VALUE ...", "config overrides: key=value, +key=value, ++key=value (see --help)"))
+    flags = [verb.flag(name) for name in (verbs.DRY_RUN, verbs.RESOLVE_ONLY)]
     lines = [
         f"gymbuild {verb.usage}",
         f"  {verb.does}",
         "",
         "arguments:",
         *_table(rows),
+        "",
+        "NeMo Gym's flags (--json is json=1, -c FILE config=FILE):",
+        *_table([(f.name, f.does if f.becomes is not None else f"refused: {f.does}") for f in flags]),
         "",
         "examples:",
         *(f"  {example}" for example in verb.examples),
@@ -176,12 +181,27 @@ def _doit(namespace: dict[str, object]) -> Any:
 
             commands = PluginDict()
             for command in self.DOIT_CMDS:
-                commands[command.get_name()] = command
+                commands[command.get_name()] = _quiet_when_unread(command)
             return commands
 
     main = Main(ModuleTaskLoader(namespace), extra_config={"GLOBAL": {}})
     main.BIN_NAME = "gymbuild"
     return main
+
+
+def _quiet_when_unread(command: Any) -> Any:
+    """doit's command `command`, whose stdout closed by its reader (`gymbuild list | head -1`) ends the
+    run as a verb's does (OutputClosed), not as doit's "unexpected error" with a traceback."""
+
+    def parse_execute(self: Any, in_args: list[str]) -> Any:
+        try:
+            return command.parse_execute(self, in_args)
+        except BrokenPipeError:
+            if not stdout_closed():
+                raise
+            raise OutputClosed from None
+
+    return type(command.__name__, (command,), {"name": command.get_name(), "parse_execute": parse_execute})
 
 
 def _doit_help(topic: list[str]) -> int:
@@ -224,7 +244,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The console script: Ctrl-C (or a SIGINT from a script) at any point ends it with one line and
     status 130, as a shell reports an interrupted command, never Python's traceback."""
     try:
-        return _main(argv)
+        status = _main(argv)
+        sys.stdout.flush()  # here, where a reader that has gone is answered, not at exit
+        return status
+    except (OutputClosed, BrokenPipeError) as err:
+        if isinstance(err, BrokenPipeError) and not stdout_closed():
+            raise
+        return _reader_gone()
     except KeyboardInterrupt:
         sys.stdout.flush()
         print(
@@ -232,6 +258,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 130
+
+
+def _reader_gone() -> int:
+    """stdout's reader has gone: what is left to print goes nowhere, quietly, and the status is a
+    shell's for a command SIGPIPE ended (141), as `yes | head -1` gives."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
 
 
 def _main(argv: Sequence[str] | None) -> int:

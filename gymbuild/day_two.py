@@ -266,9 +266,20 @@ def print_status(s: Session) -> None:
 
 
 def cancel(s: Session) -> None:
+    """Cancel the submission's live jobs; dry_run=1 (--dry-run) names them, and touches nothing."""
     record, rows = _statuses(s)
     executor = executor_for(record.executor)
     live = live_job_ids(rows, s.inv.only, executor.LIVE)
+    if s.inv.dry_run:
+        named = [f"{job} ({_benches_of(rows, job)})" for job in live]
+        message = (
+            f"would cancel {len(live)} job(s) of {record.gym_job_id}: {', '.join(named)} "
+            "(dry run: none cancelled)"
+            if live
+            else f"nothing to cancel: no job of {record.gym_job_id} is pending or running"
+        )
+        _said(s, record, [], message, would_cancel=live)
+        return
     if not live:
         # A job killed without its EXIT trap (SIGKILL, a lost node) left its secrets file behind.
         executor.forget_secrets(s.connection(), record.gym_job_id, _secret_names(s, rows))
@@ -286,10 +297,24 @@ def cancel(s: Session) -> None:
     _said(s, record, live, f"cancelled {len(live)} job(s) of {record.gym_job_id}: {', '.join(live)}")
 
 
-def _said(s: Session, record: SubmissionRecord, cancelled: Sequence[str], message: str) -> None:
-    """cancel's answer: its line, or (json=1) one JSON document naming the jobs it cancelled."""
+def _benches_of(rows: Sequence[BenchStatus], job_id: str) -> str:
+    """`gpqa RUNNING`, or for a shared job each of its benchmarks with its state."""
+    return ", ".join(f"{r.benchmark} {r.state}" for r in rows if r.job_id == job_id)
+
+
+def _said(
+    s: Session, record: SubmissionRecord, cancelled: Sequence[str], message: str, **dry_run: object
+) -> None:
+    """cancel's (and a dry run's) answer: its line, or (json=1) one JSON document naming the jobs it
+    cancelled; a dry run's says `"dry_run": true` and what it would have done."""
     if s.inv.json:
-        doc = {"gym_job_id": record.gym_job_id, "cancelled": list(cancelled), "message": message}
+        doc: dict[str, object] = {
+            "gym_job_id": record.gym_job_id,
+            "cancelled": list(cancelled),
+            "message": message,
+        }
+        if s.inv.dry_run:
+            doc = {**doc, "dry_run": True, **dry_run}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         print(message)
@@ -302,6 +327,11 @@ def _secret_names(s: Session, rows: Sequence[BenchStatus]) -> list[str] | None:
 
 
 def print_logs(s: Session) -> None:
+    if s.inv.json and s.inv.follow:
+        raise UserError(
+            "error: logs json=1 prints one JSON document, and follow=1 never ends\n"
+            "    fix: drop follow=1 for the logs as JSON, or json=1 to follow them"
+        )
     record, rows = _statuses(s)
     if len(rows) != 1:  # only=<bench>, or a submission of one benchmark
         names = ", ".join(r.benchmark for r in rows)
@@ -351,26 +381,22 @@ def resubmit(s: Session) -> None:
     """
     if s.error is not None:
         raise s.error
-    current = (
-        s.submission()
-    )  # a config that now submits elsewhere asks for new=1 before anything is re-queued
+    if s.workspace.submission() is None:  # nothing to resubmit, and no fresh submission started for it
+        raise no_submission(s)
+    # A config that now submits elsewhere asks for new=1 before anything is re-queued.
+    current = s.submission()
     record = _find_checked(s)
     if record.gym_job_id != current.gym_job_id:
         raise UserError(
             f"error: resubmit works on the config's current submission ({current.gym_job_id}),"
             f" not {record.gym_job_id}\n    fix: drop run=, or submit that config again"
         )
+    if s.inv.dry_run:
+        return _would_resubmit(s, record)
     (picked,) = requeue([s], [record], s.inv.only)
     if not picked:
-        rows = _look(s, record)  # one more look, only when nothing was re-queued: to name the cancelled
-        cancelled = [r.benchmark for r in rows if r.state == "CANCELLED" and r.benchmark not in s.inv.only]
-        hint = (
-            f"; cancelled: {', '.join(cancelled)}, re-queued only when named: "
-            f"gymbuild resubmit config={s.inv.config} only={','.join(cancelled)}"
-            if cancelled
-            else ""
-        )
-        message = f"nothing to resubmit: no benchmark of {record.gym_job_id} ended in a retryable state{hint}"
+        # one more look, only when nothing was re-queued: to name the cancelled
+        message = _nothing_to_resubmit(s, record, _look(s, record))
         if s.inv.json:  # the manifest, and nothing else on stdout, as a resubmit that re-queued prints
             print(message, file=sys.stderr)
             sys.stdout.write(record.dumps())
@@ -380,3 +406,38 @@ def resubmit(s: Session) -> None:
     failure = show.report_submit(s, picked)
     if failure is not None:
         raise UserError(failure)
+
+
+def _nothing_to_resubmit(s: Session, record: SubmissionRecord, rows: Sequence[BenchStatus]) -> str:
+    """Why nothing is re-queued, naming the cancelled benchmarks (re-queued only when named)."""
+    cancelled = [r.benchmark for r in rows if r.state == "CANCELLED" and r.benchmark not in s.inv.only]
+    hint = (
+        f"; cancelled: {', '.join(cancelled)}, re-queued only when named: "
+        f"gymbuild resubmit config={s.inv.config} only={','.join(cancelled)}"
+        if cancelled
+        else ""
+    )
+    return f"nothing to resubmit: no benchmark of {record.gym_job_id} ended in a retryable state{hint}"
+
+
+def _would_resubmit(s: Session, record: SubmissionRecord) -> None:
+    """resubmit's dry run: one look, and what it would re-queue with why (each one's state and job);
+    nothing is released, copied or queued."""
+    rows = _look(s, record)
+    picked = set(to_resubmit(rows, s.inv.only, executor_for(record.executor).RETRYABLE))
+    would = [
+        {"benchmark": r.benchmark, "job_id": r.job_id, "state": r.state}
+        for r in rows
+        if r.benchmark in picked
+    ]
+    named = ", ".join(f"{w['benchmark']} ({w['state']}, job {w['job_id'] or 'none'})" for w in would)
+    message = (
+        f"would re-queue {len(would)} benchmark(s) of {record.gym_job_id}: {named} (dry run: none queued)"
+        if would
+        else _nothing_to_resubmit(s, record, rows)
+    )
+    if s.inv.json:
+        doc = {"gym_job_id": record.gym_job_id, "dry_run": True, "would_resubmit": would, "message": message}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        print(message)

@@ -56,3 +56,23 @@ class ConfigError(UserError):
         head = f"error: {source}: {count} problem{'s' if count != 1 else ''} in the config"
         body = "\n".join(f"  - {p.render()}" for p in self.problems)
         super().__init__(f"{head}\n{body}")
+
+
+class OutputClosed(BaseException):
+    """Whoever read stdout has gone (`gymbuild render | head -1`): the verb stops quietly, as a Unix
+    tool stops on SIGPIPE (status 141), never with a traceback. A BaseException, as Ctrl-C's is, so
+    that doit, which takes every Exception of an action for a bug, lets it through to the console
+    script (cli.main), its teardown done on the way."""
+
+
+def stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (poll says POLLERR), as opposed to another
+    pipe of the run breaking."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(1, select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no fd 1, or no poll() on this platform
+        return False

@@ -18,6 +18,7 @@ shown without its user info) and nothing is written to the run directory.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -92,10 +93,55 @@ def shown_uri(uri: str) -> str:
     return re.sub(r"//[^/@]*@", "//", uri)
 
 
+def printable(text: str) -> str:
+    """`text` with its control characters escaped, as an echoed value must be."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def mlflow_uri() -> str:
+    """MLFLOW_TRACKING_URI, required: without it MLflow would quietly make an mlflow.db in whatever
+    directory export runs from, and the team would look for the runs elsewhere."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI", "")
+    if not uri.strip():
+        raise UserError(
+            "error: to=mlflow logs to the tracking server MLFLOW_TRACKING_URI names, and it is not set\n"
+            "    fix: export MLFLOW_TRACKING_URI=http://HOST:5000 (your server), or "
+            "sqlite:////ABS/PATH/mlflow.db for a store of your own"
+        )
+    return uri
+
+
+def refused_by_tracker(to: str, where: str, err: Exception) -> UserError:
+    """The tracker's refusal as one message: its first sentence and the fix (MLflow's file store
+    wants its opt-in; anything else is where, or with what, the environment points it)."""
+    said = printable(str(err).strip().split("\n")[0].split(". ")[0].rstrip("."))
+    if "MLFLOW_ALLOW_FILE_STORE" in str(err):
+        fix = (
+            "export MLFLOW_ALLOW_FILE_STORE=true to keep that file store, or point MLFLOW_TRACKING_URI "
+            "at a server or at sqlite:////ABS/PATH/mlflow.db"
+        )
+    elif to == "mlflow":
+        fix = "check MLFLOW_TRACKING_URI (and MLFLOW_TRACKING_TOKEN, or your server's own credentials)"
+    else:
+        fix = "check WANDB_API_KEY and WANDB_ENTITY (or WANDB_MODE=offline to log to WANDB_DIR only)"
+    return UserError(f"error: to={to}: {where} refused: {said}\n    fix: {fix}")
+
+
 def to_mlflow(experiment: str, found: Sequence[Checkpoint]) -> tuple[int, int, int]:
     """Log to the MLflow tracking server of the environment: (runs created, runs found again,
-    points logged)."""
+    points logged). What the server refuses (a file store without its opt-in, a wrong URI, a bad
+    token) is one message, never MLflow's traceback."""
     _library("mlflow")
+    from mlflow.exceptions import MlflowException
+
+    uri = mlflow_uri()
+    try:
+        return _log_mlflow(experiment, found)
+    except MlflowException as err:
+        raise refused_by_tracker("mlflow", f"MLflow at {printable(shown_uri(uri))}", err) from None
+
+
+def _log_mlflow(experiment: str, found: Sequence[Checkpoint]) -> tuple[int, int, int]:
     from mlflow.entities import Metric
     from mlflow.tracking import MlflowClient
 
@@ -139,9 +185,17 @@ def to_wandb(project: str, found: Sequence[Checkpoint]) -> tuple[int, int, int]:
     """Log to W&B (its own environment: WANDB_API_KEY, WANDB_ENTITY, WANDB_MODE, WANDB_DIR): a run
     per checkpoint with a fixed id. A run already there is left alone: offline, its directory
     under WANDB_DIR; online, the run on the server with its step logged."""
+    wandb = _library("wandb")
+    try:
+        return _log_wandb(wandb, project, found)
+    except wandb.errors.Error as err:
+        mode = os.environ.get("WANDB_MODE") or "online"
+        raise refused_by_tracker("wandb", f"W&B ({printable(mode)})", err) from None
+
+
+def _log_wandb(wandb: Any, project: str, found: Sequence[Checkpoint]) -> tuple[int, int, int]:
     from pathlib import Path
 
-    wandb = _library("wandb")
     offline = os.environ.get("WANDB_MODE", "").lower() in ("offline", "dryrun")
     runs_dir = Path(os.environ.get("WANDB_DIR") or ".") / "wandb"
     created = again = logged = 0
@@ -199,7 +253,9 @@ def export(s: Session) -> None:
             "error: export sends a sweep's series (a run per checkpoint, its step as the step)\n"
             "    fix: add multirun=1 (the config's latest sweep) or sweep=ID"
         )
-    _library(to)  # before any round trip: a missing extra is said at once
+    _library(to)  # before any round trip: a missing extra, or where to log, is said at once
+    if to == "mlflow":
+        mlflow_uri()
     pattern = series.step_pattern(s.inv.step)
     record, cells, runs = multirun.gathered(s)
     rows = series.points([c.values for c in cells], runs, pattern)
@@ -208,15 +264,28 @@ def export(s: Session) -> None:
     found = checkpoints(record["sweep_id"], rows, digests)
     if to == "mlflow":
         created, again, logged = to_mlflow(experiment, found)
-        where = f"MLflow at {shown_uri(os.environ.get('MLFLOW_TRACKING_URI', './mlruns'))}, experiment"
+        where = f"MLflow at {printable(shown_uri(mlflow_uri()))}, experiment"
     else:
-        created, again, logged = to_wandb(experiment, found)
         mode = os.environ.get("WANDB_MODE") or "online"
+        created, again, logged = to_wandb(experiment, found)
         where = f"W&B ({mode}), project"
-    print(
+    said = (
         f"exported sweep {record['sweep_id']} to {where} {experiment}: "
         f"{created} run(s) created, {again} found again, {logged} point(s) logged"
     )
+    if s.inv.json:  # one JSON document on stdout, as every verb's json=1
+        doc = {
+            "sweep_id": record["sweep_id"],
+            "to": to,
+            "experiment": experiment,
+            "created": created,
+            "found_again": again,
+            "logged": logged,
+            "message": said,
+        }
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        print(said)
     if not logged and not created:
         print("(nothing new: every point was there already)", file=sys.stderr)
 

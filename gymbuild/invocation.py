@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from gymbuild.verbs import reserved
+from gymbuild.verbs import VERBS, reserved
 
 RESERVED = reserved()  # the arguments gymbuild's verbs read (verbs.ARGUMENTS); the rest are overrides
 # Verbs that only read the workspace (outcome files are written atomically) and write nothing in it.
@@ -17,6 +17,8 @@ INSPECTING_COMMANDS = frozenset({"list", "info", "dumpdb", "help", "tabcompletio
 STAGE_ONLY_VERBS = frozenset({"render", "resolve"})
 # doit's commands that change only doit's own database or the staged files: they start no submission.
 BOOKKEEPING_COMMANDS = frozenset({"clean", "forget", "ignore", "reset-dep"})
+# Verbs that queue jobs, and so read the secrets of `host:` variables.
+QUEUING_VERBS = frozenset(v.name for v in VERBS if v.queues)
 
 
 def command_verbs(argv: Sequence[str]) -> list[str]:
@@ -73,6 +75,7 @@ class Invocation:
     max_drop: str | None = None  # compare: exit 1 when a benchmark dropped by more (compare_read.py)
     series: bool = False  # results of a sweep: a row per combination and metric (series.py)
     step: str | None = None  # the regular expression that finds the training step in a swept value
+    dry_run: bool = False  # cancel, resubmit: say what it would do, do nothing (NeMo Gym's --dry-run)
 
     @classmethod
     def from_argv(cls, argv: Sequence[str]) -> Invocation:
@@ -82,8 +85,11 @@ class Invocation:
 
     @property
     def read_only(self) -> bool:
-        """Only verbs that read the workspace: the run holds no lock and builds no pipeline tasks."""
-        return bool(self.verbs) and set(self.verbs) <= READ_ONLY_VERBS
+        """Only verbs that read the workspace: the run holds no lock and builds no pipeline tasks. A
+        dry run of a verb that queues (resubmit dry_run=1) only reads too: it answers while a submit
+        holds the workspace."""
+        named = set(self.verbs) - (QUEUING_VERBS if self.dry_run else frozenset())
+        return bool(self.verbs) and named <= READ_ONLY_VERBS
 
     @property
     def inspects(self) -> bool:
@@ -114,6 +120,12 @@ class Invocation:
     @property
     def submits(self) -> bool:
         return "submit" in self.verbs
+
+    @property
+    def queues(self) -> bool:
+        """The run may queue jobs (submit, or resubmit but its dry run): only then are the values of
+        `host:` variables needed. A dry run shows them masked, so an unset one stops nothing there."""
+        return bool(QUEUING_VERBS & set(self.verbs)) and not self.dry_run
 
     @classmethod
     def from_vars(cls, variables: Mapping[str, str]) -> Invocation:
@@ -146,6 +158,7 @@ class Invocation:
             max_drop=variables.get("max_drop") or None,
             series=flag("series"),
             step=variables.get("step") or None,
+            dry_run=flag("dry_run"),
         )
 
     @property

@@ -123,7 +123,7 @@ def expand_for_submit(
     patterns = globs(overrides, source)
     found: dict[str, list[str]] = {}
     if patterns:
-        probe = load_config(s.inv.config, probe_overrides(overrides, source))
+        probe = load_config(s.inv.config, probe_overrides(overrides, source), secrets_needed=False)
         conn = s.connection(probe.config.compute.hostname, use_config=False)
         result = conn.run(glob_script(patterns, ready))
         if not result.ok:
@@ -364,7 +364,7 @@ def status(s: Session) -> None:
 
 def cancel(s: Session) -> None:
     record = find_sweep(s)
-    _each(s, _submitted(record), day_two.cancel, ident=record["sweep_id"], as_json=False, field="")
+    _each(s, _submitted(record), day_two.cancel, ident=record["sweep_id"], as_json=s.inv.json, field="cancel")
 
 
 def resubmit(s: Session) -> None:
@@ -372,16 +372,24 @@ def resubmit(s: Session) -> None:
     submission (day_two.requeue): one look, one copy, one sbatch per job re-queued."""
     record = find_sweep(s)
     cells = _submitted(record)
+    if s.inv.dry_run:  # each combination's dry run (day_two.py): nothing is released or queued
+        _each(s, cells, day_two.resubmit, ident=record["sweep_id"], as_json=s.inv.json, field="resubmit")
+        return
     sessions = sessions_of(s, cells)
     try:
         mine = [i for i, cs in enumerate(sessions) if cs.workspace.submission() is not None]
         found = [day_two.find_record(sessions[i], "") for i in mine]
         picked = day_two.requeue([sessions[i] for i in mine], found, s.inv.only)
         if not any(picked):
-            print(
+            said = (
                 f"nothing to resubmit: no benchmark of the sweep {record['sweep_id']} ended in a "
                 "retryable state"
             )
+            if s.inv.json:
+                print(said, file=sys.stderr)
+                sys.stdout.write(json.dumps({"sweep_id": record["sweep_id"], "cells": []}, indent=2) + "\n")
+            else:
+                print(said)
             return
         busy = [(i, p) for i, p in zip(mine, picked, strict=True) if p]
         _report(

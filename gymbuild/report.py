@@ -170,5 +170,12 @@ def report(s: Session) -> None:
             f"error: out={out}: the report cannot be written there ({err.strerror})\n"
             "    fix: name a file in a directory you can write, e.g. out=report.html"
         ) from None
-    plots = len(re.findall(r'<section class="plot"', text))
-    print(f"wrote {out}: {plots} plot(s) of {len({r.label for r in rows})} checkpoint(s)", file=sys.stdout)
+    plots, checkpoints = len(re.findall(r'<section class="plot"', text)), len({r.label for r in rows})
+    said = f"wrote {out}: {plots} plot(s) of {checkpoints} checkpoint(s)"
+    if s.inv.json:  # one JSON document on stdout, as every verb's json=1
+        import json
+
+        doc = {"sweep_id": record["sweep_id"], "out": str(out), "plots": plots, "checkpoints": checkpoints}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        print(said)

@@ -158,7 +158,9 @@ class Session:
 
         cache = ValidatedConfigs(user_cache_home() / "gymbuild" / "configs")
         try:
-            resolved = load_config(self.inv.config, self.inv.overrides, cache=cache)
+            resolved = load_config(
+                self.inv.config, self.inv.overrides, cache=cache, secrets_needed=self.inv.queues
+            )
             self._check_only(resolved.config)
         except UserError as err:
             return None, err

@@ -18,12 +18,13 @@ from typing import Any
 from doit.exceptions import TaskFailed
 
 from gymbuild import verbs
-from gymbuild.errors import UserError
+from gymbuild.errors import OutputClosed, UserError, stdout_closed
 from gymbuild.session import Session
 
 
 def user_action(func: Callable[..., Any]) -> Callable[..., Any]:
-    """A task action whose UserError becomes doit's TaskFailed: the message, exit 1, no traceback."""
+    """A task action whose UserError becomes doit's TaskFailed: the message, exit 1, no traceback;
+    and whose stdout, closed by its reader, ends the run quietly (OutputClosed)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -31,6 +32,10 @@ def user_action(func: Callable[..., Any]) -> Callable[..., Any]:
             return func(*args, **kwargs)
         except UserError as err:
             return TaskFailed(str(err))
+        except BrokenPipeError:
+            if not stdout_closed():  # a pipe of our own (a connection's): a bug, with its traceback
+                raise
+            raise OutputClosed from None
 
     return wrapper
 

@@ -26,10 +26,26 @@ class Argument:
         return f"{self.name}={self.value}"
 
 
+DRY_RUN, RESOLVE_ONLY = "--dry-run", "--resolve-only"
+
+
+@dataclass(frozen=True)
+class Flag:
+    """What one of NeMo Gym's flags (`gym eval submit --dry-run`) means for a verb: the word the
+    command line gets for it (a verb, which takes this verb's place; a `name=value`; "" for nothing)
+    and the line `gymbuild help VERB` shows. `becomes=None`: the verb refuses it (argv.py), and
+    `does` says why: a flag that promises a dry run never reaches a verb that would act."""
+
+    name: str
+    becomes: str | None
+    does: str
+
+
 @dataclass(frozen=True)
 class Verb:
     """A verb: its one line, the reserved arguments it reads (with what each does for this verb, or
-    "" for the argument's general line) and examples a user can copy."""
+    "" for the argument's general line), examples a user can copy, and what NeMo Gym's
+    --dry-run and --resolve-only mean for it (a flag it does not list, it refuses)."""
 
     name: str
     usage: str  # after `gymbuild`, as README's table shows it
@@ -37,14 +53,44 @@ class Verb:
     arguments: tuple[tuple[str, str], ...]
     examples: tuple[str, ...]
     overrides: bool = False  # takes config overrides (it loads the config)
+    flags: tuple[Flag, ...] = ()
+    queues: bool = False  # it queues jobs: the only verbs that need the values of host: variables
+
+    def flag(self, name: str) -> Flag:
+        """What `name` (--dry-run, --resolve-only) means here; refused unless the verb lists it."""
+        found = next((f for f in self.flags if f.name == name), None)
+        if found is not None:
+            return found
+        if name == RESOLVE_ONLY:
+            return Flag(name, None, "only submit reads it: `gymbuild resolve` prints the resolved config")
+        return Flag(name, None, f"{self.name} has no dry run")
+
+
+def _only_reads(verb: str) -> tuple[Flag, ...]:
+    """A verb that changes nothing anywhere takes --dry-run as it is: its run is dry already."""
+    return (Flag(DRY_RUN, "", f"accepted, changes nothing: {verb} only reads"),)
+
+
+def _own_dry_run(what: str) -> tuple[Flag, ...]:
+    return (Flag(DRY_RUN, "dry_run=1", f"the same as dry_run=1: {what}"),)
 
 
 # The reserved arguments, in the order the help lists them.
 ARGUMENTS: tuple[Argument, ...] = (
     Argument("config", "FILE", "the evaluation config (default: submit.yaml in this directory)"),
-    Argument("workspace", "DIR", "where gymbuild remembers each config's submission (default: .gymbuild)"),
+    Argument(
+        "workspace",
+        "DIR",
+        "where gymbuild remembers each config's submission (default: gymbuild/workspaces in the state "
+        "directory, $XDG_STATE_HOME or ~/.local/state)",
+    ),
     Argument("only", "a,b", "these benchmarks only (comma-separated)"),
-    Argument("json", "1", "print JSON on stdout, and nothing else there"),
+    Argument("json", "1", "print one JSON document on stdout, and nothing else there (--json too)"),
+    Argument(
+        "dry_run",
+        "1",
+        "say what it would do and do nothing (NeMo Gym's --dry-run; `help VERB` says what it means there)",
+    ),
     Argument("new", "1", "a fresh submission: new gym_job_id, new run directory, every benchmark"),
     Argument(
         "run",
@@ -115,6 +161,10 @@ VERBS: tuple[Verb, ...] = (
             "gymbuild resolve config=eval.yaml json=1 compute.cluster.walltime=01:00:00",
         ),
         overrides=True,
+        flags=(
+            Flag(DRY_RUN, "", "accepted, changes nothing: resolve queues nothing"),
+            Flag(RESOLVE_ONLY, "", "accepted, changes nothing: this is resolve"),
+        ),
     ),
     Verb(
         "render",
@@ -129,6 +179,7 @@ VERBS: tuple[Verb, ...] = (
         ),
         ("gymbuild render config=eval.yaml", "gymbuild render config=eval.yaml only=gpqa"),
         overrides=True,
+        flags=(Flag(DRY_RUN, "", "accepted, changes nothing: render is the dry run"),),
     ),
     Verb(
         "submit",
@@ -155,9 +206,15 @@ VERBS: tuple[Verb, ...] = (
             "gymbuild submit config=eval.yaml only=gpqa,mmlu compute.cluster.walltime=01:00:00",
             "gymbuild submit config=eval.yaml new=1",
             "gymbuild submit config=eval.yaml multirun=1 services.policy.model=Qwen/Qwen3-8B,Qwen/Qwen3-32B",
-            "gymbuild submit config=eval.yaml multirun=1 follow=1 every=600 services.policy.model=paths(/c*)",
+            "gymbuild submit config=eval.yaml multirun=1 follow=1 every=600 "
+            "'services.policy.model=paths(/c*)'",
         ),
         overrides=True,
+        flags=(
+            Flag(DRY_RUN, "render", "the dry run instead: `gymbuild render` (queues nothing)"),
+            Flag(RESOLVE_ONLY, "resolve", "the resolved config instead: `gymbuild resolve` (queues nothing)"),
+        ),
+        queues=True,
     ),
     Verb(
         "status",
@@ -181,6 +238,7 @@ VERBS: tuple[Verb, ...] = (
             "gymbuild status run=gym-job-20260101T120000Z-a1b2c3 json=1",
             "gymbuild status config=eval.yaml multirun=1            # the config's latest sweep",
         ),
+        flags=_only_reads("status"),
     ),
     Verb(
         "resubmit",
@@ -190,15 +248,19 @@ VERBS: tuple[Verb, ...] = (
             ("config", ""),
             ("workspace", ""),
             ("only", "these benchmarks only (a CANCELLED one is re-queued only when named)"),
-            ("json", "print the manifest and nothing else"),
+            ("json", "print the manifest and nothing else (dry_run=1: what it would re-queue)"),
+            ("dry_run", "list what it would re-queue and why (each one's state); queue nothing"),
             *_SWEEP,
         ),
         (
             "gymbuild resubmit config=eval.yaml",
             "gymbuild resubmit config=eval.yaml only=gpqa",
+            "gymbuild resubmit config=eval.yaml dry_run=1",
             "gymbuild resubmit config=eval.yaml sweep=sweep-3f9c1a2b7d",
         ),
         overrides=True,
+        flags=_own_dry_run("what it would re-queue and why; queues nothing"),
+        queues=True,
     ),
     Verb(
         "logs",
@@ -213,6 +275,7 @@ VERBS: tuple[Verb, ...] = (
             ("sweep", ""),
         ),
         ("gymbuild logs config=eval.yaml only=gpqa", "gymbuild logs config=eval.yaml only=gpqa follow=1"),
+        flags=_only_reads("logs"),
     ),
     Verb(
         "cancel",
@@ -221,10 +284,16 @@ VERBS: tuple[Verb, ...] = (
         (
             *_SUBMISSION,
             ("only", "cancel these benchmarks' jobs only"),
-            ("json", "what it cancelled, as JSON"),
+            ("json", "what it cancelled (dry_run=1: would cancel), as JSON"),
+            ("dry_run", "list the jobs it would cancel; cancel nothing"),
             *_SWEEP,
         ),
-        ("gymbuild cancel config=eval.yaml", "gymbuild cancel run=gym-job-20260101T120000Z-a1b2c3 only=gpqa"),
+        (
+            "gymbuild cancel config=eval.yaml",
+            "gymbuild cancel config=eval.yaml dry_run=1",
+            "gymbuild cancel run=gym-job-20260101T120000Z-a1b2c3 only=gpqa",
+        ),
+        flags=_own_dry_run("the jobs it would cancel; cancels nothing"),
     ),
     Verb(
         "results",
@@ -254,6 +323,7 @@ VERBS: tuple[Verb, ...] = (
             "gymbuild results config=eval.yaml format=markdown",
             "gymbuild results config=eval.yaml multirun=1 series=1 format=csv",
         ),
+        flags=_only_reads("results"),
     ),
     Verb(
         "compare",
@@ -271,6 +341,7 @@ VERBS: tuple[Verb, ...] = (
             "gymbuild compare run=gym-job-20260101T120000Z-a1b2c3,gym-job-20260102T090000Z-d4e5f6",
             "gymbuild compare run=$BASELINE,$CANDIDATE max_drop=0.02 json=1   # a CI gate",
         ),
+        flags=_only_reads("compare"),
     ),
     Verb(
         "export",
@@ -285,10 +356,18 @@ VERBS: tuple[Verb, ...] = (
             ("sweep", ""),
             ("only", "these benchmarks only"),
             ("step", ""),
+            ("json", "what it exported, as one JSON document"),
         ),
         (
             "gymbuild export config=eval.yaml multirun=1 to=mlflow",
             "gymbuild export config=eval.yaml sweep=sweep-3f9c1a2b7d to=wandb experiment=qwen-sft",
+        ),
+        flags=(
+            Flag(
+                DRY_RUN,
+                None,
+                "export has no dry run: `gymbuild results multirun=1 series=1` shows what it would send",
+            ),
         ),
     ),
     Verb(
@@ -303,11 +382,13 @@ VERBS: tuple[Verb, ...] = (
             ("sweep", ""),
             ("only", "these benchmarks only"),
             ("step", ""),
+            ("json", "the file it wrote, as one JSON document"),
         ),
         (
             "gymbuild report config=eval.yaml multirun=1",
             "gymbuild report config=eval.yaml multirun=1 out=/tmp/sft-curve.html",
         ),
+        flags=(Flag(DRY_RUN, None, "report writes its HTML file and nothing else; it has no dry run"),),
     ),
     Verb(
         "runs",
@@ -325,6 +406,9 @@ VERBS: tuple[Verb, ...] = (
             "gymbuild runs config=eval.yaml limit=5",
             "gymbuild runs state=FAILED json=1",
             "gymbuild runs prune=90",
+        ),
+        flags=(
+            Flag(DRY_RUN, None, "runs only reads, but runs prune= removes index entries and has no dry run"),
         ),
     ),
 )

@@ -8,6 +8,7 @@ behind: help and version must never create a workspace or touch a config.
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -76,7 +77,11 @@ def test_the_help_examples_are_commands_gymbuild_accepts() -> None:
     loads the config: copied into a shell, none of them would fail on its own spelling."""
     examples = [*verbs.EXAMPLES, *(e for v in verbs.VERBS for e in v.examples)]
     for example in examples:
-        words = example.split("#")[0].split()
+        # A shell reads it: its syntax is sound (an unquoted `paths(/c*)` is not) and its words are
+        # what the shell hands gymbuild.
+        checked = subprocess.run(["bash", "-n", "-c", example], capture_output=True, text=True)
+        assert checked.returncode == 0, f"{example}: {checked.stderr}"
+        words = shlex.split(example, comments=True)
         assert words[0] == "gymbuild", example
         verb = verbs.verb(words[1])
         assert verb is not None, example

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import io
+import json
 import os
 import shutil
 import socket
@@ -168,6 +169,32 @@ def test_a_sweep_exports_a_run_per_checkpoint_at_its_step_and_again_adds_nothing
         again = run("export", *line, "to=mlflow", "experiment=sft-run")
         assert "0 run(s) created, 3 found again, 0 point(s) logged" in again.stdout, again.stdout
         assert read_back() == seen
+        as_json = json.loads(run("export", *line, "to=mlflow", "experiment=sft-run", "--json").stdout)
+        assert (as_json["created"], as_json["found_again"], as_json["logged"]) == (0, 3, 0)
+        assert as_json["to"] == "mlflow" and as_json["sweep_id"].startswith("sweep-")
+        assert read_back() == seen
+
+        # Issue 40, item 10: where MLflow would log is misconfigured: one message with the fix.
+        file_store = f"file://{tmp_path / 'mlruns'}"
+        for uri, fix in (
+            ("", "export MLFLOW_TRACKING_URI="),
+            (file_store, "export MLFLOW_ALLOW_FILE_STORE=true"),
+        ):
+            bare = {
+                k: v for k, v in env.items() if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_ALLOW_FILE_STORE")
+            }
+            wrong = subprocess.run(
+                gymbuild_argv("export", *line, "to=mlflow"),
+                cwd=tmp_path,
+                env={**bare, **({"MLFLOW_TRACKING_URI": uri} if uri else {})},
+                capture_output=True,
+                text=True,
+                timeout=240,
+            )
+            lines = wrong.stderr.splitlines()
+            assert (wrong.returncode, wrong.stdout) == (1, ""), wrong.stderr
+            assert len(lines) == 2 and lines[0].startswith("error: to=mlflow") and fix in lines[1], lines
+        assert not (tmp_path / "mlflow.db").exists() and not list((tmp_path / "mlruns").glob("*"))
         sweep.token_nowhere()
 
         refused = subprocess.run(

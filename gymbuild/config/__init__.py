@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from gymbuild.config.build import build_config
 from gymbuild.config.model import Config, Resolved, freeze
-from gymbuild.config.secrets import host_secrets, otel_token
+from gymbuild.config.secrets import host_secrets, otel_token, stand_ins
 from gymbuild.errors import ConfigError, Problem
 
 __all__ = ["Checked", "Config", "ConfigCache", "Resolved", "load_config"]
@@ -45,8 +45,12 @@ def load_config(
     environ: Mapping[str, str] | None = None,
     *,
     cache: ConfigCache | None = None,
+    secrets_needed: bool = True,
 ) -> Resolved:
     """Load, validate and type a config; raise ConfigError listing every problem found.
+
+    Without `secrets_needed` (a run that queues nothing: resolve, render, a dry run), a secret the
+    shell does not set is a warning and a stand-in value: what is printed masks it anyway.
 
     With a `cache`, a file whose tree depends on its bytes alone, and that validated cleanly, is
     validated once: importing jsonschema and validating is a fixed cost of every command otherwise,
@@ -66,21 +70,26 @@ def load_config(
         problems = list(validation.problems)
         if cache is not None and plain and not problems:
             cache.put(source, overrides, checked)
-    secrets, secret_problems = host_secrets(checked.tree, env)
-    problems += secret_problems
+    secrets, unset = host_secrets(checked.tree, env)
     # The token check needs a well-formed otel section, not a flawless config: report it alongside.
     if not any(p.path == "otel" or p.path.startswith(("otel.", "otel[")) for p in problems):
         token, token_problems = otel_token(checked.filled, env)
         secrets.update(token)
-        problems += token_problems
+        unset += token_problems
+    if secrets_needed:
+        problems += unset
     if problems:
         from gymbuild.config.validate import unique_sorted
 
         raise ConfigError(str(source), unique_sorted(problems))
+    warnings = list(checked.warnings)
+    if unset and not secrets_needed:
+        secrets.update(stand_ins(checked.tree, checked.filled, secrets))
+        warnings += [f"{p.path}: {p.message}: `submit` refuses it ({p.fix})" for p in unset]
     return Resolved(
         source=str(source),
         config=build_config(checked.filled),
         tree=freeze(checked.filled),
         secrets=freeze(secrets),
-        warnings=tuple(checked.warnings),
+        warnings=tuple(warnings),
     )

@@ -62,6 +62,16 @@ def host_secrets(tree: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[d
     return secrets, problems
 
 
+def stand_ins(tree: Mapping[str, Any], filled: Mapping[str, Any], found: Mapping[str, str]) -> dict[str, str]:
+    """VAR -> a stand-in value for each secret of the config (`host:` values, the collector's token)
+    not `found` in the shell: a run that queues nothing renders with these, and what it prints masks
+    every secret all the same."""
+    names = [value[len("host:") :] for _, _, value in env_entries(tree) if value.startswith("host:")]
+    if filled["otel"]["enabled"]:
+        names.append(filled["otel"]["token_env"])
+    return {name: f"<{name} unset>" for name in names if name not in found}
+
+
 def otel_token(tree: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[dict[str, str], list[Problem]]:
     """The collector's ingest token, a secret like `host:` values; required while the collector is on."""
     otel = tree["otel"]
