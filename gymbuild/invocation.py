@@ -104,7 +104,7 @@ class Invocation:
         return set(self.verbs) <= READ_ONLY_VERBS | STAGE_ONLY_VERBS
 
     @property
-    def dry_run(self) -> bool:
+    def drafts(self) -> bool:
         """render, resolve (bare `gymbuild` too) and doit's `clean` of what they staged: they work in
         the config's draft (workspace.Workspace.as_draft) and leave its submission as it was."""
         looks = self.stage_only and not self.read_only and not self.inspects

@@ -128,7 +128,7 @@ class Session:
     ) -> None:
         self.inv = inv
         self.workspace = workspace or Workspace(inv.workspace, inv.config)
-        if inv.dry_run:  # render and resolve stage into the draft: looking changes no submission
+        if inv.drafts:  # render and resolve stage into the draft: looking changes no submission
             self.workspace = self.workspace.as_draft()
         self.link = link or Link()  # a lent link (a sweep's cell) is closed by its owner
         self._owns_link = link is None
@@ -281,7 +281,7 @@ class Session:
                 )
             if self.inv.starts_submissions:
                 self._refuse_live_in_index()
-        if self.inv.dry_run:
+        if self.inv.drafts:
             draft = self.workspace.draft_submission()
             if draft is None or _where(draft) != where:
                 draft = self._mint(hostname)
