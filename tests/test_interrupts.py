@@ -27,10 +27,10 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e_helpers import gymbuild_argv, kill_local_jobs
+from e2e_helpers import gymbuild, gymbuild_argv, job_ids, kill_local_jobs, manifest, slurm_config, user_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_reliability_support import start_gymbuild
+from test_reliability_support import Faults, cancel, jobs_queued, start_gymbuild, wait_accounted
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads process groups from /proc")
 
@@ -264,3 +264,43 @@ def test_a_second_copy_of_a_job_in_its_bench_dir_refuses_and_leaves_the_first_al
         assert _live_copies(tmp_path) == {"b00": [int(first)]}
     finally:
         _kill_all(tmp_path)
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_signal_during_a_slurm_submit_records_every_job(cluster: Any, tmp_path: Path, name: str) -> None:
+    """The same promise on the test cluster. The signal comes while the third sbatch of six is held
+    (a PATH wrapper on the login node), with all six sent to the login shell: gymbuild reads every
+    answer in flight before it stops, so the five that queued are in the record and the exit status
+    is the signal's; the next submit queues the held one, and each benchmark has exactly one job
+    (Slurm's accounting, by job name and work dir)."""
+    benches = [f"s{i}" for i in range(6)]
+    output = cluster.run_dir(f"interrupt-{name}")
+    run = {"config_paths": ["benchmarks/gpqa/config.yaml"], "fake_num_calls": 1}
+    config = tmp_path / "submit.yaml"
+    config.write_text(yaml.safe_dump(slurm_config(output, {b: {"run": run} for b in benches})))
+    env = user_env(tmp_path)
+    faults = Faults(tmp_path / "faults")
+    faults.wrap("sbatch", side="login", at=3, when="before")
+    recorded: dict[str, str | None] = {}
+    try:
+        proc = start_gymbuild(["submit", f"config={config}"], cwd=tmp_path, env=faults.env(env))
+        faults.wait_reached("sbatch", proc)
+        os.killpg(proc.pid, SIGNALS[name])
+        faults.release()  # the held sbatch fails: that benchmark is not queued
+        _, stderr = proc.communicate(timeout=WAIT)
+        assert proc.returncode == 128 + SIGNALS[name], stderr
+        assert len(stderr.strip().splitlines()) == 1, stderr
+        recorded = job_ids(manifest(output))
+        assert sorted(b for b, j in recorded.items() if j) == [b for b in benches if b != "s2"], recorded
+
+        again = gymbuild("submit", f"config={config}", cwd=tmp_path, env=env)
+        assert again.rc == 0, again.stderr
+        recorded = job_ids(manifest(output))
+        assert set(recorded) == set(benches) and all(recorded.values()), recorded
+        wait_accounted([j for j in recorded.values() if j])
+        for bench in benches:
+            assert jobs_queued(f"gym-{bench}", output, recorded[bench]) == [recorded[bench]], bench
+    finally:
+        faults.release()
+        cancel(list(recorded.values()))
