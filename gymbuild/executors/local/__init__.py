@@ -15,7 +15,6 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from gymbuild.executors import attempts
 from gymbuild.executors.base import Answer, JobState, Queued
 from gymbuild.executors.secrets import SecretsFile
 from gymbuild.executors.secrets import forget_secrets as forget_secrets  # `cancel` calls it here too
@@ -69,6 +68,8 @@ def start_command(script: str) -> str:
 
 def queued(result: Result) -> Queued:
     """The start's answer as a job id, or the reason it gave none."""
+    from gymbuild.executors import attempts  # queueing only: planning reads this module
+
     job_id = attempts.parse_job_id(result.stdout) if result.ok else None
     if job_id is None:
         return Queued(None, " ".join((result.stderr or result.stdout or "could not start the job").split()))
@@ -78,6 +79,8 @@ def queued(result: Result) -> Queued:
 def hold_queue(conn: Connection, run_dir: str) -> None:
     """The run dir's queue lock and log, as on Slurm (attempts.py): a killed submit's starts are
     found again in the log by the next one, which holds the lock."""
+    from gymbuild.executors import attempts  # queueing only: planning reads this module
+
     attempts.hold_queue(conn, run_dir)
 
 
@@ -85,6 +88,8 @@ def send(conn: Connection, script: str, secrets: SecretsFile | None, attempt: st
     """Send one attempt (attempts.queue_command) into the session's own shell and return at once:
     the job's secrets file is written first (the job reads it and removes it when it ends), this
     shell's own secret variables unset, so the job does not inherit them."""
+    from gymbuild.executors import attempts  # queueing only: planning reads this module
+
     marker = conn.send(
         attempts.queue_command(start_command(script), script, secrets, attempt), in_session=True
     )
@@ -97,6 +102,8 @@ def recover_lost(
     """The job a killed run's attempt started, from the queue log (attempts.recover: the attempt is
     revoked if it never ran); None: start it afresh. Unlike sbatch, a start has nothing to lose its
     answer between: the log line is written the moment the pid is known."""
+    from gymbuild.executors import attempts
+
     return attempts.recover(conn, script, attempt)
 
 

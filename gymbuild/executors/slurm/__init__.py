@@ -10,10 +10,6 @@ import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from gymbuild.executors import attempts
-from gymbuild.executors.attempts import hold_queue_lock as hold_queue_lock  # the protocol, as tests use it
-from gymbuild.executors.attempts import parse_job_id as parse_job_id
-from gymbuild.executors.attempts import recover as recover
 from gymbuild.executors.base import Answer, JobState, Queued
 from gymbuild.executors.secrets import SecretsFile
 from gymbuild.executors.secrets import forget_secrets as forget_secrets  # the Executor protocol's
@@ -33,12 +29,18 @@ SCHEDULED = True  # jobs take #SBATCH directives and can resume as a chain (sbat
 
 
 def queue_command(script: str, secrets: SecretsFile | None, attempt: str) -> str:
-    """The attempt (attempts.queue_command) that queues one job.sh with `sbatch --parsable`."""
+    """The attempt (attempts.queue_command) that queues one job.sh with `sbatch --parsable`. The
+    protocol is imported when a job is queued: planning reads this module, and the script-code
+    digest counts every module it imports (gymbuild/resources.py)."""
+    from gymbuild.executors import attempts
+
     return attempts.queue_command(f"sbatch --parsable {quote(script)}", script, secrets, attempt)
 
 
 def queued(result: Result) -> Queued:
     """sbatch's result as a job id, or the reason it gave none."""
+    from gymbuild.executors.attempts import parse_job_id
+
     job_id = parse_job_id(result.stdout) if result.ok else None
     if job_id is None:
         reason = result.stderr.strip() or result.stdout.strip() or f"sbatch exited {result.status}"
@@ -73,6 +75,8 @@ def find_queued(conn: Connection, job_dir: str, job_name: str, known: frozenset[
 def hold_queue(conn: Connection, run_dir: str) -> None:
     """The session's shell takes the run dir's queue lock (attempts.hold_queue_lock) before its
     first sbatch, once: later passes of the same shell already hold it."""
+    from gymbuild.executors import attempts
+
     attempts.hold_queue(conn, run_dir)
 
 
@@ -93,6 +97,8 @@ def recover_lost(
     itself, by job name and work dir, for an sbatch whose answer was lost before it was written.
     Asked only after such a kill, so a normal submit pays nothing.
     """
+    from gymbuild.executors.attempts import recover
+
     adopted = recover(conn, script, attempt)
     if adopted is not None:
         return adopted
