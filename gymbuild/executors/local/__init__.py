@@ -5,6 +5,10 @@ job id, what `cancel` signals (the whole group), and what the script names its l
 `#SBATCH --output`, the job's own output goes to `logs/local-<job id>.log`. The job writes
 `.gym_exit-<id>` when it ends (its EXIT trap, after stopping its services), so `status` can report it
 after the process is gone; `.gym_cancelled-<id>` and `.gym_timeout-<id>` say why it ended.
+
+Jobs start through the same attempt protocol as sbatch (executors/attempts.py: the run dir's queue
+lock and `.gym_queue.log`), so a submit killed between a start and its outcome leaves the next one
+the pid; the job itself refuses to run beside a live copy of itself (`.gym_job.lock`, body.sh.j2).
 """
 
 from __future__ import annotations
@@ -100,8 +104,9 @@ def recover_lost(
     conn: Connection, script: str, attempt: str, plan: BenchPlan, known: frozenset[str]
 ) -> Queued | None:
     """The job a killed run's attempt started, from the queue log (attempts.recover: the attempt is
-    revoked if it never ran); None: start it afresh. Unlike sbatch, a start has nothing to lose its
-    answer between: the log line is written the moment the pid is known."""
+    revoked if it never ran); None: start it afresh. The session shell appends the pid right after
+    the fork, and no signal sent to gymbuild reaches that shell (its own session); only a SIGKILL
+    of the shell itself between the two could lose a pid, and the job's lock then stops the copy."""
     from gymbuild.executors import attempts
 
     return attempts.recover(conn, script, attempt)
