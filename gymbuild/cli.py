@@ -17,16 +17,17 @@ import threading
 
 
 def _interrupted_early(signum: int, frame: object) -> None:
-    """Ctrl-C while the console script is still importing: one line and status 130, no traceback
-    (main() answers it the same way once it runs)."""
+    """Ctrl-C (or SIGTERM, SIGHUP) while the console script is still importing: one line and status
+    128 + the signal's number, no traceback (main() answers them the same way once it runs)."""
     os.write(2, b"interrupted: gymbuild stopped before it did anything\n")
-    os._exit(130)
+    os._exit(128 + signum)
 
 
 # Only while this module's imports run, and only on the main thread (signal.signal's rule); then
-# Python's own handler is back, for main() to catch as KeyboardInterrupt.
+# the handlers before are back, until main() installs gymbuild's own (gymbuild/interrupts.py).
 _EARLY = threading.current_thread() is threading.main_thread()
-_BEFORE = signal.signal(signal.SIGINT, _interrupted_early) if _EARLY else None
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_BEFORE = {sig: signal.signal(sig, _interrupted_early) for sig in _SIGNALS} if _EARLY else {}
 
 from collections.abc import Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -36,8 +37,8 @@ from gymbuild import verbs  # noqa: E402
 from gymbuild.argv import DOIT_COMMANDS, HELP_FLAGS, VERSION_FLAGS, known_word, nearest_verb, normalize  # noqa: E402
 from gymbuild.errors import OutputClosed, stdout_closed  # noqa: E402
 
-if _EARLY:
-    signal.signal(signal.SIGINT, _BEFORE)
+for _sig, _handler in _BEFORE.items():
+    signal.signal(_sig, _handler)
 
 
 def _table(rows: Sequence[tuple[str, str]], indent: str = "  ") -> list[str]:
@@ -241,8 +242,15 @@ def _connect_ahead(args: Sequence[str]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The console script: Ctrl-C (or a SIGINT from a script) at any point ends it with one line and
-    status 130, as a shell reports an interrupted command, never Python's traceback."""
+    """The console script: Ctrl-C (or a SIGINT from a script), SIGTERM or SIGHUP at any point ends it
+    with one line and status 128 + the signal's number (130, 143, 129), as a shell reports a killed
+    command, never Python's traceback. A submit first finishes reading the jobs it started and
+    records them (gymbuild/interrupts.py)."""
+    from gymbuild import interrupts
+
+    here = threading.current_thread() is threading.main_thread()
+    before = {sig: signal.getsignal(sig) for sig in interrupts.SIGNALS} if here else {}
+    interrupts.install()
     try:
         status = _main(argv)
         sys.stdout.flush()  # here, where a reader that has gone is answered, not at exit
@@ -251,13 +259,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(err, BrokenPipeError) and not stdout_closed():
             raise
         return _reader_gone()
-    except KeyboardInterrupt:
-        sys.stdout.flush()
-        print(
-            "interrupted: gymbuild stopped; jobs already queued go on (`gymbuild status` shows them)",
-            file=sys.stderr,
-        )
-        return 130
+    except KeyboardInterrupt as err:
+        status = err.status if isinstance(err, interrupts.Interrupted) else 130
+        name = err.args[0] if isinstance(err, interrupts.Interrupted) else "SIGINT"
+        try:
+            sys.stdout.flush()
+            sys.stderr.write(
+                f"interrupted ({name}): gymbuild stopped; every job it started is recorded and goes on "
+                "(`gymbuild status` shows them)\n"
+            )
+            sys.stderr.flush()
+        except OSError:  # SIGHUP: the terminal may be gone
+            pass
+        return status
+    finally:
+        for sig, handler in before.items():
+            if handler is not None:
+                signal.signal(sig, handler)
 
 
 def _reader_gone() -> int:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gymbuild import interrupts
 from gymbuild.steps import queue, record, stage, sync
 
 if TYPE_CHECKING:
@@ -33,7 +34,8 @@ def run_batch(
     """Stage what is stale, sync what is not synced, queue what has no job id yet, for each run with
     something to queue (a run with nothing to queue opens no connection), and write each run's record
     once anything was queued, even when queueing stopped half-way (a job id the executor holds must
-    reach the record). The runs share one connection (their Link): the first run's. `headers`: text
+    reach the record): a signal while jobs start stops the starting, not the recording. The runs
+    share one connection (their Link): the first run's. `headers`: text
     put before each run's staged resolved config (a sweep's combination)."""
     todo = []
     for ctx, benches in zip(runs, wanted, strict=True):
@@ -46,13 +48,16 @@ def run_batch(
         stage.stage_all(runs[i], list(wanted[i]))
     to_sync = [i for i in busy if not sync.synced(runs[i])]
     _sync([runs[i] for i in to_sync], [headers[i] for i in to_sync] if headers else None)
-    for i in busy:
-        ctx = runs[i]
-        try:
-            queue.queue_many(ctx, todo[i])
-        finally:
-            if ctx.queued_now:
-                record.record(ctx)
+    with interrupts.deferred():  # a signal: the jobs in flight are read and recorded first
+        for i in busy:
+            if interrupts.pending():  # a sweep's later cells: nothing of them started
+                break
+            ctx = runs[i]
+            try:
+                queue.queue_many(ctx, todo[i])
+            finally:
+                if ctx.queued_now:
+                    record.record(ctx)
 
 
 def _sync(runs: Sequence[Session], headers: Sequence[str] | None) -> None:

@@ -196,6 +196,7 @@ def test_the_pipeline_for_some_benchmarks_requeues_only_those(local_run: Any) ->
     ctx = local_run("submit")
     pipeline.run(ctx)
     first = ctx.workspace.outcomes()
+    ctx.close()  # the submit's process is over: its shell no longer holds the run dir's queue lock
     later = local_run("resubmit")
     later.workspace.release("demo2", "FAILED")
     pipeline.run(later, ["demo2"])

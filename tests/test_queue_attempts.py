@@ -1,4 +1,4 @@
-"""The queue attempt protocol (slurm.hold_queue_lock, queue_command, recover) against real sbatch.
+"""The queue attempt protocol (attempts.hold_queue_lock, slurm.queue_command, attempts.recover), real sbatch.
 
 A submit killed with sbatch commands in flight leaves the next submit to find out what each attempt
 did. These tests drive the protocol directly, in local shell sessions, so the answer must come from
@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from gymbuild.executors import slurm
+from gymbuild.executors import attempts, slurm
+from gymbuild.executors.base import Queued
 from gymbuild.executors.connection import Connection, Result
 from gymbuild.executors.secrets import SecretsFile, forget_secrets
 
@@ -51,7 +52,7 @@ def test_an_attempt_that_ran_is_recovered_from_the_queue_log(cluster: Cluster) -
     run_dir = cluster.run_dir("attempts-ran")
     script = _job_script(cluster, run_dir, "a")
     with Connection(None) as first:
-        slurm.hold_queue_lock(first, str(run_dir))
+        attempts.hold_queue_lock(first, str(run_dir))
         first.run_in_session("export GYM_QUEUE_TEST_TOKEN=s3cret")  # the user's own, in the login shell
         secrets = SecretsFile(run_dir.name, "a", {"__gym_secret_T": "s3cret"}, ("GYM_QUEUE_TEST_TOKEN",))
         queued = slurm.queued(_queue(first, script, "a1b2c3", secrets))
@@ -63,10 +64,10 @@ def test_an_attempt_that_ran_is_recovered_from_the_queue_log(cluster: Cluster) -
     try:
         assert queued.job_id is not None, queued
         with Connection(None) as later:
-            slurm.hold_queue_lock(later, str(run_dir))
-            assert slurm.recover(later, script, "a1b2c3") == slurm.Queued(queued.job_id, None)
+            attempts.hold_queue_lock(later, str(run_dir))
+            assert attempts.recover(later, script, "a1b2c3") == Queued(queued.job_id, None)
             # Another attempt of the same benchmark, never sent, is not mistaken for it.
-            assert slurm.recover(later, script, "a1b2c4") is None
+            assert attempts.recover(later, script, "a1b2c4") is None
     finally:
         _scancel(queued.job_id)
 
@@ -75,10 +76,10 @@ def test_an_attempt_recovered_before_it_ran_is_revoked_and_never_queues(cluster:
     run_dir = cluster.run_dir("attempts-revoked")
     script = _job_script(cluster, run_dir, "a")
     with Connection(None) as later:
-        slurm.hold_queue_lock(later, str(run_dir))
-        assert slurm.recover(later, script, "d4e5f6") is None
+        attempts.hold_queue_lock(later, str(run_dir))
+        assert attempts.recover(later, script, "d4e5f6") is None
     with Connection(None) as stale:  # the killed run's shell, getting to its attempt at last
-        slurm.hold_queue_lock(stale, str(run_dir))
+        attempts.hold_queue_lock(stale, str(run_dir))
         result = _queue(stale, script, "d4e5f6")
         assert stale.run("true").ok  # the session lives on after a refused attempt
     assert result.status == 75 and "revoked" in result.stderr, result
@@ -94,9 +95,9 @@ def test_a_refused_attempt_is_not_taken_for_a_job(cluster: Cluster) -> None:
     script = _job_script(cluster, run_dir, "a")
     Path(script).write_text("#!/bin/bash\n#SBATCH --partition=no-such-partition\ntrue\n")
     with Connection(None) as first:
-        slurm.hold_queue_lock(first, str(run_dir))
+        attempts.hold_queue_lock(first, str(run_dir))
         refused = slurm.queued(_queue(first, script, "0a0b0c"))
     assert refused.job_id is None and refused.error
     with Connection(None) as later:
-        slurm.hold_queue_lock(later, str(run_dir))
-        assert slurm.recover(later, script, "0a0b0c") is None
+        attempts.hold_queue_lock(later, str(run_dir))
+        assert attempts.recover(later, script, "0a0b0c") is None

@@ -129,7 +129,8 @@ def start_gymbuild(args: Sequence[str], *, cwd: Path, env: Mapping[str, str]) ->
 
 
 def kill_group(proc: subprocess.Popen[str]) -> None:
-    """SIGKILL gymbuild and every child in its group (ssh client, rsync, the local bash)."""
+    """SIGKILL gymbuild and every child in its group (rsync); not its connection's shell (or ssh
+    client), which runs in a session of its own and finishes what it was sent (executors/attempts.py)."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=30)

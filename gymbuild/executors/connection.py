@@ -185,8 +185,16 @@ class Connection:
                 raise _ssh_failure(self.hostname, stderr)
             argv = self._ssh(self.hostname, "bash -s")
         self._shell_err = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the shell)
+        # Its own session: Ctrl-C (and a hangup) reach the terminal's foreground process group, and
+        # a shell killed with gymbuild would take the answers of the jobs it just started with it
+        # (and say "lost the connection"). gymbuild reads them first (gymbuild/interrupts.py); the
+        # shell ends when gymbuild closes its input, or at EOF once gymbuild is gone.
         self._shell = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._shell_err
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._shell_err,
+            start_new_session=True,
         )
         # The captured streams of every command go through two files: in memory (/dev/shm) where the
         # target has it, which halves what framing costs there; else the usual temp dir.

@@ -12,6 +12,7 @@ import secrets
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from gymbuild import interrupts
 from gymbuild.executors.base import Answer, Queued
 from gymbuild.steps.record import keep_benchmark_order
 from gymbuild.workspace import Outcome
@@ -72,8 +73,12 @@ def queue_many(ctx: Session, benches: list[str]) -> None:
             bench, earlier, answer = in_flight.popleft()
             done(bench, earlier, answer())
 
+        answered: set[str] = set()
         try:
             for bench, job in jobs.items():
+                if interrupts.pending():  # a signal: start nothing more, read what is in flight
+                    break
+                answered.add(bench)
                 script = f"{job.plan.bench_dir}/job.sh"
                 earlier = earlier_outcomes.get(bench)
                 if bench in lost:
@@ -102,6 +107,11 @@ def queue_many(ctx: Session, benches: list[str]) -> None:
         finally:
             for write in writes:  # every answer read is on disk before anything else is said
                 write.result()
+            if interrupts.pending():
+                _not_started(ctx, [jobs[b] for b in jobs if b not in answered], earlier_outcomes)
+                for ahead, _, stamp_written in stamped:  # stamped, never sent: no attempt to recover
+                    stamp_written.result()
+                    (ctx.workspace.stamps_dir / f"inflight-{ahead}").unlink(missing_ok=True)
 
 
 def _queued(ctx: Session, job: JobPlan, earlier: Outcome | None, result: Queued) -> None:
@@ -127,6 +137,33 @@ def _queued(ctx: Session, job: JobPlan, earlier: Outcome | None, result: Queued)
         ctx.queue_done.update(members)
         ctx.queued_now.extend(members)
         ctx.progress.show(f"queued {len(ctx.queued_now)}/{ctx.queue_total}")
+
+
+NOT_STARTED = "not queued: the submit was interrupted before its job started (`gymbuild submit` queues it)"
+
+
+def _not_started(ctx: Session, jobs: list[JobPlan], earlier: dict[str, Outcome]) -> None:
+    """The outcome of each benchmark an interrupted pass never started: no job id, and why, so that
+    the record and `status` list it (as NOT QUEUED) beside those it did start. An earlier job id is
+    never overwritten; a killed run's attempt keeps its in-flight stamp, for the next run to recover."""
+    from gymbuild.jobs import utc_now, utc_timestamp
+
+    for job in jobs:
+        for member in job.members:
+            before = earlier.get(member)
+            if before is not None and before.job_id is not None:
+                continue
+            ctx.workspace.save_outcome(
+                Outcome(
+                    benchmark=member,
+                    job_id=None,
+                    error=NOT_STARTED,
+                    script_digest=ctx.plans.stage_digest(member),
+                    at=utc_timestamp(utc_now()),
+                    previous_job_ids=before.previous_job_ids if before else (),
+                )
+            )
+            ctx.queued_now.append(member)
 
 
 def secrets_file(ctx: Session, job: JobPlan) -> SecretsFile:

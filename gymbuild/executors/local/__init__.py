@@ -5,6 +5,10 @@ job id, what `cancel` signals (the whole group), and what the script names its l
 `#SBATCH --output`, the job's own output goes to `logs/local-<job id>.log`. The job writes
 `.gym_exit-<id>` when it ends (its EXIT trap, after stopping its services), so `status` can report it
 after the process is gone; `.gym_cancelled-<id>` and `.gym_timeout-<id>` say why it ended.
+
+Jobs start through the same attempt protocol as sbatch (executors/attempts.py: the run dir's queue
+lock and `.gym_queue.log`), so a submit killed between a start and its outcome leaves the next one
+the pid; the job itself refuses to run beside a live copy of itself (`.gym_job.lock`, body.sh.j2).
 """
 
 from __future__ import annotations
@@ -49,47 +53,63 @@ def metadata() -> dict[str, str]:
     return {"hostname": socket.gethostname()}
 
 
-def queue(conn: Connection, script: str, secrets: SecretsFile | None) -> Queued:
-    """Start the job detached from this terminal; the submit returns at once. Its secrets file is
-    written first, as on Slurm (the job reads it and removes it when it ends), and this shell's own
-    secret variables are unset, so the job does not inherit them."""
+def start_command(script: str) -> str:
+    """Bash starting `script` detached (its own session), printing the job id (its pid) first.
+
+    The job gets none of the session's open fds 8 and 9 (the run dir's queue log and lock,
+    attempts.py): it outlives the submit, and would hold the queue lock for its whole run.
+    """
     bench_dir = script.rsplit("/", 1)[0]
-    write = (
-        f"if ! {{ {secrets.write()}\n}}; then echo {quote(secrets.failed)} >&2; exit 1; fi\n"
-        if secrets
-        else ""
-    )
     # `python3` in the job is the Python gymbuild runs on (its venv's bin first on PATH, as activating
     # it would): from pipx or a venv used by path, the PATH's python3 cannot import gymbuild's demo.
     here = os.path.dirname(sys.executable)
-    result = conn.run(
-        f"{write}{_SETSID}\ncd {quote(bench_dir)} && mkdir -p logs && "
+    return (
+        f"{_SETSID}\ncd {quote(bench_dir)} && mkdir -p logs && "
         f'{{ PATH={quote(here)}:"$PATH" "${{__gym_setsid[@]}}" bash -c {quote(_INNER)} bash {quote(script)} '
-        "</dev/null >/dev/null 2>&1 & echo $!; }"
+        "</dev/null >/dev/null 2>&1 8>&- 9>&- & echo $!; }"
     )
-    job_id = result.stdout.strip()
-    if not result.ok or not job_id.isdigit():
-        if secrets:
-            conn.run(secrets.remove())
-        return Queued(None, " ".join((result.stderr or f"could not start {script}").split()))
+
+
+def queued(result: Result) -> Queued:
+    """The start's answer as a job id, or the reason it gave none."""
+    from gymbuild.executors import attempts  # queueing only: planning reads this module
+
+    job_id = attempts.parse_job_id(result.stdout) if result.ok else None
+    if job_id is None:
+        return Queued(None, " ".join((result.stderr or result.stdout or "could not start the job").split()))
     return Queued(job_id, None)
 
 
 def hold_queue(conn: Connection, run_dir: str) -> None:
-    """Nothing to hold: each job starts in a call of its own, which answers before the next is sent."""
+    """The run dir's queue lock and log, as on Slurm (attempts.py): a killed submit's starts are
+    found again in the log by the next one, which holds the lock."""
+    from gymbuild.executors import attempts  # queueing only: planning reads this module
+
+    attempts.hold_queue(conn, run_dir)
 
 
 def send(conn: Connection, script: str, secrets: SecretsFile | None, attempt: str) -> Answer:
-    """Start the job now (`queue`); the answer is known before this returns."""
-    answer = queue(conn, script, secrets)
-    return lambda: answer
+    """Send one attempt (attempts.queue_command) into the session's own shell and return at once:
+    the job's secrets file is written first (the job reads it and removes it when it ends), this
+    shell's own secret variables unset, so the job does not inherit them."""
+    from gymbuild.executors import attempts  # queueing only: planning reads this module
+
+    marker = conn.send(
+        attempts.queue_command(start_command(script), script, secrets, attempt), in_session=True
+    )
+    return lambda: queued(conn.receive(marker))
 
 
 def recover_lost(
     conn: Connection, script: str, attempt: str, plan: BenchPlan, known: frozenset[str]
 ) -> Queued | None:
-    """A killed run's attempt leaves no trace to find a local job by: it is started afresh."""
-    return None
+    """The job a killed run's attempt started, from the queue log (attempts.recover: the attempt is
+    revoked if it never ran); None: start it afresh. The session shell appends the pid right after
+    the fork, and no signal sent to gymbuild reaches that shell (its own session); only a SIGKILL
+    of the shell itself between the two could lose a pid, and the job's lock then stops the copy."""
+    from gymbuild.executors import attempts
+
+    return attempts.recover(conn, script, attempt)
 
 
 def warnings(config: Config) -> tuple[str, ...]:

@@ -10,7 +10,6 @@ import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from gymbuild.errors import UserError
 from gymbuild.executors.base import Answer, JobState, Queued
 from gymbuild.executors.secrets import SecretsFile
 from gymbuild.executors.secrets import forget_secrets as forget_secrets  # the Executor protocol's
@@ -29,98 +28,24 @@ RUNS_HERE = False  # a relative job.output_path is the login shell's, on the clu
 SCHEDULED = True  # jobs take #SBATCH directives and can resume as a chain (sbatch, sacct)
 
 
-def parse_job_id(stdout: str) -> str | None:
-    """`sbatch --parsable` prints `<id>` or `<id>;<cluster>`; the id is what squeue and sacct know."""
-    first = stdout.strip().splitlines()[0] if stdout.strip() else ""
-    job_id = first.split(";", 1)[0].strip()
-    return job_id if job_id.isdigit() else None
-
-
-QUEUE_LOCK_WAIT = 60  # seconds a run waits for a killed run's shell to finish what it was sent
-QUEUE_LOG = ".gym_queue.log"  # in the run dir: `<attempt> <sbatch's answer>`, a line per attempt
-
-
-def hold_queue_lock(conn: Connection, run_dir: str) -> None:
-    """Take the run directory's queue lock in the session's own shell, for the rest of the session,
-    and open the queue log (fd 8) that the queue commands append sbatch's answers to.
-
-    A run killed while its sbatch commands are still in the shell's input leaves that shell running
-    them, and it holds this lock until it has. So once a run holds it, no attempt of a killed run can
-    still be running: `recover` can read what each one left, and revoke what never ran, with no race.
-    One lock per session instead of a flock per sbatch: `flock` is a process of its own, and with the
-    `mv` and `cat` an attempt used to run, that was ~5 ms of the login node's time per benchmark.
-    """
-    lock = quote(f"{run_dir}/.gym_queue.lock")
-    log = quote(f"{run_dir}/{QUEUE_LOG}")
-    result = conn.run_in_session(f"exec 9>>{lock} && flock -w {QUEUE_LOCK_WAIT} 9 && exec 8>>{log}")
-    if not result.ok:
-        raise UserError(
-            f"error: {conn.target}:{run_dir} is still being queued by another gymbuild run's shell "
-            f"(waited {QUEUE_LOCK_WAIT} s for {run_dir}/.gym_queue.lock): {result.stderr.strip()}\n"
-            "    fix: wait for that run to end, then submit again"
-        )
-
-
-def _revoked_file(script: str, attempt: str) -> str:
-    """The mark `recover` leaves beside the job script: this attempt must never run."""
-    return quote(f"{script.rsplit('/', 1)[0]}/.gym_queue-{attempt}.revoked")
-
-
-def _queue_log(script: str) -> str:
-    """The run dir's queue log, from a job script's path (`<run dir>/<bench>/job.sh`)."""
-    return quote(f"{script.rsplit('/', 2)[0]}/{QUEUE_LOG}")
-
-
 def queue_command(script: str, secrets: SecretsFile | None, attempt: str) -> str:
-    """The command that queues one job.sh as attempt `attempt`; Session pipelines these in the session's
-    own shell (`send(..., in_session=True)`: no subshell per sbatch), which holds the queue lock and
-    the queue log (`hold_queue_lock`). The benchmark's secrets file is written first (nothing is
-    queued if it cannot be), and removed again if sbatch refuses the job.
+    """The attempt (attempts.queue_command) that queues one job.sh with `sbatch --parsable`. The
+    protocol is imported when a job is queued: planning reads this module, and the script-code
+    digest counts every module it imports (gymbuild/resources.py)."""
+    from gymbuild.executors import attempts
 
-    An attempt refuses to run once a later run has revoked it, and appends the first line of sbatch's
-    answer to the queue log, where that later run finds it (`recover`): a job is queued exactly once
-    whichever of the two gets the lock first. Only bash builtins besides sbatch itself, and no file
-    made per attempt but the secrets file (written by a builtin redirection, no process): creating
-    one per sbatch with a process cost the login node about a millisecond each.
-    """
-    write = (
-        f"elif ! {{ {secrets.write()}\n}}; then echo {quote(secrets.failed)} >&2; __gym_q=1\n"
-        if secrets
-        else ""
-    )
-    refused = f'; [ "$__gym_q" = 0 ] || {{ {secrets.remove()}; }}' if secrets and secrets.values else ""
-    return (
-        f"if [ -e {_revoked_file(script, attempt)} ]; then "
-        f'echo "queue attempt {attempt} was revoked by a later run" >&2; __gym_q=75\n'
-        f"{write}"
-        f"else __gym_out=$(sbatch --parsable {quote(script)}); __gym_q=$?{refused}\n"
-        f"printf '%s %s\\n' {attempt} \"${{__gym_out%%$'\\n'*}}\" >&8; printf '%s\\n' \"$__gym_out\"; fi\n"
-        '__gym_status "$__gym_q"'
-    )
+    return attempts.queue_command(f"sbatch --parsable {quote(script)}", script, secrets, attempt)
 
 
 def queued(result: Result) -> Queued:
     """sbatch's result as a job id, or the reason it gave none."""
+    from gymbuild.executors.attempts import parse_job_id
+
     job_id = parse_job_id(result.stdout) if result.ok else None
     if job_id is None:
         reason = result.stderr.strip() or result.stdout.strip() or f"sbatch exited {result.status}"
         return Queued(None, " ".join(reason.split()))
     return Queued(job_id, None)
-
-
-def recover(conn: Connection, script: str, attempt: str) -> Queued | None:
-    """What became of an attempt a killed run sent: its job if it queued one, else None after revoking
-    it, so it can never run later and the caller may queue afresh. Asked while holding the queue
-    lock, so the killed run's shell has run, or will never run, that attempt."""
-    line = quote(f"^{attempt} ")
-    result = conn.run(
-        f"__gym_answer=$(grep -m 1 -e {line} {_queue_log(script)} 2>/dev/null)\n"
-        "__gym_answer=${__gym_answer#* }\n"
-        f'if [ -n "$__gym_answer" ]; then printf \'%s\\n\' "$__gym_answer"; '
-        f"else : > {_revoked_file(script, attempt)}; fi"
-    )
-    job_id = parse_job_id(result.stdout) if result.ok else None
-    return Queued(job_id, None) if job_id else None
 
 
 def find_queued(conn: Connection, job_dir: str, job_name: str, known: frozenset[str]) -> str | None:
@@ -148,11 +73,11 @@ def find_queued(conn: Connection, job_dir: str, job_name: str, known: frozenset[
 
 
 def hold_queue(conn: Connection, run_dir: str) -> None:
-    """The session's shell takes the run dir's queue lock (hold_queue_lock) before its first sbatch,
-    once: later passes of the same shell already hold it."""
-    if run_dir not in conn.held_queue_locks:
-        hold_queue_lock(conn, run_dir)
-        conn.held_queue_locks.add(run_dir)
+    """The session's shell takes the run dir's queue lock (attempts.hold_queue_lock) before its
+    first sbatch, once: later passes of the same shell already hold it."""
+    from gymbuild.executors import attempts
+
+    attempts.hold_queue(conn, run_dir)
 
 
 def send(conn: Connection, script: str, secrets: SecretsFile | None, attempt: str) -> Answer:
@@ -172,6 +97,8 @@ def recover_lost(
     itself, by job name and work dir, for an sbatch whose answer was lost before it was written.
     Asked only after such a kill, so a normal submit pays nothing.
     """
+    from gymbuild.executors.attempts import recover
+
     adopted = recover(conn, script, attempt)
     if adopted is not None:
         return adopted

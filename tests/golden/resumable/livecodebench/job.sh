@@ -31,6 +31,26 @@ gym_term_driver() {
   kill -TERM "$1" 2>/dev/null
 }
 cd "$GYM_BENCH_DIR" || exit 1
+# One live copy of this job per bench dir: a second copy (the job started twice) exits 75 here, before
+# it touches anything. The lock is flock(2) on .gym_job.lock, open in this shell and so in every
+# process the job starts: the kernel drops it when the last of them ends, however it ends.
+exec {__gym_lock}>>.gym_job.lock || exit 1
+if command -v flock >/dev/null 2>&1; then
+  flock -n -E 75 "$__gym_lock"
+else  # no util-linux (macOS, a local job): Python's flock(2) on the same open file
+  python3 -c 'import fcntl, sys
+try: fcntl.flock(int(sys.argv[1]), fcntl.LOCK_EX | fcntl.LOCK_NB)
+except BlockingIOError: sys.exit(75)' "$__gym_lock"
+fi
+__gym_locked=$?
+if ((__gym_locked == 75)); then
+  echo "gym: job $(<.gym_job.lock) is still running in $GYM_BENCH_DIR (it holds .gym_job.lock): this second copy, job $GYM_JOB_ID, exits 75 and leaves it alone" >&2
+  exit 75
+elif ((__gym_locked != 0)); then
+  echo "gym: warning: cannot lock $GYM_BENCH_DIR/.gym_job.lock (does its file system support flock?): a second copy of this job would not be refused" >&2
+fi
+printf '%s on %s\n' "$GYM_JOB_ID" "$HOSTNAME" >.gym_job.lock
+
 mkdir -p logs artifacts .gym_ports
 # A requeued job runs again under the same id: the ports its last run's steps published are stale,
 # and a readiness check that read one would wait on a port no server of this run holds.

@@ -1,0 +1,77 @@
+"""SIGINT, SIGTERM and SIGHUP: one exception wherever they strike, held back while jobs are started.
+
+The console script installs `handle` for the three (cli.main); each then raises `Interrupted`, a
+KeyboardInterrupt that knows its signal, so the process ends with 128 + the signal's number (130, 143,
+129) and one line, as a shell reports a killed command. Python's default SIGTERM and SIGHUP end the
+process on the spot, skipping every `finally`: a submit killed so kept none of the job ids it had.
+
+While a run starts jobs (`deferred()`: steps/queue.py's pass, and the record after it) a signal is
+only noted: the queue sends no further job, reads the answers of those in flight (each already
+started), writes their outcomes and the record, and only then raises. A second signal while one is
+pending raises at once (the user insists); the next submit recovers what was left in flight from the
+run dir's queue log (executors/attempts.py), as after a SIGKILL.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(KeyboardInterrupt):
+    """A signal that stops gymbuild; `status` is what a shell reports for it (128 + its number)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def status(self) -> int:
+        return 128 + self.signum
+
+
+_deferring = 0  # nesting depth of `deferred()` blocks (main thread only: signal handlers run there)
+_pending: int | None = None  # the signal noted while deferring
+
+
+def handle(signum: int, frame: object) -> None:
+    """The handler: raise Interrupted, or while deferring, note the first signal and go on."""
+    global _pending
+    if _deferring and _pending is None:
+        _pending = signum
+        return
+    raise Interrupted(signum)
+
+
+def install() -> None:
+    """`handle` for SIGINT, SIGTERM and SIGHUP (from the main thread only, signal.signal's rule).
+    A signal ignored when gymbuild started (`nohup`) stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in SIGNALS:
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, handle)
+
+
+def pending() -> bool:
+    """A signal arrived while deferring: start nothing more."""
+    return _pending is not None
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Hold back a signal's exception until the block ends, then raise it (also over an exception
+    the block raised: the signal decides the exit status). Nests: the outermost block raises."""
+    global _deferring, _pending
+    _deferring += 1
+    try:
+        yield
+    finally:
+        _deferring -= 1
+        if not _deferring and _pending is not None:
+            signum, _pending = _pending, None
+            raise Interrupted(signum)
