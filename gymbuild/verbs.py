@@ -74,7 +74,9 @@ ARGUMENTS: tuple[Argument, ...] = (
     Argument(
         "max_drop",
         "X",
-        "exit 1 when a benchmark's mean/reward dropped by more than X with 95% confidence (a CI gate)",
+        "a CI gate: exit 1 when a benchmark's mean/reward dropped by more than X with 95% confidence; "
+        "2 (INCONCLUSIVE) when a benchmark was not compared in full (a side FAILED, partial, no rollouts); "
+        "0 only when every one was",
     ),
     Argument(
         "series",
@@ -263,7 +265,7 @@ VERBS: tuple[Verb, ...] = (
             ("config", ""),
             ("workspace", ""),
             ("run", "the baseline's gym_job_id, then the candidate's; run=all: a config's two submissions"),
-            ("only", "these benchmarks only"),
+            ("only", "these benchmarks only (one neither run has: a mistake, exit 1, nothing on stdout)"),
             ("max_drop", ""),
             ("json", "one JSON document"),
         ),
