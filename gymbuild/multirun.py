@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gymbuild import day_two, pipeline, states
-from gymbuild.errors import UserError
+from gymbuild.errors import UserError, escaped
 from gymbuild.jobs import SubmissionRecord
 from gymbuild.steps import show, stage
 from gymbuild.steps.queue import queued
@@ -33,6 +33,7 @@ from gymbuild.sweep import (
     merged,
     parse_globbed,
     probe_overrides,
+    ready_markers,
 )
 from gymbuild.workspace import Workspace
 
@@ -112,14 +113,15 @@ def _say_once(said: io.StringIO) -> None:
 # --- submit ----------------------------------------------------------------------------------------
 
 
-def expand_for_submit(
-    s: Session, overrides: Sequence[str], ready: Sequence[str] = (), *, quiet: bool = False
-) -> list[Cell]:
-    """The cells of the overrides; `paths(...)` globs expanded on the submit target in one round trip
-    (with `ready`: only the paths a marker says are complete; `quiet`: no note of an empty glob)."""
+def expand_for_submit(s: Session, overrides: Sequence[str], *, quiet: bool = False) -> list[Cell]:
+    """The cells of the overrides; `paths(...)` globs expanded on the submit target in one round trip,
+    taking only the paths a ready marker says are complete (`ready=`, sweep.ready_markers). What is
+    waiting for its marker, and a name no job can carry, is named on stderr, one line each (`quiet`,
+    the follower's every poll: only the names refused)."""
     from gymbuild.config import load_config
 
     source = str(s.inv.config)
+    ready = ready_markers(s.inv.extra.get("ready"))
     patterns = globs(overrides, source)
     found: dict[str, list[str]] = {}
     if patterns:
@@ -131,10 +133,19 @@ def expand_for_submit(
                 f"error: {source}: expanding {', '.join(f'paths({p})' for p in patterns)} on {conn.target} "
                 f"failed: {result.stderr.strip()}\n    fix: check that the glob names a readable directory"
             )
-        found = parse_globbed(result.stdout, patterns)
-        for pattern, paths in found.items():
-            if not paths and not quiet:
-                print(f"note: paths({pattern}) matches nothing on {conn.target} yet", file=sys.stderr)
+        globbed = parse_globbed(result.stdout, patterns)
+        found = globbed.found
+        for path, why in globbed.refused:
+            print(f"warning: skipped {escaped(path)}: {why}; rename it to evaluate it", file=sys.stderr)
+        if not quiet:
+            markers = " or ".join(ready)
+            for path in globbed.waiting:
+                print(f"waiting: {path} (no {markers} in it yet; ready=none takes it)", file=sys.stderr)
+            for pattern, paths in found.items():
+                if not paths:
+                    print(
+                        f"note: paths({pattern}) matches nothing ready on {conn.target} yet", file=sys.stderr
+                    )
     return expand(overrides, source, found)
 
 
@@ -155,7 +166,9 @@ def sessions_of(s: Session, cells: Sequence[Cell]) -> list[Session]:
 
 
 def header(cell: Cell, ident: str) -> str:
-    values = "\n".join(f"#   {v}" for v in cell.values) or "#   (no swept key)"
+    """The comment heading a combination's resolved-config.yaml (a control character escaped: a
+    value's newline must not end the comment)."""
+    values = "\n".join(f"#   {escaped(v)}" for v in cell.values) or "#   (no swept key)"
     return f"# sweep {ident}, the combination:\n{values}\n"
 
 

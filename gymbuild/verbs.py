@@ -58,8 +58,9 @@ ARGUMENTS: tuple[Argument, ...] = (
     Argument(
         "ready",
         "FILE,FILE",
-        "submit follow=1: a checkpoint is complete once one of these files is in it "
-        "(default config.json,metadata.json; ready=none: every match)",
+        "a sweep over paths() (with or without follow=1): a checkpoint is taken once one of these "
+        "files is in it, the others are named as waiting (default config.json,metadata.json; "
+        "ready=none: every match)",
     ),
     Argument("retries", "N", "submit follow=1: re-queues of a checkpoint whose jobs failed (default 2)"),
     Argument("watch", "1", "redraw until every job has ended; exit 0 only when every benchmark completed"),
