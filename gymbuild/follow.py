@@ -168,7 +168,7 @@ def poll(s: Session, ident: str, overrides: Sequence[str], opts: Options, state:
     cells = multirun.expand_for_submit(s, overrides, quiet=True)
     fresh = [cell for cell in cells if cell.key not in state.checkpoints]
     if fresh:
-        _submit(s, fresh, ident, state)
+        _submit(s, fresh, ident, state, overrides)
         records = Records(s.workspace)
         ids = [(cell, state.checkpoints.get(cell.key, {}).get("gym_job_id")) for cell in cells]
         records.save(merged(records.load(ident), ident, s.inv.config, overrides, ids))
@@ -177,15 +177,17 @@ def poll(s: Session, ident: str, overrides: Sequence[str], opts: Options, state:
         _settle(s, in_flight, opts, state)
 
 
-def _submit(s: Session, cells: Sequence[Cell], ident: str, state: State) -> None:
+def _submit(s: Session, cells: Sequence[Cell], ident: str, state: State, overrides: Sequence[str]) -> None:
     from gymbuild import multirun, pipeline
     from gymbuild.steps.queue import queued
+    from gymbuild.sweep import header
 
-    sessions = multirun.sessions_of(s, cells)
+    sessions = multirun.sessions_of(s, cells, overrides)  # a checkpoint whose config fails: skipped
+    cells = [multirun.cell_of(cs) for cs in sessions]
     try:
         todo = [[b for b in cs.selected() if not queued(cs, b)] for cs in sessions]
         try:
-            pipeline.run_batch(sessions, todo, [multirun.header(cell, ident) for cell in cells])
+            pipeline.run_batch(sessions, todo, [header(cell, ident) for cell in cells])
         finally:
             for cell, cs in zip(cells, sessions, strict=True):
                 current = cs.workspace.submission()

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gymbuild.errors import ConfigError, Problem, UserError
+from gymbuild.errors import ConfigError, Problem, UserError, escaped
 from gymbuild.shell import quote
 from gymbuild.workspace import Workspace, atomic_write, digest
 
@@ -212,6 +212,13 @@ def _unquoted(value: str) -> str:
     return _INTERPOLATION.sub(lambda m: "\\" * (len(m[1]) // 2) + "${", "".join(out))
 
 
+def header(cell: Cell, ident: str) -> str:
+    """The comment heading a combination's resolved-config.yaml (a control character escaped: a
+    value's newline must not end the comment)."""
+    values = "\n".join(f"#   {escaped(v)}" for v in cell.values) or "#   (no swept key)"
+    return f"# sweep {ident}, the combination:\n{values}\n"
+
+
 def unescaped(value: str) -> str:
     """A value as the user reads it: a quoted path as found on disk; else without the backslashes
     Hydra writes before `:`, `,`, spaces..."""
@@ -263,6 +270,31 @@ def glob_script(patterns: Sequence[str], ready: Sequence[str] = ()) -> str:
     return "\n".join(lines)
 
 
+def path_keys(overrides: Sequence[str], source: str) -> set[str]:
+    """The keys the overrides sweep over `paths(...)`."""
+    return {_key_of(text) for text in overrides if globs([text], source)}
+
+
+def blamed(cells: Sequence[Cell], errors: Mapping[int, str], keys: set[str]) -> list[int]:
+    """The cells (by index) whose config failed (`errors`: index -> message) because of a path found
+    on disk, to be skipped while the rest of the sweep goes on: a cell with a path value whose other
+    swept values load in another cell, or that has none (the config with the glob in place of the
+    path loaded: expand_for_submit's probe). One message shared by every cell is the config's own."""
+    if len(errors) == len(cells) and len(set(errors.values())) == 1:
+        return []
+
+    def typed(cell: Cell) -> tuple[str, ...]:
+        return tuple(v for v in cell.values if _key_of(v) not in keys)
+
+    good = {typed(cell) for i, cell in enumerate(cells) if i not in errors}
+    return [
+        i
+        for i in errors
+        if any(_key_of(v) in keys for v in cells[i].values)
+        and (not typed(cells[i]) or typed(cells[i]) in good)
+    ]
+
+
 def unusable(path: str) -> str | None:
     """Why no job can carry `path` exactly (None: one can): a control character (a newline would
     end a line of the job's YAML or script), or bytes that are not UTF-8 (read here as U+FFFD)."""
@@ -281,6 +313,20 @@ class Globbed:
     found: dict[str, list[str]]
     waiting: list[str]
     refused: list[tuple[str, str]]
+
+    def said(self, ready: Sequence[str], target: str, *, quiet: bool = False) -> list[str]:
+        """Its lines for stderr: each name refused (escaped); unless `quiet` (the follower's every
+        poll), each path waiting for its marker and each glob with nothing ready."""
+        out = [f"warning: skipped {escaped(p)}: {why}; rename it to evaluate it" for p, why in self.refused]
+        if not quiet:
+            markers = " or ".join(ready)
+            out += [f"waiting: {p} (no {markers} in it yet; ready=none takes it)" for p in self.waiting]
+            out += [
+                f"note: paths({g}) matches nothing ready on {target} yet"
+                for g, p in self.found.items()
+                if not p
+            ]
+        return out
 
 
 def parse_globbed(stdout: str, patterns: Sequence[str]) -> Globbed:

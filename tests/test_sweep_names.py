@@ -178,3 +178,37 @@ def test_ready_is_read_with_one_message_for_a_mistake() -> None:
     with pytest.raises(sweep.UserError) as caught:
         sweep.ready_markers("a/b")
     assert "a marker is a file name in the checkpoint, not a/b" in str(caught.value)
+
+
+def test_a_checkpoint_whose_config_fails_is_skipped_and_the_rest_goes_on(tmp_path: Path) -> None:
+    """The config mounts the checkpoint it evaluates: a name with `,` and `:` makes a mount the
+    config rules refuse. That checkpoint is skipped with one line naming it; the other is rendered."""
+    mounted = {**POLICY_CONFIG, "services": {"policy": {**POLICY_CONFIG["services"]["policy"]}}}
+    mounted["services"]["policy"]["mounts"] = ["${services.policy.model}"]
+    write_config(tmp_path, mounted, "eval.yaml")
+    ckpts = tmp_path / "ckpts"
+    ckpts.mkdir()
+    for n in ("iter_1", "iter_2,x:y"):
+        (ckpts / n).mkdir()
+        (ckpts / n / "config.json").write_text("{}")
+    doc, err = dry_run(tmp_path, ckpts)
+    assert carried(doc) == [str(ckpts / "iter_1")]
+    said = [line for line in err.splitlines() if line.startswith("warning: skipped")]
+    assert said == [
+        f"warning: skipped model={ckpts}/iter_2,x:y: its config does not load: services.policy.mounts[0]: "
+        f"mount `{ckpts}/iter_2,x:y` has `x:y`, which has a relative source; it must be an absolute path "
+        "on the cluster"
+    ]
+
+
+def test_only_a_failure_a_path_explains_is_skipped() -> None:
+    """sweep.blamed: a path's cell fails where its other values load elsewhere, or it has none; a typed
+    value that fails everywhere, or one message every cell shares (the config's), is still an error."""
+    cells = sweep.expand(["m=paths(/c/*)", "t=1,bad"], "e.yaml", {"/c/*": ["/c/a", "/c/b"]})
+    keys = sweep.path_keys(["m=paths(/c/*)", "t=1,bad"], "e.yaml")
+    assert keys == {"m"} and [c.values for c in cells][:2] == [("m=/c/a", "t=1"), ("m=/c/a", "t=bad")]
+    # /c/b fails with t=1, which loads with /c/a: the path is to blame. t=bad fails with both paths.
+    assert sweep.blamed(cells, {1: "bad t", 2: "bad mount", 3: "bad t"}, keys) == [2]
+    only = sweep.expand(["m=paths(/c/*)"], "e.yaml", {"/c/*": ["/c/a", "/c/b"]})
+    assert sweep.blamed(only, {1: "bad mount"}, keys) == [1]
+    assert sweep.blamed(only, {0: "only=x: no such benchmark", 1: "only=x: no such benchmark"}, keys) == []
