@@ -212,3 +212,17 @@ def test_only_a_failure_a_path_explains_is_skipped() -> None:
     only = sweep.expand(["m=paths(/c/*)"], "e.yaml", {"/c/*": ["/c/a", "/c/b"]})
     assert sweep.blamed(only, {1: "bad mount"}, keys) == [1]
     assert sweep.blamed(only, {0: "only=x: no such benchmark", 1: "only=x: no such benchmark"}, keys) == []
+
+
+@given(st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=30))
+def test_a_found_path_is_read_back_by_hydra_and_omegaconf_as_itself(text: str) -> None:
+    """The mechanism, against the real parsers: whatever a path holds, the override its cell carries
+    is parsed by Hydra and resolved by OmegaConf to exactly that path, and shown as it is."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    path = f"/ckpts/{text}"
+    (cell,) = sweep.expand(["m=paths(/ckpts/*)"], "e.yaml", {"/ckpts/*": [path]})
+    (override,) = OverridesParser.create().parse_overrides(list(cell.overrides))
+    assert OmegaConf.create({"m": override.value()}).m == path
+    assert sweep.unescaped(cell.values[0].split("=", 1)[1]) == path
