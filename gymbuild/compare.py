@@ -20,7 +20,9 @@ Coverage comes with every row: how many rollouts each side scored of how many it
 comparison used. A partial side is said, never silently compared with a complete one.
 
 compare_read.py fetches the files; this module turns their text into comparisons and those into a
-table or JSON, and says whether a benchmark dropped by more than `max_drop` with confidence.
+table or JSON, and says whether a benchmark dropped by more than `max_drop` with confidence, or
+whether that cannot be told (`shortfalls`): a gate that is green when nothing was compared would
+pass the worst regression of all, a run that crashed.
 """
 
 from __future__ import annotations
@@ -154,6 +156,7 @@ class Comparison:
     candidate_id: str
     agents: tuple[AgentDiff, ...]
     skipped: tuple[str, ...] = field(default_factory=tuple)  # benchmarks not compared, and why
+    inconclusive: tuple[str, ...] = field(default_factory=tuple)  # what keeps the gate from deciding
 
 
 def _repeat_means(rows: Mapping[Key, Mapping[str, float]], metric: str) -> list[float]:
@@ -272,6 +275,61 @@ def drops(comparison: Comparison, max_drop: float) -> list[str]:
     return out
 
 
+@dataclass(frozen=True)
+class Found:
+    """One run's side of a benchmark as it was found: whether the run has the benchmark at all, the
+    end state of its job (None: not looked at), and its files (None: no rollouts file)."""
+
+    has: bool
+    state: str | None
+    side: Side | None
+
+
+COMPLETED = "COMPLETED"
+
+
+def _side_shortfalls(benchmark: str, name: str, found: Found) -> list[str]:
+    if not found.has:
+        return [f"{benchmark}: the {name} run has no such benchmark"]
+    out = []
+    if found.state is not None and found.state != COMPLETED:
+        out.append(f"{benchmark}: the {name}'s job is {found.state}, not COMPLETED")
+    side = found.side
+    if side is None:
+        out.append(f"{benchmark}: no {ROLLOUTS_FILE} in the {name}")
+    elif side.scored == 0:
+        out.append(f"{benchmark}: the {name}'s {ROLLOUTS_FILE} has no rollout")
+    elif side.partial:
+        out.append(f"{benchmark}: the {name} is partial: {side.scored}/{side.expected} rollouts scored")
+    return out
+
+
+def shortfalls(benchmark: str, base: Found, cand: Found, agents: Sequence[AgentDiff]) -> list[str]:
+    """Why `benchmark` was not compared in full, one line each (none: it was): a side without it,
+    whose job did not complete, with no rollouts file, an empty one or fewer rollouts than asked for;
+    an agent with no pair, or no reward to gate on. (An agent only one side has is diff_benchmark's.)"""
+    out = _side_shortfalls(benchmark, "baseline", base) + _side_shortfalls(benchmark, "candidate", cand)
+    for a in agents:
+        if a.pairs == 0:
+            out.append(
+                f"{benchmark} ({a.agent}): no rollout of one run has a partner (task, repeat) in the other"
+            )
+        elif not any(m.metric == PRIMARY for m in a.metrics):
+            out.append(f"{benchmark} ({a.agent}): no {PRIMARY} in both runs' rollouts to gate on")
+    return list(dict.fromkeys(out))
+
+
+NOTHING = "nothing was compared: no benchmark has rollouts paired across the two runs"
+
+
+def verdict(c: Comparison, dropped: Sequence[str]) -> str:
+    """`drop` (a drop shown with confidence: exit 1), `inconclusive` (something asked for could not
+    be compared in full: exit 2) or `pass`."""
+    if dropped:
+        return "drop"
+    return "inconclusive" if c.inconclusive else "pass"
+
+
 # --- formatting ------------------------------------------------------------------------------------
 
 
@@ -327,8 +385,11 @@ def format_table(c: Comparison) -> str:
     body = [_row(a, m, i == 0) for a in c.agents for i, m in enumerate(a.metrics)]
     lines = [f"compare {c.baseline} (baseline) -> {c.candidate} (candidate)", *_aligned(HEAD, body)]
     notes = [f"  {a.benchmark} ({a.agent}): {n}" for a in c.agents for n in a.notes] + [
-        f"  {s}" for s in c.skipped
+        f"  {s}" for s in c.skipped if s not in c.inconclusive
     ]
+    if c.inconclusive:
+        head = "not compared in full (a max_drop= gate is INCONCLUSIVE):"
+        lines += ["", head, *(f"  {s}" for s in c.inconclusive)]
     if notes:
         lines += ["", "notes:", *notes]
     lines += [
@@ -341,7 +402,9 @@ def format_table(c: Comparison) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_json(c: Comparison, dropped: Sequence[str] = ()) -> str:
+def to_json(c: Comparison, dropped: Sequence[str] = (), gate: str | None = None) -> str:
+    """Everything, with `dropped` and (max_drop= given) the gate's `verdict`: pass, drop or inconclusive."""
     data = asdict(c)
     data["dropped"] = list(dropped)
+    data["verdict"] = gate
     return json.dumps(data, indent=2) + "\n"

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gymbuild import compare
-from gymbuild.errors import UserError
+from gymbuild.errors import Inconclusive, UserError, escaped
 
 if TYPE_CHECKING:
     from gymbuild.jobs import SubmissionRecord
@@ -96,13 +96,16 @@ def _records(s: Session) -> list[SubmissionRecord]:
 
 def _read(
     s: Session, records: Sequence[SubmissionRecord]
-) -> tuple[list[dict[str, dict[str, str]]], list[str | None]]:
-    """Per record: benchmark -> its files; and its policy model (None: unknown). One round trip per host."""
+) -> tuple[list[dict[str, dict[str, str]]], list[str | None], list[dict[str, str]]]:
+    """Per record: benchmark -> its files; its policy model (None: unknown); and benchmark -> its job's
+    state. Per host, one status round trip per executor (states.py) and one reading the files."""
     from gymbuild import results_read
     from gymbuild.executors.connection import is_this_machine
+    from gymbuild.states import states_of
 
     files: list[dict[str, dict[str, str]]] = [{} for _ in records]
     models: list[str | None] = [results_read.local_policy_model(s, r) for r in records]
+    states: list[dict[str, str]] = [{} for _ in records]
     by_host: dict[str | None, list[int]] = {}
     for i, record in enumerate(records):
         by_host.setdefault(None if is_this_machine(record.hostname) else record.hostname, []).append(i)
@@ -118,6 +121,8 @@ def _read(
                 wanted.append((i, job.benchmark))
         conn, own = results_read.connection_to(s, host)
         try:
+            for i, rows in zip(indices, states_of(conn, [records[i] for i in indices]), strict=True):
+                states[i] = {row.benchmark: row.state for row in rows}
             result = conn.run(read_script(pairs))
         finally:
             if own:
@@ -131,14 +136,29 @@ def _read(
                 models[i] = results_read.policy_model_of(text) if text else None
             else:
                 files[i][bench] = {name.rsplit("/", 1)[-1]: text for name, text in got.items()}
-    return files, models
+    return files, models, states
+
+
+def asked(s: Session, records: Sequence[SubmissionRecord]) -> list[str]:
+    """The benchmarks to compare: only='s, else every benchmark either run has (the baseline's order,
+    then the candidate's own). only= naming one neither run has is a mistake, not "nothing to do"."""
+    every = list(dict.fromkeys(j.benchmark for r in records for j in r.benchmarks))
+    unknown = [b for b in s.inv.only if b not in every]
+    if unknown:
+        raise UserError(
+            f"error: only= names benchmark(s) neither run has: {', '.join(unknown)}\n"
+            f"    fix: pick from {', '.join(every) or '(the runs have no benchmark)'}"
+        )
+    return [b for b in every if not s.inv.only or b in s.inv.only]
 
 
 def build(s: Session) -> compare.Comparison:
+    """The comparison of the two runs, with every reason a benchmark asked for was not compared in full."""
     from gymbuild import results
 
     records = _records(s)
-    files, models = _read(s, records)
+    wanted = asked(s, records)
+    files, models, states = _read(s, records)
     runs = [
         results.RunResult(r.gym_job_id, r.run_dir, r.executor, r.cluster, m)
         for r, m in zip(records, models, strict=True)
@@ -146,39 +166,59 @@ def build(s: Session) -> compare.Comparison:
     names = results.labels(runs)
     agents: list[compare.AgentDiff] = []
     skipped: list[str] = []
-    wanted = [j.benchmark for j in records[0].benchmarks if not s.inv.only or j.benchmark in s.inv.only]
+    short: list[str] = []
     for bench in wanted:
-        sides = [compare.parse_side(f.get(bench, {})) for f in files]
-        base, cand = sides
-        if base is None or cand is None:
-            missing = " and ".join(
-                n for n, side in zip(("baseline", "candidate"), sides, strict=True) if side is None
+        base, cand = (
+            compare.Found(
+                bench in {j.benchmark for j in r.benchmarks},
+                st.get(bench),
+                compare.parse_side(f[bench]) if bench in f else None,
             )
-            skipped.append(f"{bench}: no {compare.ROLLOUTS_FILE} in the {missing}: not compared")
-            continue
-        found, left_out = compare.diff_benchmark(bench, base, cand)
+            for r, f, st in zip(records, files, states, strict=True)
+        )
+        found: list[compare.AgentDiff] = []
+        if base.side is not None and cand.side is not None:
+            found, left_out = compare.diff_benchmark(bench, base.side, cand.side)
+            skipped += left_out
+            short += left_out  # an agent only one side has: nothing to pair it with
         agents += found
-        skipped += left_out
-    skipped += [
-        f"{j.benchmark}: only in the candidate: not compared"
-        for j in records[1].benchmarks
-        if j.benchmark not in {b.benchmark for b in records[0].benchmarks}
-    ]
+        short += compare.shortfalls(bench, base, cand, found)
+    if not agents:
+        short.append(compare.NOTHING)
     return compare.Comparison(
-        names[0], names[1], records[0].gym_job_id, records[1].gym_job_id, tuple(agents), tuple(skipped)
+        names[0],
+        names[1],
+        records[0].gym_job_id,
+        records[1].gym_job_id,
+        tuple(agents),
+        tuple(skipped),
+        tuple(dict.fromkeys(short)),
     )
 
 
 def print_compare(s: Session) -> None:
-    """The verb: the comparison on stdout; exit 1 (the drops on stderr) when max_drop= is given and a
-    benchmark's reward dropped by more than it with confidence."""
+    """The verb: the comparison on stdout. With max_drop= it is a gate: exit 1 (the drops on stderr)
+    when a benchmark's reward dropped by more than max_drop with confidence; else exit 2, INCONCLUSIVE
+    (the reasons on stderr, one line each), when any benchmark asked for was not compared in full; else 0."""
     max_drop = parse_max_drop(s.inv.max_drop)
     comparison = build(s)
     dropped = compare.drops(comparison, max_drop) if max_drop is not None else []
-    sys.stdout.write(compare.to_json(comparison, dropped) if s.inv.json else compare.format_table(comparison))
+    gate = compare.verdict(comparison, dropped) if max_drop is not None else None
+    out = compare.to_json(comparison, dropped, gate) if s.inv.json else compare.format_table(comparison)
+    sys.stdout.write(out)
     sys.stdout.flush()
+    unsure = "".join(f"\n  inconclusive: {escaped(u)}" for u in comparison.inconclusive)
     if dropped:
         raise UserError(
             f"error: {len(dropped)} benchmark(s) dropped by more than max_drop={s.inv.max_drop}:\n"
             + "\n".join(f"  {d}" for d in dropped)
+            + unsure
+        )
+    if gate == "inconclusive":
+        raise Inconclusive(
+            f"INCONCLUSIVE: compare cannot tell whether anything dropped by more than "
+            f"max_drop={s.inv.max_drop}: {len(comparison.inconclusive)} thing(s) were not compared in full"
+            + unsure
+            + "\n    fix: compare runs whose jobs all COMPLETED with every rollout (resubmit the failed or "
+            "partial side), or narrow with only="
         )

@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from gymbuild.session import Session
     from gymbuild.sweep import Cell
 
-DEFAULT_READY = ("config.json", "metadata.json")
 DEFAULT_EVERY = 300.0
 DEFAULT_RETRIES = 2
 
@@ -68,20 +67,9 @@ def options(extra: dict[str, str]) -> Options:
             )
         return value
 
-    ready_text = extra.get("ready")
-    ready: tuple[str, ...]
-    if ready_text is None:
-        ready = DEFAULT_READY
-    elif ready_text.strip().lower() in ("", "none"):
-        ready = ()
-    else:
-        ready = tuple(name.strip() for name in ready_text.split(",") if name.strip())
-        bad = [name for name in ready if "/" in name or name in (".", "..")]
-        if bad:
-            raise UserError(
-                f"error: ready={ready_text}: a marker is a file name in the checkpoint, not {bad[0]}\n"
-                "    fix: e.g. ready=config.json or ready=metadata.json,DONE (ready=none: every match)"
-            )
+    from gymbuild.sweep import ready_markers
+
+    ready = ready_markers(extra.get("ready"))
     return Options(number("every", DEFAULT_EVERY, float), ready, number("retries", DEFAULT_RETRIES, int))
 
 
@@ -177,10 +165,10 @@ def poll(s: Session, ident: str, overrides: Sequence[str], opts: Options, state:
     from gymbuild import multirun
     from gymbuild.sweep import Records, merged
 
-    cells = multirun.expand_for_submit(s, overrides, opts.ready, quiet=True)
+    cells = multirun.expand_for_submit(s, overrides, quiet=True)
     fresh = [cell for cell in cells if cell.key not in state.checkpoints]
     if fresh:
-        _submit(s, fresh, ident, state)
+        _submit(s, fresh, ident, state, overrides)
         records = Records(s.workspace)
         ids = [(cell, state.checkpoints.get(cell.key, {}).get("gym_job_id")) for cell in cells]
         records.save(merged(records.load(ident), ident, s.inv.config, overrides, ids))
@@ -189,15 +177,17 @@ def poll(s: Session, ident: str, overrides: Sequence[str], opts: Options, state:
         _settle(s, in_flight, opts, state)
 
 
-def _submit(s: Session, cells: Sequence[Cell], ident: str, state: State) -> None:
+def _submit(s: Session, cells: Sequence[Cell], ident: str, state: State, overrides: Sequence[str]) -> None:
     from gymbuild import multirun, pipeline
     from gymbuild.steps.queue import queued
+    from gymbuild.sweep import header
 
-    sessions = multirun.sessions_of(s, cells)
+    sessions = multirun.sessions_of(s, cells, overrides)  # a checkpoint whose config fails: skipped
+    cells = [multirun.cell_of(cs) for cs in sessions]
     try:
         todo = [[b for b in cs.selected() if not queued(cs, b)] for cs in sessions]
         try:
-            pipeline.run_batch(sessions, todo, [multirun.header(cell, ident) for cell in cells])
+            pipeline.run_batch(sessions, todo, [header(cell, ident) for cell in cells])
         finally:
             for cell, cs in zip(cells, sessions, strict=True):
                 current = cs.workspace.submission()

@@ -16,23 +16,27 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gymbuild import day_two, pipeline, states
-from gymbuild.errors import UserError
+from gymbuild.errors import UserError, escaped
 from gymbuild.jobs import SubmissionRecord
 from gymbuild.steps import show, stage
 from gymbuild.steps.queue import queued
 from gymbuild.sweep import (
     Cell,
     Records,
+    blamed,
     cells_of,
     expand,
     expression,
     find_sweep,
     glob_script,
     globs,
+    header,
     labels,
     merged,
     parse_globbed,
+    path_keys,
     probe_overrides,
+    ready_markers,
 )
 from gymbuild.workspace import Workspace
 
@@ -112,14 +116,15 @@ def _say_once(said: io.StringIO) -> None:
 # --- submit ----------------------------------------------------------------------------------------
 
 
-def expand_for_submit(
-    s: Session, overrides: Sequence[str], ready: Sequence[str] = (), *, quiet: bool = False
-) -> list[Cell]:
-    """The cells of the overrides; `paths(...)` globs expanded on the submit target in one round trip
-    (with `ready`: only the paths a marker says are complete; `quiet`: no note of an empty glob)."""
+def expand_for_submit(s: Session, overrides: Sequence[str], *, quiet: bool = False) -> list[Cell]:
+    """The cells of the overrides; `paths(...)` globs expanded on the submit target in one round trip,
+    taking only the paths a ready marker says are complete (`ready=`, sweep.ready_markers). What is
+    waiting for its marker, and a name no job can carry, is named on stderr, one line each (`quiet`,
+    the follower's every poll: only the names refused)."""
     from gymbuild.config import load_config
 
     source = str(s.inv.config)
+    ready = ready_markers(s.inv.extra.get("ready"))
     patterns = globs(overrides, source)
     found: dict[str, list[str]] = {}
     if patterns:
@@ -131,19 +136,29 @@ def expand_for_submit(
                 f"error: {source}: expanding {', '.join(f'paths({p})' for p in patterns)} on {conn.target} "
                 f"failed: {result.stderr.strip()}\n    fix: check that the glob names a readable directory"
             )
-        found = parse_globbed(result.stdout, patterns)
-        for pattern, paths in found.items():
-            if not paths and not quiet:
-                print(f"note: paths({pattern}) matches nothing on {conn.target} yet", file=sys.stderr)
+        globbed = parse_globbed(result.stdout, patterns)
+        found = globbed.found
+        for line in globbed.said(ready, conn.target, quiet=quiet):
+            print(line, file=sys.stderr)
     return expand(overrides, source, found)
 
 
-def sessions_of(s: Session, cells: Sequence[Cell]) -> list[Session]:
-    """Each cell's session with its config loaded; every cell's mistakes at once, before anything is done."""
-    sessions = [cell_session(s, cell) for cell in cells]
-    errors = [(label, cs.error) for cs, label in zip(sessions, labels(cells), strict=True) if cs.error]
+def sessions_of(s: Session, cells: Sequence[Cell], overrides: Sequence[str] = ()) -> list[Session]:
+    """Each cell's session with its config loaded; every cell's mistakes at once, before anything is
+    done. With the sweep's `overrides`, a cell that fails only because of a path its paths() found
+    (sweep.blamed) is skipped with one warning, and left out: `cell_of` names the cells kept."""
+    found: list[Session | None] = [cell_session(s, cell) for cell in cells]
+    names, errors = labels(cells), {i: cs.error for i, cs in enumerate(found) if cs and cs.error}
+    for i in blamed(cells, {i: str(e) for i, e in errors.items()}, path_keys(overrides, str(s.inv.config))):
+        lines = str(errors.pop(i)).strip().splitlines()  # a ConfigError's first problem, else its last line
+        why = next((ln.strip()[2:] for ln in lines if ln.startswith("  - ")), lines[-1].strip())
+        print(
+            f"warning: skipped {escaped(names[i])}: its config does not load: {escaped(why)}", file=sys.stderr
+        )
+        found[i] = None
     if errors:
-        raise _combined([(label, err) for label, err in errors if err is not None])
+        raise _combined([(names[i], err) for i, err in errors.items()])
+    sessions = [cs for cs in found if cs is not None]
     hosts = {cs.config.compute.hostname or "" for cs in sessions}
     if len(hosts) > 1:
         raise UserError(
@@ -154,9 +169,9 @@ def sessions_of(s: Session, cells: Sequence[Cell]) -> list[Session]:
     return sessions
 
 
-def header(cell: Cell, ident: str) -> str:
-    values = "\n".join(f"#   {v}" for v in cell.values) or "#   (no swept key)"
-    return f"# sweep {ident}, the combination:\n{values}\n"
+def cell_of(cs: Session) -> Cell:
+    """The combination a cell's session submits (cell_session's inverse)."""
+    return Cell(tuple(cs.inv.overrides), cs.sweep_values)
 
 
 def _report(
@@ -210,7 +225,8 @@ def submit(s: Session) -> None:
         else:
             print(f"nothing to submit: the sweep {ident} has no combination yet")
         return
-    sessions = sessions_of(s, cells)
+    sessions = sessions_of(s, cells, overrides)
+    cells = [cell_of(cs) for cs in sessions]
     try:
         todo = [[b for b in cs.selected() if not queued(cs, b)] for cs in sessions]
         try:
@@ -235,16 +251,14 @@ def _ids(cells: Sequence[Cell], sessions: Sequence[Session]) -> list[tuple[Cell,
 
 def resolve(s: Session) -> None:
     ident, overrides = expression(s)
-    cells = expand_for_submit(s, overrides)
-    sessions_of(s, cells)
+    cells = [cell_of(cs) for cs in sessions_of(s, expand_for_submit(s, overrides), overrides)]
     _each(s, cells, show.print_resolved, ident=ident, as_json=s.inv.json, field="config")
 
 
 def render(s: Session) -> None:
     """The dry run of each combination (its globs expanded on the target): nothing is copied or queued."""
     ident, overrides = expression(s)
-    cells = expand_for_submit(s, overrides)
-    sessions_of(s, cells)
+    cells = [cell_of(cs) for cs in sessions_of(s, expand_for_submit(s, overrides), overrides)]
 
     def dry_run(cs: Session) -> None:
         stage.stage_all(cs)

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import sys
 
-from doit.exceptions import TaskFailed, UnmetDependency
+from doit.exceptions import TaskError, TaskFailed, UnmetDependency
+
+
+class Undecided(TaskError):
+    """A gate that could not decide (errors.Inconclusive): doit counts a TaskError as status 2, where
+    a TaskFailed is 1; printed as its message alone, as a TaskFailed is."""
 
 
 class GymReporter:
@@ -31,7 +36,7 @@ class GymReporter:
     def add_failure(self, task, fail):
         if isinstance(fail, UnmetDependency):  # held back by a failure already printed: not news
             return
-        text = fail.message if isinstance(fail, TaskFailed) else f"{task.name}: {fail.get_msg()}"
+        text = fail.message if isinstance(fail, TaskFailed | Undecided) else f"{task.name}: {fail.get_msg()}"
         if fail.report and text not in self.failures:
             self.failures.append(text)
             self.err.write(text.rstrip("\n") + "\n")

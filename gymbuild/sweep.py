@@ -10,6 +10,13 @@ overrides, so running the same sweep again, or the sweep with one value more, qu
 and benchmarks that have no job id yet. The sweep record (`<config corner>/sweeps/<id>.json`) lists
 the combinations and their gym_job_ids; status, results, cancel and resubmit read it.
 
+A path `paths()` finds is data, never config: it reaches Hydra as a quoted string with OmegaConf's
+interpolations escaped (`data_value`), so a directory named `iter_${oc.env:SECRET}`, `it's` or
+`a,b=[c]` is that path in the job and nothing else. A checkpoint is taken once one of its ready
+markers is in it (`ready=`, default config.json or metadata.json; `ready=none`: every match), with
+or without follow=1; the others are named as waiting. A name no job can carry (a control character,
+bytes that are not UTF-8) is skipped with one line naming it; the rest of the sweep goes on.
+
 The cost rules of one submit hold for the whole sweep: one connection, one copy (rsync) of every run
 directory that needs one (they sit side by side under job.output_path), one sbatch per job queued.
 The expansion is pure; the record is the workspace's. The verbs that act on a sweep's combinations
@@ -21,12 +28,13 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gymbuild.errors import ConfigError, Problem, UserError
+from gymbuild.errors import ConfigError, Problem, UserError, escaped
 from gymbuild.shell import quote
 from gymbuild.workspace import Workspace, atomic_write, digest
 
@@ -34,6 +42,7 @@ if TYPE_CHECKING:
     from gymbuild.session import Session
 
 PATHS = "paths"
+DEFAULT_READY = ("config.json", "metadata.json")  # what a trainer writes last (Megatron, NeMo, HF)
 SYNTAX_FIX = (
     "a sweep value is a,b,c  range(start,stop[,step])  choice(a,b)  or paths(GLOB); "
     "quote the override for the shell: 'key=paths(/lustre/ckpts/iter_*)'"
@@ -60,7 +69,7 @@ def _parser(found: Mapping[str, Sequence[str]] | None, seen: list[str] | None = 
     """Hydra's override parser with its functions, and `paths(GLOB)`: the paths `found` for the glob
     (while only looking for globs, `seen` collects them and each stands for itself)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser, create_functions
-    from hydra.core.override_parser.types import ChoiceSweep
+    from hydra.core.override_parser.types import ChoiceSweep, Quote, QuotedString
 
     functions = create_functions()
 
@@ -68,7 +77,11 @@ def _parser(found: Mapping[str, Sequence[str]] | None, seen: list[str] | None = 
         if seen is not None:
             seen.append(pattern)
             return ChoiceSweep(list=[pattern])
-        return ChoiceSweep(list=list((found or {}).get(pattern, ())))
+        values = [
+            p if _PLAIN_PATH(p) else QuotedString(text=data_value(p), quote=Quote.single)
+            for p in (found or {}).get(pattern, ())
+        ]
+        return ChoiceSweep(list=values)  # type: ignore[arg-type]
 
     # Hydra checks each argument against the annotations, which must be types, not strings.
     paths.__annotations__ = {"pattern": str, "return": ChoiceSweep}
@@ -170,8 +183,47 @@ def labels(cells: Sequence[Cell]) -> list[str]:
     return out
 
 
+# A path Hydra reads back as itself, unquoted, as sweeps before the quoting wrote it: its cell keeps
+# its key (a cron line's checkpoints are not queued again). The `/` keeps it a string, never `true`
+# or `1200`.
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9_.-]*/[A-Za-z0-9_./-]*").fullmatch
+_INTERPOLATION = re.compile(r"(\\*)\$\{")
+
+
+def data_value(text: str) -> str:
+    """`text` as an OmegaConf string that resolves to exactly `text`: every `${` escaped (OmegaConf
+    reads 2k+1 backslashes before `${` as k backslashes and a literal `${`). Hydra then carries it in
+    single quotes (QuotedString.with_quotes escapes the quotes and backslashes its grammar reads), so
+    no character of a path found on disk is syntax to Hydra or OmegaConf."""
+    return _INTERPOLATION.sub(lambda m: "\\" * (2 * len(m[1]) + 1) + "${", text)
+
+
+def _unquoted(value: str) -> str:
+    """A single-quoted Hydra value (data_value's, as `with_quotes` writes it) read back."""
+    out, i, body = [], 0, value[1:-1]
+    while i < len(body):
+        run = len(body[i:]) - len(body[i:].lstrip("\\"))
+        if run and (i + run == len(body) or body[i + run] == "'"):
+            out.append("\\" * (run // 2) + ("'" if i + run < len(body) else ""))
+            i += run + 1
+            continue
+        out.append(body[i])
+        i += 1
+    return _INTERPOLATION.sub(lambda m: "\\" * (len(m[1]) // 2) + "${", "".join(out))
+
+
+def header(cell: Cell, ident: str) -> str:
+    """The comment heading a combination's resolved-config.yaml (a control character escaped: a
+    value's newline must not end the comment)."""
+    values = "\n".join(f"#   {escaped(v)}" for v in cell.values) or "#   (no swept key)"
+    return f"# sweep {ident}, the combination:\n{values}\n"
+
+
 def unescaped(value: str) -> str:
-    """A value as the user reads it: without the backslashes Hydra writes before `:`, `,`, spaces..."""
+    """A value as the user reads it: a quoted path as found on disk; else without the backslashes
+    Hydra writes before `:`, `,`, spaces..."""
+    if len(value) >= 2 and value[0] == value[-1] == "'":
+        return _unquoted(value)
     return re.sub(r"\\(.)", r"\1", value)
 
 
@@ -180,34 +232,124 @@ def natural(path: str) -> list[Any]:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path)]
 
 
+def ready_markers(text: str | None) -> tuple[str, ...]:
+    """`ready=` read: marker file names (default DEFAULT_READY; `none` or empty: no marker, every
+    match is taken). A mistake is one message with the fix."""
+    if text is None:
+        return DEFAULT_READY
+    if text.strip().lower() in ("", "none"):
+        return ()
+    ready = tuple(name.strip() for name in text.split(",") if name.strip())
+    bad = [name for name in ready if "/" in name or name in (".", "..")]
+    if bad:
+        raise UserError(
+            f"error: ready={text}: a marker is a file name in the checkpoint, not {bad[0]}\n"
+            "    fix: e.g. ready=config.json or ready=metadata.json,DONE (ready=none: every match)"
+        )
+    return ready
+
+
 def glob_script(patterns: Sequence[str], ready: Sequence[str] = ()) -> str:
     """bash printing `<index>\\0<path>\\0` for every existing path each glob matches: one round trip
     for every glob. Word splitting is off (IFS empty), so a pattern with spaces stays one pattern;
     `~/` is the remote home. With `ready` (marker file names), a path counts only once one of them
-    exists in it (beside it, when the glob matches files): a checkpoint still being written is left
-    for a later look."""
+    exists in it (beside it, when the glob matches files): one still being written is printed as
+    `w<index>` instead, waiting for a later look."""
     lines = ["(", "shopt -s nullglob; IFS="]
-    check = ""
+    check = "true"
     if ready:
         markers = " || ".join(f'[ -e "$__gym_d"/{quote(name)} ]' for name in ready)
-        check = f' && {{ __gym_d=$__gym_f; [ -d "$__gym_d" ] || __gym_d=${{__gym_f%/*}}; {markers}; }}'
+        check = f'{{ __gym_d=$__gym_f; [ -d "$__gym_d" ] || __gym_d=${{__gym_f%/*}}; {markers}; }}'
     for index, pattern in enumerate(patterns):
         value = f'"$HOME"/{quote(pattern[2:])}' if pattern.startswith("~/") else quote(pattern)
         lines.append(
-            f'__gym_g={value}; for __gym_f in $__gym_g; do [ -e "$__gym_f" ]{check} && '
-            f"printf '%s\\0%s\\0' {index} \"$__gym_f\"; done"
+            f'__gym_g={value}; for __gym_f in $__gym_g; do [ -e "$__gym_f" ] || continue; '
+            f'__gym_w=w; {check} && __gym_w=; printf \'%s%s\\0%s\\0\' "$__gym_w" {index} "$__gym_f"; done'
         )
     lines.append("true )")
     return "\n".join(lines)
 
 
-def parse_globbed(stdout: str, patterns: Sequence[str]) -> dict[str, list[str]]:
+def path_keys(overrides: Sequence[str], source: str) -> set[str]:
+    """The keys the overrides sweep over `paths(...)`."""
+    return {_key_of(text) for text in overrides if globs([text], source)}
+
+
+def blamed(cells: Sequence[Cell], errors: Mapping[int, str], keys: set[str]) -> list[int]:
+    """The cells (by index) whose config failed (`errors`: index -> message) because of a path found
+    on disk, to be skipped while the rest of the sweep goes on: a cell with a path value whose other
+    swept values load in another cell, or that has none (the config with the glob in place of the
+    path loaded: expand_for_submit's probe). One message shared by every cell is the config's own."""
+    if len(errors) == len(cells) and len(set(errors.values())) == 1:
+        return []
+
+    def typed(cell: Cell) -> tuple[str, ...]:
+        return tuple(v for v in cell.values if _key_of(v) not in keys)
+
+    good = {typed(cell) for i, cell in enumerate(cells) if i not in errors}
+    return [
+        i
+        for i in errors
+        if any(_key_of(v) in keys for v in cells[i].values)
+        and (not typed(cells[i]) or typed(cells[i]) in good)
+    ]
+
+
+def unusable(path: str) -> str | None:
+    """Why no job can carry `path` exactly (None: one can): a control character (a newline would
+    end a line of the job's YAML or script), or bytes that are not UTF-8 (read here as U+FFFD)."""
+    if "\ufffd" in path:
+        return "its name is not UTF-8"
+    if not path.isprintable() and any(unicodedata.category(ch) == "Cc" for ch in path):
+        return "its name holds a control character"
+    return None
+
+
+@dataclass(frozen=True)
+class Globbed:
+    """What the globs found: per glob the paths to take, in natural order; the paths waiting for a
+    ready marker; and the paths refused (path, why)."""
+
+    found: dict[str, list[str]]
+    waiting: list[str]
+    refused: list[tuple[str, str]]
+
+    def said(self, ready: Sequence[str], target: str, *, quiet: bool = False) -> list[str]:
+        """Its lines for stderr: each name refused (escaped); unless `quiet` (the follower's every
+        poll), each path waiting for its marker and each glob with nothing ready."""
+        out = [f"warning: skipped {escaped(p)}: {why}; rename it to evaluate it" for p, why in self.refused]
+        if not quiet:
+            markers = " or ".join(ready)
+            out += [f"waiting: {p} (no {markers} in it yet; ready=none takes it)" for p in self.waiting]
+            out += [
+                f"note: paths({g}) matches nothing ready on {target} yet"
+                for g, p in self.found.items()
+                if not p
+            ]
+        return out
+
+
+def parse_globbed(stdout: str, patterns: Sequence[str]) -> Globbed:
     found: dict[str, list[str]] = {p: [] for p in patterns}
+    waiting: list[str] = []
+    refused: list[tuple[str, str]] = []
     fields = stdout.split("\0")
     for index, path in zip(fields[0::2], fields[1::2], strict=False):
-        if index.isdigit() and int(index) < len(patterns):
-            found[patterns[int(index)]].append(path)
-    return {p: sorted(set(paths), key=natural) for p, paths in found.items()}
+        number = index.removeprefix("w")
+        if not number.isdigit() or int(number) >= len(patterns):
+            continue
+        why = unusable(path)
+        if why is not None:
+            refused.append((path, why))
+        elif index.startswith("w"):
+            waiting.append(path)
+        else:
+            found[patterns[int(number)]].append(path)
+    return Globbed(
+        {p: sorted(set(paths), key=natural) for p, paths in found.items()},
+        sorted(set(waiting), key=natural),
+        sorted(set(refused), key=lambda r: natural(r[0])),
+    )
 
 
 # --- the sweep record (the workspace) ------------------------------------------------------------

@@ -18,18 +18,22 @@ from typing import Any
 from doit.exceptions import TaskFailed
 
 from gymbuild import verbs
-from gymbuild.errors import OutputClosed, UserError, stdout_closed
+from gymbuild.errors import Inconclusive, OutputClosed, UserError, stdout_closed
+from gymbuild.reporter import Undecided
 from gymbuild.session import Session
 
 
 def user_action(func: Callable[..., Any]) -> Callable[..., Any]:
-    """A task action whose UserError becomes doit's TaskFailed: the message, exit 1, no traceback;
-    and whose stdout, closed by its reader, ends the run quietly (OutputClosed)."""
+    """A task action whose UserError becomes doit's TaskFailed: the message, exit 1, no traceback
+    (an Inconclusive gate: the message, exit 2); and whose stdout, closed by its reader, ends the run
+    quietly (OutputClosed)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
+        except Inconclusive as err:
+            return Undecided(str(err))
         except UserError as err:
             return TaskFailed(str(err))
         except BrokenPipeError:

@@ -104,8 +104,9 @@ ARGUMENTS: tuple[Argument, ...] = (
     Argument(
         "ready",
         "FILE,FILE",
-        "submit follow=1: a checkpoint is complete once one of these files is in it "
-        "(default config.json,metadata.json; ready=none: every match)",
+        "a sweep over paths() (with or without follow=1): a checkpoint is taken once one of these "
+        "files is in it, the others are named as waiting (default config.json,metadata.json; "
+        "ready=none: every match)",
     ),
     Argument("retries", "N", "submit follow=1: re-queues of a checkpoint whose jobs failed (default 2)"),
     Argument("watch", "1", "redraw until every job has ended; exit 0 only when every benchmark completed"),
@@ -120,7 +121,9 @@ ARGUMENTS: tuple[Argument, ...] = (
     Argument(
         "max_drop",
         "X",
-        "exit 1 when a benchmark's mean/reward dropped by more than X with 95% confidence (a CI gate)",
+        "a CI gate: exit 1 when a benchmark's mean/reward dropped by more than X with 95% confidence; "
+        "2 (INCONCLUSIVE) when a benchmark was not compared in full (a side FAILED, partial, no rollouts); "
+        "0 only when every one was",
     ),
     Argument(
         "series",
@@ -333,7 +336,7 @@ VERBS: tuple[Verb, ...] = (
             ("config", ""),
             ("workspace", ""),
             ("run", "the baseline's gym_job_id, then the candidate's; run=all: a config's two submissions"),
-            ("only", "these benchmarks only"),
+            ("only", "these benchmarks only (one neither run has: a mistake, exit 1, nothing on stdout)"),
             ("max_drop", ""),
             ("json", "one JSON document"),
         ),

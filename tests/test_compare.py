@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from compare_helpers import A, B, record, rollouts
 from e2e_helpers import gymbuild, user_env
 
 from gymbuild import compare, stats
@@ -15,18 +16,6 @@ from gymbuild import compare, stats
 # 4 tasks x 2 repeats. Pairs (task, repeat): t1r0 and t3r0 go pass->fail, t2r1 fail->pass.
 BASE = {0: [1, 1], 1: [1, 0], 2: [0, 0], 3: [1, 1]}
 CAND = {0: [1, 1], 1: [0, 0], 2: [0, 1], 3: [0, 1]}
-
-
-def rollouts(scores: dict[int, list[int]], agent: str = "agent", tokens: int | None = None) -> str:
-    rows = []
-    for task, repeats in scores.items():
-        for repeat, reward in enumerate(repeats):
-            row: dict = {"_ng_task_index": task, "_ng_rollout_index": repeat, "agent_ref": {"name": agent}}
-            row["reward"] = float(reward)
-            if tokens is not None:
-                row["response"] = {"usage": {"output_tokens": tokens + task, "input_tokens": 40}}
-            rows.append(json.dumps(row) + "\n")
-    return "".join(rows)
 
 
 def side(scores: dict[int, list[int]], **files: str) -> compare.Side:
@@ -139,50 +128,15 @@ def test_an_agent_only_one_run_has_is_named_not_compared() -> None:
 # --- the verb, on this machine ---------------------------------------------------------------------
 
 
-def _record(home: Path, gym_job_id: str, model: str, benches: dict[str, str]) -> None:
-    """A finished local submission: its run directory and its record in the local index."""
-    run_dir = home / "runs" / gym_job_id
-    (run_dir).mkdir(parents=True)
-    (run_dir / "resolved-config.yaml").write_text(
-        f"services: {{policy: {{type: vllm, model: {model}}}}}\ndriver: {{policy_model: policy}}\n"
-    )
-    jobs = []
-    for bench, text in benches.items():
-        artifacts = run_dir / bench / "artifacts"
-        artifacts.mkdir(parents=True)
-        (artifacts / compare.ROLLOUTS_FILE).write_text(text)
-        (artifacts / compare.MATERIALIZED_FILE).write_text("{}\n" * len(text.splitlines()))
-        jobs.append({"benchmark": bench, "job_dir": str(run_dir / bench), "job_id": "1", "error": None})
-    record = {
-        "gym_job_id": gym_job_id,
-        "gym_version": "0.7.0",
-        "submitted_at": "2026-01-01T00:00:00Z",
-        "run_dir": str(run_dir),
-        "cluster": "workstation",
-        "executor": "local",
-        "hostname": None,
-        "submitted_by": "me",
-        "benchmarks": jobs,
-        "executor_metadata": {},
-        "schema_version": 1,
-    }
-    index = home / "xdg-cache" / "nemo-gym" / "jobs"
-    index.mkdir(parents=True, exist_ok=True)
-    (index / f"{gym_job_id}.json").write_text(json.dumps(record))
-
-
-A, B = "gym-job-20260101T000000Z-aaaaaa", "gym-job-20260102T000000Z-bbbbbb"
-
-
 def test_compare_prints_the_paired_table_and_gates_on_max_drop(tmp_path: Path) -> None:
     drop = {t: [0, 0] if t % 5 < 2 else [1, 1] for t in range(50)}
-    _record(
+    record(
         tmp_path,
         A,
         "Qwen/Qwen3-8B",
         {"quiz": rollouts({t: [1, 1] for t in range(50)}), "same": rollouts(BASE)},
     )
-    _record(tmp_path, B, "Qwen/Qwen3-32B", {"quiz": rollouts(drop), "same": rollouts(BASE)})
+    record(tmp_path, B, "Qwen/Qwen3-32B", {"quiz": rollouts(drop), "same": rollouts(BASE)})
     env = user_env(tmp_path)
     rc, out, err = gymbuild("compare", f"run={A},{B}", cwd=tmp_path, env=env, timeout=120)
     assert rc == 0, err
@@ -211,7 +165,7 @@ def test_compare_prints_the_paired_table_and_gates_on_max_drop(tmp_path: Path) -
     ],
 )
 def test_mistakes_are_one_message_and_exit_1(tmp_path: Path, args: tuple[str, ...], says: str) -> None:
-    _record(tmp_path, A, "m1", {"quiz": rollouts(BASE)})
-    _record(tmp_path, B, "m2", {"quiz": rollouts(CAND)})
+    record(tmp_path, A, "m1", {"quiz": rollouts(BASE)})
+    record(tmp_path, B, "m2", {"quiz": rollouts(CAND)})
     rc, out, err = gymbuild("compare", *args, cwd=tmp_path, env=user_env(tmp_path), timeout=120)
     assert rc == 1 and says in err and "Traceback" not in err and out == ""

@@ -94,6 +94,7 @@ class Sweep:
         self.ckpts.mkdir()
         for step in (1200, 300, 20):
             checkpoint(self.ckpts, step)
+        (self.ckpts / "config.json").write_text("{}")  # the ready marker a sweep waits for
         write_config(tmp_path, local_command_config(), "eval.yaml")
         path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
         self.env = user_env(tmp_path, PATH=path, **env)

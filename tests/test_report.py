@@ -95,6 +95,7 @@ def test_a_report_opens_in_chromium_without_error_with_a_point_per_checkpoint(tm
     ckpts.mkdir()
     for step in (20, 300, 1200, 40):
         checkpoint(ckpts, step)
+    (ckpts / "config.json").write_text("{}")  # the ready marker a sweep waits for
     write_config(tmp_path, local_command_config(), "eval.yaml")
     env = user_env(tmp_path, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     line = ("config=eval.yaml", "multirun=1", f"driver.benchmarks.demo.command=paths({ckpts}/step_*)")

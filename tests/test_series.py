@@ -171,6 +171,7 @@ def test_a_local_sweep_over_checkpoints_reads_as_a_series_by_step(tmp_path: Path
     ckpts.mkdir()
     for name in ("step_1200", "step_300", "step_20"):
         checkpoint(ckpts, name)
+    (ckpts / "config.json").write_text("{}")  # the ready marker a sweep waits for
     write_config(tmp_path, local_command_config(), "eval.yaml")
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "XDG_STATE_HOME": str(tmp_path / "state")}
     gym = shutil.which("gymbuild")

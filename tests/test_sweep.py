@@ -80,7 +80,7 @@ def test_paths_are_the_found_paths_of_each_glob() -> None:
 
 def test_the_probe_puts_each_sweep_at_its_first_value_and_a_glob_at_itself() -> None:
     probe = sweep.probe_overrides(["m=paths(/ck/*)", "t=3,4", "compute.c.hostname=login"], "e.yaml")
-    assert probe == ["m=/ck/*", "t=3", "compute.c.hostname=login"]
+    assert probe == ["m='/ck/*'", "t=3", "compute.c.hostname=login"]  # data: quoted for Hydra
 
 
 @pytest.mark.parametrize(
@@ -130,7 +130,7 @@ def glob_with_bash(patterns: list[str]) -> dict[str, list[str]]:
     done = subprocess.run(
         ["bash", "-c", sweep.glob_script(patterns)], capture_output=True, text=True, check=True
     )
-    return sweep.parse_globbed(done.stdout, patterns)
+    return sweep.parse_globbed(done.stdout, patterns).found
 
 
 def test_the_glob_script_finds_every_match_of_every_glob_in_natural_order(tmp_path: Path) -> None:
@@ -203,6 +203,7 @@ def test_a_local_sweep_globs_here_and_evaluates_each_new_checkpoint_once(tmp_pat
     ckpts.mkdir()
     for name in ("iter_20", "iter_100"):
         checkpoint(ckpts, name)
+    (ckpts / "config.json").write_text("{}")  # the ready marker, beside the files the glob matches
     write_config(tmp_path, local_command_config(), "eval.yaml")
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     gym = shutil.which("gymbuild")

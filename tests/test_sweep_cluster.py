@@ -154,6 +154,7 @@ def test_paths_picks_up_each_new_checkpoint_exactly_once(cluster: Cluster, tmp_p
     ckpts = cluster.run_dir("sweep-ckpts")
     for name in ("iter_200", "iter_1000"):
         (ckpts / name).mkdir()
+        (ckpts / name / "config.json").write_text("{}")  # complete: its ready marker is in it
     line = f"services.policy.model=paths({ckpts}/iter_*)"
 
     out = sweeper.ok("submit", line)
@@ -163,6 +164,7 @@ def test_paths_picks_up_each_new_checkpoint_exactly_once(cluster: Cluster, tmp_p
     assert list(sweeper.status(line)) == [f"model={ckpts}/iter_200", f"model={ckpts}/iter_1000"]
 
     (ckpts / "iter_1200").mkdir()
+    (ckpts / "iter_1200" / "config.json").write_text("{}")
     (ckpts / "not-a-checkpoint").mkdir()
     newer = sweeper.ok("submit", line)
     assert sweeper.costs() == (1, 1, 1)
