@@ -47,8 +47,9 @@ def fixture_payload(name: str) -> dict:
 
 
 def make_record(**changes) -> SubmissionRecord:
+    """A record as gymbuild writes it; a `gym_job_id` given names its run directory too."""
     now = FROZEN
-    job_id = jobs.new_gym_job_id(now)
+    job_id = changes.pop("gym_job_id", None) or jobs.new_gym_job_id(now)
     run_dir = f"/scratch/alice/runs/{job_id}"
     record = SubmissionRecord(
         gym_job_id=job_id,
