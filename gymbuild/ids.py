@@ -53,6 +53,21 @@ def gym_job_id(value: object, where: str) -> str:
     )
 
 
+def run_argument_problem(value: str) -> str | None:
+    """Why `run=value` names no submission, or None: `all`, or gym_job_ids separated by commas (an
+    empty value is the config's own). Checked as the command line is read, for every verb, so no
+    verb meets an id that is a path."""
+    if value == "all":
+        return None
+    for piece in value.split(","):
+        if piece and not is_gym_job_id(piece):
+            try:
+                gym_job_id(piece, "run=")
+            except BadIdError as err:
+                return err.message
+    return None
+
+
 def is_plain_name(name: object) -> bool:
     """A single path component that names something inside its directory: a benchmark's directory or
     secrets file. No `/`, not `.` or `..`, no control character (NUL, newline)."""
