@@ -355,6 +355,8 @@ def resubmit(s: Session) -> None:
     """
     if s.error is not None:
         raise s.error
+    if s.inv.run:  # a record that is refused (ids.py) is refused before a submission is started
+        find_record(s, connect=False)
     current = (
         s.submission()
     )  # a config that now submits elsewhere asks for new=1 before anything is re-queued
