@@ -40,7 +40,7 @@ VERBS = ("status", "logs", "cancel", "resubmit", "results", "compare", "export",
 RECORD_VERBS = ("status", "logs", "cancel", "resubmit", "results", "compare")
 # The site is made once per test and each example plants over it: the searches share it on purpose.
 SEARCH = settings(
-    max_examples=50,
+    max_examples=80,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 
@@ -201,30 +201,16 @@ def test_a_run_argument_that_is_not_an_id_is_refused_by_every_verb(
 
 
 @SEARCH
-@given(verb=st.sampled_from(RECORD_VERBS), planted=hostile_ids)
-def test_a_record_planted_in_a_run_directory_with_a_hostile_id_is_refused_naming_it(
-    site: Site, capsys: pytest.CaptureFixture[str], verb: str, planted: str
+@given(verb=st.sampled_from(RECORD_VERBS), planted=hostile_ids, where=st.sampled_from(["manifest", "index"]))
+def test_a_record_with_a_hostile_id_in_a_run_directory_or_the_index_is_refused_naming_it(
+    site: Site, capsys: pytest.CaptureFixture[str], verb: str, planted: str, where: str
 ) -> None:
-    manifest = _plant_manifest(site, planted)
+    path = _plant_manifest(site, planted) if where == "manifest" else _plant_index_entry(site, planted)
 
     rc, out, err = _main(capsys, *_run_args(verb, site, PLANTED))
 
-    _refused(rc, out, err, str(manifest))
-    assert manifest.is_file()
-    site.intact()
-
-
-@SEARCH
-@given(verb=st.sampled_from(RECORD_VERBS), planted=hostile_ids)
-def test_an_index_entry_with_a_hostile_id_is_refused_naming_it(
-    site: Site, capsys: pytest.CaptureFixture[str], verb: str, planted: str
-) -> None:
-    entry = _plant_index_entry(site, planted)
-
-    rc, out, err = _main(capsys, *_run_args(verb, site, PLANTED))
-
-    _refused(rc, out, err, str(entry))
-    assert entry.is_file()
+    _refused(rc, out, err, str(path))
+    assert path.is_file()
     site.intact()
 
 
