@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -360,6 +361,10 @@ def parse_record(text: str, where: str, *, named: str | None = None) -> Submissi
     return record
 
 
+# A scheduler's job id: Slurm's (`123`, an array's `123_4`), a local pid, NeMo Gym kubernetes' names.
+_is_job_id = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+:@-]{0,127}", re.ASCII).fullmatch
+
+
 def _check_places(payload: Mapping[str, Any]) -> None:
     """The id and the paths a record hands to `cancel`, `logs` and `status`, which build paths and
     shell words from them: the id in its format, the run directory named after it, each benchmark's
@@ -380,6 +385,11 @@ def _check_places(payload: Mapping[str, Any]) -> None:
             raise RecordError(
                 f"benchmarks[{i}].job_dir: {shown(job['job_dir'])} is not a directory in {run_dir}"
             )
+        # Job ids reach scancel and kill as words: one that reads as an option (`--user=alice`
+        # cancels every job of that user) or holds a separator is no scheduler's id.
+        for job_id in (job.get("job_id"), *job.get("previous_job_ids", ())):
+            if job_id is not None and not _is_job_id(job_id):
+                raise RecordError(f"benchmarks[{i}]: {shown(job_id)} is not a job id")
 
 
 # The shape `load` checks, field by field: (required, predicate). The schema is the published

@@ -27,6 +27,8 @@ moments = st.datetimes(
 
 # A benchmark's name, and a directory's: what a path component can be (ids.is_plain_name).
 names = st.text(min_size=1, max_size=30).filter(is_plain_name)
+# A scheduler's job id: Slurm's, a pid, a kubernetes name (never an option or a path).
+job_ids = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._+:@-]{0,20}\Z")
 
 
 def benchmark_jobs(run_dir: str) -> st.SearchStrategy[BenchmarkJob]:
@@ -35,9 +37,9 @@ def benchmark_jobs(run_dir: str) -> st.SearchStrategy[BenchmarkJob]:
         BenchmarkJob,
         benchmark=names,
         job_dir=names.map(lambda name: f"{run_dir}/{name}"),
-        job_id=maybe_text,
+        job_id=st.none() | job_ids,
         error=maybe_text,
-        previous_job_ids=st.lists(text, max_size=3).map(tuple),
+        previous_job_ids=st.lists(job_ids, max_size=3).map(tuple),
     )
 
 
