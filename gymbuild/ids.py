@@ -9,8 +9,8 @@ is not `gym-job-<YYYYMMDDTHHMMSSZ>-<6 hex>` (NeMo Gym 0.7.0's `new_gym_job_id`, 
 reaches a path. The format has no `/`, `.` or shell metacharacter, so a path made of it stays in its
 directory by construction; `id_path` checks that too.
 
-A leaf module: the shell quoting (`shell.secrets_path`), the record (`jobs`) and the readers all
-import it, and it imports only the errors.
+A leaf module: the command line (`argv`), the record (`jobs`), the readers and the secrets removal
+(`executors/secrets.py`, so the script-code digest reads it too) import it; it imports only the errors.
 """
 
 from __future__ import annotations
