@@ -19,7 +19,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gymbuild import verbs
+from gymbuild import ids, verbs
 
 # doit's own commands, passed to doit as they are (tests/test_cli.py checks this against doit's list).
 DOIT_COMMANDS = frozenset(
@@ -113,6 +113,8 @@ def normalize(argv: Sequence[str]) -> Parsed:
                 f"{word!r} is not an option gymbuild knows",
                 f"use NAME=VALUE arguments (`gymbuild --help` lists them) or one of {known}",
             )
+        elif name == "run" and eq and (problem := ids.run_argument_problem(value)):
+            return Parsed((), problem)  # an id that is a path reaches no verb (ids.py)
         elif eq or known_word(word):
             out.append(word)
         elif _is_yaml_path(word) or os.path.isfile(word):

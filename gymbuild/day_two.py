@@ -13,24 +13,20 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from gymbuild import pipeline
+from gymbuild import ids, pipeline
 from gymbuild.errors import UserError
 from gymbuild.executors.base import executor_for
-from gymbuild.jobs import (
-    MANIFEST_NAME,
-    RecordError,
-    SubmissionRecord,
-    local_index_dir,
-)
+from gymbuild.jobs import MANIFEST_NAME, SubmissionRecord, local_index_dir, parse_record
 from gymbuild.states import (
     NOT_RUN,
     BenchStatus,
     Tally,
     format_statuses,
     shared_job_dirs,
+    shared_jobs,
     states_of,
     statuses_json,
     tally,
@@ -44,28 +40,29 @@ if TYPE_CHECKING:
 
 
 def record_from_index(gym_job_id: str) -> SubmissionRecord | None:
-    path = local_index_dir() / f"{gym_job_id}.json"
-    if not path.is_file():
-        return None
+    """The local index's entry for `gym_job_id` (checked first: it becomes a file name), or None."""
+    path = ids.id_path(local_index_dir(), gym_job_id)
     try:
-        return SubmissionRecord.load(json.loads(path.read_text()))
-    except (ValueError, OSError) as err:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as err:
         raise UserError(f"error: {path}: cannot read the record: {err}") from None
+    return parse_record(text, str(path), named=gym_job_id)
 
 
 def record_from_run_dir(conn: Connection, run_dir: str) -> SubmissionRecord:
+    """The manifest in `run_dir` (`<output_path>/<gym_job_id>`), which must be that submission's."""
     from gymbuild.shell import quote
 
-    result = conn.run(f"cat {quote(run_dir + '/' + MANIFEST_NAME)}")
+    where = f"{run_dir}/{MANIFEST_NAME}"
+    result = conn.run(f"cat {quote(where)}")
     if not result.ok:
         raise UserError(
-            f"error: no record at {conn.target}:{run_dir}/{MANIFEST_NAME}: {result.stderr.strip()}\n"
-            "    fix: check run=<gym_job_id> against `doit runs`"
+            f"error: no record at {conn.target}:{where}: {result.stderr.strip()}\n"
+            "    fix: check run=<gym_job_id> against `gymbuild runs`"
         )
-    try:
-        return SubmissionRecord.load(json.loads(result.stdout))
-    except ValueError as err:
-        raise RecordError(f"error: {run_dir}/{MANIFEST_NAME}: not a JSON record: {err}") from None
+    return parse_record(result.stdout, where, named=PurePosixPath(run_dir).name)
 
 
 def statuses(conn: Connection, record: SubmissionRecord) -> list[BenchStatus]:
@@ -143,6 +140,7 @@ def find_record(s: Session, run: str | None = None, *, connect: bool = True) -> 
     inv = s.inv
     run = inv.run if run is None else run
     if run:
+        run = ids.gym_job_id(run, "run=")
         record = record_from_index(run)
         if record is not None:
             _askable(record)
@@ -282,7 +280,7 @@ def cancel(s: Session) -> None:
         return
     if not live:
         # A job killed without its EXIT trap (SIGKILL, a lost node) left its secrets file behind.
-        executor.forget_secrets(s.connection(), record.gym_job_id, _secret_names(s, rows))
+        executor.forget_secrets(s.connection(), record.gym_job_id, _secret_names(s, record, rows))
         _said(s, record, [], f"nothing to cancel: no job of {record.gym_job_id} is pending or running")
         return
     job_dirs = {j.benchmark: j.job_dir for j in record.benchmarks}
@@ -293,7 +291,7 @@ def cancel(s: Session) -> None:
     if not result.ok:
         raise UserError(f"error: cancelling {', '.join(live)} failed: {result.stderr.strip()}")
     # Their successors are cancelled too, so no later run reads these benchmarks' secrets again.
-    executor.forget_secrets(s.connection(), record.gym_job_id, _secret_names(s, rows))
+    executor.forget_secrets(s.connection(), record.gym_job_id, _secret_names(s, record, rows))
     _said(s, record, live, f"cancelled {len(live)} job(s) of {record.gym_job_id}: {', '.join(live)}")
 
 
@@ -320,10 +318,16 @@ def _said(
         print(message)
 
 
-def _secret_names(s: Session, rows: Sequence[BenchStatus]) -> list[str] | None:
-    """The secrets files `cancel` removes: the named benchmarks', or (without only=) the whole
-    submission's, which takes a shared job's file too."""
-    return [r.benchmark for r in rows] if s.inv.only else None
+def _secret_names(s: Session, record: SubmissionRecord, rows: Sequence[BenchStatus]) -> list[str]:
+    """The secrets files `cancel` removes: the named benchmarks', or (without only=) every name the
+    submission's files can have (each benchmark's, each shared job's). Named, never the directory
+    whole: what else is there is not gymbuild's (executors/secrets.py)."""
+    if s.inv.only:
+        return [r.benchmark for r in rows]
+    from gymbuild.plan.shared import shared_job_name
+
+    groups = shared_jobs(record.benchmarks).values()
+    return [*(j.benchmark for j in record.benchmarks), *(shared_job_name(g) for g in groups)]
 
 
 def print_logs(s: Session) -> None:
@@ -381,6 +385,8 @@ def resubmit(s: Session) -> None:
     """
     if s.error is not None:
         raise s.error
+    if s.inv.run:  # a record that is refused (ids.py) is refused before a submission is started
+        find_record(s, connect=False)
     if s.workspace.submission() is None:  # nothing to resubmit, and no fresh submission started for it
         raise no_submission(s)
     # A config that now submits elsewhere asks for new=1 before anything is re-queued.

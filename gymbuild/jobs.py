@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -31,10 +32,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from functools import cache
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from gymbuild.errors import UserError
+from gymbuild.ids import GYM_JOB_ID_FORMAT, BadIdError, id_path, is_gym_job_id, is_plain_name, shown
 from gymbuild.resources import load_schema, user_cache_home
 from gymbuild.workspace import atomic_write
 
@@ -177,6 +179,7 @@ class SubmissionRecord:
             )
         if not _fits(payload, _RECORD_SHAPE):
             raise RecordError(_describe_problems(_validator().iter_errors(payload)))
+        _check_places(payload)
         known = _known_fields(cls, payload)
         known["benchmarks"] = tuple(
             BenchmarkJob(**_known_fields(BenchmarkJob, b)) for b in payload["benchmarks"]
@@ -192,12 +195,9 @@ class SubmissionRecord:
         """
         target: Path | str = f"{self.gym_job_id}.json"
         try:
-            if not _is_plain_file_name(self.gym_job_id):
-                raise OSError(f"the id {self.gym_job_id!r} is not a plain file name")
-            directory = local_index_dir()
-            target = directory / f"{self.gym_job_id}.json"
+            target = id_path(local_index_dir(), self.gym_job_id)
             atomic_write(target, self.dumps())
-        except (OSError, RuntimeError) as exc:
+        except (OSError, RuntimeError, BadIdError) as exc:
             reason = " ".join(str(exc).split())
             print(f"warning: could not write the local index entry {target}: {reason}", file=sys.stderr)
             return None
@@ -322,10 +322,11 @@ def iter_local_index(directory: Path | None = None) -> Iterator[SubmissionRecord
         return
     for path in paths:
         try:
-            yield SubmissionRecord.load(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, RecordError) as exc:
-            reason = " ".join(str(exc).split())
-            print(f"warning: skipping {path}: {reason}", file=sys.stderr)
+            yield parse_record(path.read_text(encoding="utf-8"), str(path), named=path.name[: -len(".json")])
+        except RecordError as exc:
+            print(f"warning: skipping {' '.join(str(exc).split()).removeprefix('error: ')}", file=sys.stderr)
+        except OSError as exc:
+            print(f"warning: skipping {path}: {' '.join(str(exc).split())}", file=sys.stderr)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -337,10 +338,58 @@ def all_runs() -> list[SubmissionRecord]:
     return sorted(iter_local_index(), key=lambda r: (r.submitted_at, r.gym_job_id), reverse=True)
 
 
-def _is_plain_file_name(name: str) -> bool:
-    return (
-        bool(name) and name not in {".", ".."} and "/" not in name and os.sep not in name and "\0" not in name
-    )
+def parse_record(text: str, where: str, *, named: str | None = None) -> SubmissionRecord:
+    """The record in `text` (a file's contents), read from `where` (a path, named in every error),
+    every reader's one way in.
+
+    `named`: the name the record is found by (its run directory's name, its index entry's stem), which
+    must be its own gym_job_id: a record that says it is another submission (or one whose id is a
+    path) is refused, so a `gym-job.json` planted in a shared output path cannot steer a later
+    `cancel` or `prune` to another submission's, or any, files. One line, naming the file.
+    """
+    try:
+        record = SubmissionRecord.load(json.loads(text))
+    except ValueError as err:  # JSON's own errors; RecordError is a UserError, not a ValueError
+        raise RecordError(f"error: {where}: not a JSON record: {' '.join(str(err).split())}") from None
+    except RecordError as err:
+        raise RecordError(f"error: {where}: {' '.join(str(err).split())}") from None
+    if named is not None and record.gym_job_id != named:
+        raise RecordError(
+            f"error: {where}: the record is {record.gym_job_id}, not {shown(named)}: "
+            "refused (a record sits in the directory, or index entry, named after its own id)"
+        )
+    return record
+
+
+# A scheduler's job id: Slurm's (`123`, an array's `123_4`), a local pid, NeMo Gym kubernetes' names.
+_is_job_id = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+:@-]{0,127}", re.ASCII).fullmatch
+
+
+def _check_places(payload: Mapping[str, Any]) -> None:
+    """The id and the paths a record hands to `cancel`, `logs` and `status`, which build paths and
+    shell words from them: the id in its format, the run directory named after it, each benchmark's
+    directory a plain name inside the run directory (NeMo Gym's records and gymbuild's all are)."""
+    gym_job_id = payload["gym_job_id"]
+    if not is_gym_job_id(gym_job_id):
+        raise RecordError(f"gym_job_id: {shown(gym_job_id)} is not a gym_job_id ({GYM_JOB_ID_FORMAT})")
+    run_dir = PurePosixPath(payload["run_dir"])
+    if not run_dir.is_absolute() or run_dir.name != gym_job_id or ".." in run_dir.parts:
+        raise RecordError(
+            f"run_dir: {shown(payload['run_dir'])} is not an absolute directory named {gym_job_id}"
+        )
+    for i, job in enumerate(payload["benchmarks"]):
+        job_dir = PurePosixPath(job["job_dir"])
+        if not is_plain_name(job["benchmark"]):
+            raise RecordError(f"benchmarks[{i}].benchmark: {shown(job['benchmark'])} is not a plain name")
+        if job_dir.parent != run_dir or not is_plain_name(job_dir.name):
+            raise RecordError(
+                f"benchmarks[{i}].job_dir: {shown(job['job_dir'])} is not a directory in {run_dir}"
+            )
+        # Job ids reach scancel and kill as words: one that reads as an option (`--user=alice`
+        # cancels every job of that user) or holds a separator is no scheduler's id.
+        for job_id in (job.get("job_id"), *job.get("previous_job_ids", ())):
+            if job_id is not None and not _is_job_id(job_id):
+                raise RecordError(f"benchmarks[{i}]: {shown(job_id)} is not a job id")
 
 
 # The shape `load` checks, field by field: (required, predicate). The schema is the published

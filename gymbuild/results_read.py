@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gymbuild import results
+from gymbuild import ids, results
 from gymbuild.errors import UserError
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ class Cache:
         self.hits = 0
 
     def _path(self, gym_job_id: str) -> Path:
-        return self.root / f"{gym_job_id}.json"
+        return ids.id_path(self.root, gym_job_id)
 
     def load(self, gym_job_id: str) -> dict[str, Any]:
         try:
@@ -146,12 +146,13 @@ def find_records(s: Session) -> list[SubmissionRecord]:
 
     if s.inv.run == "all":
         return _config_records(s)
-    ids = [i for i in (s.inv.run or "").split(",") if i.strip()]
-    if not ids:
+    # Each id whole (no strip): one that is not an id is refused before it is echoed or read.
+    named = [ids.gym_job_id(i, "run=") for i in (s.inv.run or "").split(",") if i]
+    if not named:
         return [day_two.find_record(s, connect=False)]
-    if len(set(ids)) != len(ids):
-        raise UserError(f"error: run= names a run twice: {s.inv.run}\n    fix: name each run once")
-    return [day_two.find_record(s, i.strip(), connect=False) for i in ids]
+    if len(set(named)) != len(named):
+        raise UserError(f"error: run= names a run twice: {','.join(named)}\n    fix: name each run once")
+    return [day_two.find_record(s, i, connect=False) for i in named]
 
 
 def _config_records(s: Session) -> list[SubmissionRecord]:
@@ -165,7 +166,7 @@ def _config_records(s: Session) -> list[SubmissionRecord]:
         if sub.gym_job_id == current.gym_job_id:
             records.append(current)
             continue
-        record = day_two.record_from_index(sub.gym_job_id)
+        record = day_two.record_from_index(sub.gym_job_id) if ids.is_gym_job_id(sub.gym_job_id) else None
         if record is None:
             print(f"note: {sub.gym_job_id} is not in this machine's local index; left out", file=sys.stderr)
         else:

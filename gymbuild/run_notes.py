@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from gymbuild.errors import UserError
-from gymbuild.jobs import SubmissionRecord, local_index_dir
+from gymbuild.ids import id_path, is_gym_job_id
+from gymbuild.jobs import SubmissionRecord, local_index_dir, parse_record
 
 
 def notes_dir() -> Path:
@@ -32,7 +33,7 @@ def note_run(config: Path, policy_model: str | None, sweep: Sequence[str], gym_j
 
     note = {"config": str(config.resolve()), "policy_model": policy_model, "sweep": " ".join(sweep) or None}
     try:
-        atomic_write(notes_dir() / f"{gym_job_id}.json", json.dumps(note) + "\n", durable=False)
+        atomic_write(id_path(notes_dir(), gym_job_id), json.dumps(note) + "\n", durable=False)
     except OSError as err:
         print(f"warning: could not note {gym_job_id} for `gymbuild runs`: {err}", file=sys.stderr)
 
@@ -40,7 +41,7 @@ def note_run(config: Path, policy_model: str | None, sweep: Sequence[str], gym_j
 def note(gym_job_id: str) -> dict[str, Any]:
     """The note of a submission; {} when there is none (NeMo Gym's own) or it cannot be read."""
     try:
-        found = json.loads((notes_dir() / f"{gym_job_id}.json").read_text())
+        found = json.loads(id_path(notes_dir(), gym_job_id).read_text())
     except (OSError, ValueError):
         return {}
     return found if isinstance(found, dict) else {}
@@ -68,7 +69,8 @@ def live_submissions(config: Path, sweep: Sequence[str], known: set[str]) -> lis
     records = []
     for gym_job_id in mine:
         try:
-            records.append(SubmissionRecord.load(json.loads((index / f"{gym_job_id}.json").read_text())))
+            path = id_path(index, gym_job_id)
+            records.append(parse_record(path.read_text(), str(path), named=gym_job_id))
         except (OSError, ValueError, UserError):
             continue  # pruned from the index, or damaged: nothing to guard
     counts = run_states(records) if records else {}
@@ -82,7 +84,7 @@ def _noted(directory: Path, changed: int) -> tuple[tuple[str, tuple[Any, Any]], 
     for each of its combinations, and a notes directory holds every submission ever made. `changed`:
     the directory's mtime, which a note written or removed (a rename into it, an unlink) moves."""
     try:
-        names = sorted(p.stem for p in directory.glob("*.json"))
+        names = sorted(p.stem for p in directory.glob("*.json") if is_gym_job_id(p.stem))
     except OSError:
         return ()
     notes = ((n, note(n)) for n in names)

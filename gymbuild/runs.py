@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from gymbuild.errors import UserError
+from gymbuild.ids import id_path, shown
 from gymbuild.jobs import SubmissionRecord, all_runs, local_index_dir
 from gymbuild.run_notes import note as _note
 from gymbuild.run_notes import notes_dir, run_state
@@ -40,27 +41,39 @@ def _older_than(record: SubmissionRecord, cutoff: datetime) -> bool:
 
 
 def prune(days: str) -> tuple[list[str], str]:
-    """Remove the local index entries (and their notes) of submissions older than `days` days: the
-    index only grows otherwise. Run directories and jobs are left alone."""
+    """Remove gymbuild's own local index entries (and their notes) of submissions older than `days`
+    days: the index only grows otherwise. Run directories and jobs are left alone, and so is every
+    entry gymbuild did not write: the index directory is NeMo Gym's too.
 
+    gymbuild's receipt for an entry is its note (`note_run`, written with every entry gymbuild
+    writes, under gymbuild's own state directory): an entry without one is NeMo Gym's (or another
+    tool's) and stays, however old. Only files named after a checked id are touched (`ids.id_path`).
+    """
     try:
         limit = float(days)
     except ValueError:
         limit = -1.0
-    if limit < 0:
+    if not limit >= 0:  # also NaN
         raise UserError(
-            f"error: prune={days}: not a number of days\n    fix: prune=30 (entries older than 30 days)"
+            f"error: prune={days if days.isprintable() else shown(days)}: not a number of days\n"
+            "    fix: prune=30 (entries older than 30 days)"
         )
-    cutoff = datetime.now(UTC) - timedelta(days=limit)
-    gone = [r for r in all_runs() if _older_than(r, cutoff)]
-    for record in gone:
-        (local_index_dir() / f"{record.gym_job_id}.json").unlink(missing_ok=True)
-        (notes_dir() / f"{record.gym_job_id}.json").unlink(missing_ok=True)
-    ids = [r.gym_job_id for r in gone]
-    return (
-        ids,
-        f"pruned {len(ids)} submission(s) older than {days} days from {local_index_dir()} (run dirs kept)",
-    )
+    cutoff = datetime.now(UTC) - timedelta(days=min(limit, 1e6))
+    old = [r for r in all_runs() if _older_than(r, cutoff)]
+    gone = [r.gym_job_id for r in old if id_path(notes_dir(), r.gym_job_id).is_file()]
+    for gym_job_id in gone:
+        id_path(local_index_dir(), gym_job_id).unlink(missing_ok=True)
+        id_path(notes_dir(), gym_job_id).unlink(missing_ok=True)
+    kept = len(old) - len(gone)
+    lines = [
+        f"pruned {len(gone)} gymbuild submission(s) older than {days} days from {local_index_dir()} "
+        f"(and their notes in {notes_dir()}; run dirs and jobs kept)",
+        *(f"  removed {id_path(local_index_dir(), i)}" for i in gone),
+    ]
+    if kept:
+        entries = "entry" if kept == 1 else "entries"
+        lines.append(f"kept {kept} older {entries} gymbuild did not write (NeMo Gym's own)")
+    return gone, "\n".join(lines)
 
 
 def _limit(text: str | None) -> int | None:

@@ -145,7 +145,7 @@ ARGUMENTS: tuple[Argument, ...] = (
     Argument("out", "FILE", "report: the HTML file to write (default <config name>-report.html here)"),
     Argument("limit", "N", "the N newest only"),
     Argument("state", "STATE", "only runs in this state: RUNNING, PENDING, COMPLETED, FAILED or UNKNOWN"),
-    Argument("prune", "DAYS", "remove the local index entries of submissions older than DAYS days"),
+    Argument("prune", "DAYS", "remove gymbuild's local index entries of submissions older than DAYS days"),
 )
 
 # What a sweep's day-two verbs read: the same config and overrides with multirun=1, or its id.
@@ -401,7 +401,7 @@ VERBS: tuple[Verb, ...] = (
             ("config", "only the submissions of this config"),
             ("limit", ""),
             ("state", ""),
-            ("prune", "(run directories and jobs are left alone)"),
+            ("prune", "(never NeMo Gym's own records, run directories or jobs)"),
             ("json", "one JSON list"),
         ),
         (

@@ -47,8 +47,9 @@ def fixture_payload(name: str) -> dict:
 
 
 def make_record(**changes) -> SubmissionRecord:
+    """A record as gymbuild writes it; a `gym_job_id` given names its run directory too."""
     now = FROZEN
-    job_id = jobs.new_gym_job_id(now)
+    job_id = changes.pop("gym_job_id", None) or jobs.new_gym_job_id(now)
     run_dir = f"/scratch/alice/runs/{job_id}"
     record = SubmissionRecord(
         gym_job_id=job_id,
@@ -201,6 +202,34 @@ def test_unknown_keys_are_ignored_at_the_top_level_and_per_benchmark() -> None:
     ],
 )
 def test_a_malformed_record_raises_record_error_naming_the_field(damage, where: str) -> None:
+    payload = json.loads(make_record().dumps())
+    damage(payload)
+
+    with pytest.raises(RecordError) as caught:
+        SubmissionRecord.load(payload)
+
+    assert where in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("damage", "where"),
+    [
+        (lambda p: p.update(gym_job_id="../../victim-dir"), "gym_job_id: '../../victim-dir'"),
+        (lambda p: p.update(gym_job_id=p["gym_job_id"] + "\n"), "gym_job_id: 'gym-job-"),
+        (
+            lambda p: p.update(run_dir="/scratch/alice/runs/elsewhere"),
+            "run_dir: '/scratch/alice/runs/elsewhere'",
+        ),
+        (lambda p: p.update(run_dir=p["run_dir"].removeprefix("/")), "run_dir: "),
+        (lambda p: p["benchmarks"][0].update(benchmark="../gpqa"), "benchmarks[0].benchmark: '../gpqa'"),
+        (lambda p: p["benchmarks"][0].update(job_dir="/home/alice"), "benchmarks[0].job_dir: '/home/alice'"),
+        (lambda p: p["benchmarks"][1].update(job_dir=p["run_dir"] + "/.."), "benchmarks[1].job_dir: "),
+        (lambda p: p["benchmarks"][0].update(job_id="--user=alice"), "benchmarks[0]: '--user=alice'"),
+        (lambda p: p["benchmarks"][0].update(previous_job_ids=["1 2"]), "benchmarks[0]: '1 2'"),
+    ],
+)
+def test_a_record_pointing_outside_its_run_directory_is_refused_naming_the_field(damage, where: str) -> None:
+    # Issue 45: the id, the run directory and the job ids become paths and command words.
     payload = json.loads(make_record().dumps())
     damage(payload)
 

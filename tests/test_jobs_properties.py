@@ -11,10 +11,12 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from gymbuild import jobs
+from gymbuild.ids import is_plain_name
 from gymbuild.jobs import BenchmarkJob, RecordError, SubmissionRecord
 from gymbuild.resources import load_schema
 
 VALIDATOR = Draft202012Validator(load_schema("gym-job.v1.schema.json"))
+PLACES = ("gym_job_id: ", "run_dir: ", "benchmarks[")
 
 text = st.text(max_size=30)
 maybe_text = st.none() | text
@@ -23,31 +25,43 @@ moments = st.datetimes(
     min_value=datetime(2, 1, 1), max_value=datetime(9998, 12, 31), timezones=st.timezones()
 )
 
-benchmark_jobs = st.builds(
-    BenchmarkJob,
-    benchmark=text,
-    job_dir=text,
-    job_id=maybe_text,
-    error=maybe_text,
-    previous_job_ids=st.lists(text, max_size=3).map(tuple),
-)
+# A benchmark's name, and a directory's: what a path component can be (ids.is_plain_name).
+names = st.text(min_size=1, max_size=30).filter(is_plain_name)
+# A scheduler's job id: Slurm's, a pid, a kubernetes name (never an option or a path).
+job_ids = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._+:@-]{0,20}\Z")
+
+
+def benchmark_jobs(run_dir: str) -> st.SearchStrategy[BenchmarkJob]:
+    """Entries whose directory is a plain name in the run directory, as every writer makes them."""
+    return st.builds(
+        BenchmarkJob,
+        benchmark=names,
+        job_dir=names.map(lambda name: f"{run_dir}/{name}"),
+        job_id=st.none() | job_ids,
+        error=maybe_text,
+        previous_job_ids=st.lists(job_ids, max_size=3).map(tuple),
+    )
 
 
 @st.composite
 def records(draw: st.DrawFn) -> SubmissionRecord:
-    """Records as gymbuild's writers build them: id and time from one clock reading, anything else free."""
+    """Records as gymbuild's writers build them: id and time from one clock reading, the run directory
+    named after the id under any absolute path, its benchmarks' directories in it; the rest free."""
     now = draw(moments)
+    gym_job_id = jobs.new_gym_job_id(now)
+    parents = draw(st.lists(names.filter(lambda n: n != ".."), max_size=3))
+    run_dir = "/" + "/".join([*parents, gym_job_id])
     return SubmissionRecord(
-        gym_job_id=jobs.new_gym_job_id(now),
+        gym_job_id=gym_job_id,
         gym_version=draw(text),
         gym_commit=draw(maybe_text),
         submitted_at=jobs.utc_timestamp(now),
-        run_dir=draw(text),
+        run_dir=run_dir,
         cluster=draw(text),
         executor=draw(st.sampled_from(["slurm", "local"]) | text),
         hostname=draw(maybe_text),
         submitted_by=draw(text),
-        benchmarks=draw(st.lists(benchmark_jobs, max_size=4)),
+        benchmarks=draw(st.lists(benchmark_jobs(run_dir), max_size=4)),
         executor_metadata=draw(st.dictionaries(text, text, max_size=3)),
     )
 
@@ -117,9 +131,12 @@ def test_load_accepts_exactly_the_payloads_the_schema_accepts(payload: dict) -> 
     # load checks shape with its own fast table; the published schema must agree with it both ways.
     if type(payload.get("schema_version")) is not int:
         return  # 1.0 is an integer to JSON Schema but not a version to load: tested in test_jobs.py
+    # Beyond the shape, load checks where the record points (the id's format, the run directory
+    # named after it, the benchmarks' directories in it: jobs._check_places), which a schema cannot
+    # say across fields; such a refusal names the field it is about.
     try:
         SubmissionRecord.load(payload)
-    except RecordError:
-        assert not VALIDATOR.is_valid(payload)
+    except RecordError as error:
+        assert not VALIDATOR.is_valid(payload) or str(error).startswith(PLACES)
     else:
         assert VALIDATOR.is_valid(payload)

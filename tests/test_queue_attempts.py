@@ -19,6 +19,7 @@ from gymbuild.executors import attempts, slurm
 from gymbuild.executors.base import Queued
 from gymbuild.executors.connection import Connection, Result
 from gymbuild.executors.secrets import SecretsFile, forget_secrets
+from gymbuild.jobs import new_gym_job_id, utc_now
 
 if TYPE_CHECKING:
     from conftest import Cluster
@@ -51,16 +52,17 @@ def _scancel(*ids: str | None) -> None:
 def test_an_attempt_that_ran_is_recovered_from_the_queue_log(cluster: Cluster) -> None:
     run_dir = cluster.run_dir("attempts-ran")
     script = _job_script(cluster, run_dir, "a")
+    gym_job_id = new_gym_job_id(utc_now())  # a secrets directory is named by a real id only (ids.py)
     with Connection(None) as first:
         attempts.hold_queue_lock(first, str(run_dir))
         first.run_in_session("export GYM_QUEUE_TEST_TOKEN=s3cret")  # the user's own, in the login shell
-        secrets = SecretsFile(run_dir.name, "a", {"__gym_secret_T": "s3cret"}, ("GYM_QUEUE_TEST_TOKEN",))
+        secrets = SecretsFile(gym_job_id, "a", {"__gym_secret_T": "s3cret"}, ("GYM_QUEUE_TEST_TOKEN",))
         queued = slurm.queued(_queue(first, script, "a1b2c3", secrets))
         # The value went to the secrets file alone: neither sbatch nor the session's shell keeps it.
         assert first.run('printf %s "${GYM_QUEUE_TEST_TOKEN-unset}"').stdout == "unset"
-        stored = Path(os.path.expanduser(f"~/.gymbuild-secrets/{run_dir.name}/a"))
+        stored = Path(os.path.expanduser(f"~/.gymbuild-secrets/{gym_job_id}/a"))
         assert stored.read_bytes() == b"__gym_secret_T\0s3cret\0" and stored.stat().st_mode & 0o777 == 0o600
-        assert forget_secrets(first, run_dir.name, ["a"]).ok and not stored.parent.exists()
+        assert forget_secrets(first, gym_job_id, ["a"]).ok and not stored.parent.exists()
     try:
         assert queued.job_id is not None, queued
         with Connection(None) as later:

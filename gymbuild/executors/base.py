@@ -87,10 +87,8 @@ class Executor(Protocol):
         first. Answers are read in the order their jobs were sent; an executor may pipeline several."""
         ...
 
-    def forget_secrets(
-        self, conn: Connection, gym_job_id: str, benches: Iterable[str] | None = None
-    ) -> Result:
-        """Remove the benchmarks' secrets files (`cancel`); with no `benches`, the submission's."""
+    def forget_secrets(self, conn: Connection, gym_job_id: str, names: Iterable[str]) -> Result:
+        """Remove the named secrets files of a submission (`cancel`), and its directory once empty."""
         ...
 
     def recover_lost(

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gymbuild import ids
 from gymbuild.shell import SECRETS_DIR, join, secrets_path
 
 if TYPE_CHECKING:
@@ -59,15 +60,28 @@ class SecretsFile:
         return _remove_secrets(self.gym_job_id, [self.bench]) if self.values else "true"
 
 
-def _remove_secrets(gym_job_id: str, benches: Iterable[str]) -> str:
-    files = " ".join(secrets_path(gym_job_id, bench) for bench in benches)
-    return f"rm -f -- {files}; rmdir -- {secrets_path(gym_job_id)} 2>/dev/null; true"
+def _remove_secrets(gym_job_id: str, names: Iterable[str]) -> str:
+    """Bash removing the named files of a submission's secrets directory, then the directory if that
+    left it empty. Only the names gymbuild writes there (benchmarks', shared jobs'), never `rm -rf`:
+    what else is in the directory is not gymbuild's. Nothing through a symbolic link: a link in place
+    of `~/.gymbuild-secrets` or of the submission's directory is left as it is, with what it points
+    to (`rm -f` of a file that is itself a link removes the link only)."""
+    root, directory = f"~/{SECRETS_DIR}", secrets_path(ids.gym_job_id(gym_job_id, "a secrets directory: "))
+    unique = list(dict.fromkeys(names))
+    for name in unique:
+        if not ids.is_plain_name(name):
+            raise ids.BadIdError(f"error: {ids.shown(name)} cannot name a secrets file: not a plain name")
+    files = " ".join(secrets_path(gym_job_id, name) for name in unique)
+    if not files:
+        return "true"
+    return (
+        f"if [ ! -L {root} ] && [ ! -L {directory} ] && [ -d {directory} ]; then "
+        f"rm -f -- {files}; rmdir -- {directory} 2>/dev/null; fi; true"
+    )
 
 
-def forget_secrets(conn: Connection, gym_job_id: str, benches: Iterable[str] | None = None) -> Result:
-    """Remove the benchmarks' secrets files, and their submission's directory once it is empty; with
-    no `benches`, the whole submission's (a shared job's file included): what `cancel` does (a job
-    removes its own when it ends: gym_secrets_needed in Slurm's parts.sh.j2)."""
-    if benches is None:
-        return conn.run(f"rm -rf -- {secrets_path(gym_job_id)}")
-    return conn.run(_remove_secrets(gym_job_id, benches))
+def forget_secrets(conn: Connection, gym_job_id: str, names: Iterable[str]) -> Result:
+    """Remove the named secrets files of a submission (`cancel`: its benchmarks' and shared jobs'
+    names, day_two.secret_names), and their directory once it is empty. A job removes its own file
+    when it ends (gym_secrets_needed in Slurm's parts.sh.j2); this is for the jobs that did not."""
+    return conn.run(_remove_secrets(gym_job_id, names))
