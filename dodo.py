@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from doit.action import CmdAction
+
 from tools.check_docs import linked_files
 
 ROOT = Path(__file__).resolve().parent
@@ -58,10 +60,16 @@ def stamp(task: str) -> str:
     return (STAMPS / f"{task}.stamp").as_posix()
 
 
-def write_stamp(targets: list[str]) -> None:
-    """A task's last action: its stamp, written only when every action before it passed."""
+def make_parents(targets: list[str]) -> None:
+    """A task's first action where its command writes its targets but makes no folder for them."""
     for target in targets:
         Path(target).parent.mkdir(parents=True, exist_ok=True)
+
+
+def write_stamp(targets: list[str]) -> None:
+    """A task's last action: its stamp, written only when every action before it passed."""
+    make_parents(targets)
+    for target in targets:
         Path(target).write_text("passed\n", encoding="utf-8")
 
 
@@ -70,6 +78,9 @@ DEV_CODE = files("dodo.py", "tools/*.py")
 DOCS = files("README.md", "docs/*.md")
 # What the rendered scripts of tests/golden/ come from, besides the package.
 RENDER_INPUTS = files("examples/**/*.yaml", "tests/test_render.py", "tests/conftest.py")
+# tests/test_render.py's golden tests: with GYMBUILD_UPDATE_GOLDEN=1 they write each file, then compare.
+GOLDEN_TESTS = [tool("pytest"), "-n", "0", "-q", "tests/test_render.py", "-k", "golden"]
+GOLDEN_ENV = {**os.environ, "GYMBUILD_UPDATE_GOLDEN": "1"}
 # What the tests read: the package, the examples, every file under tests/, the docs they quote.
 TESTED = sorted({*PACKAGE, *DEV_CODE, *DOCS, *files("examples/**/*.yaml", "tests/**/*", "bench/*.py")})
 
@@ -140,20 +151,11 @@ def task_goldens() -> dict[str, Any]:
     target is a stamp, not the goldens: doit runs the task that makes a file before any task that
     reads it, so the tests would pass on goldens rewritten from whatever the templates render."""
     return {
-        "actions": [update_goldens, write_stamp],
+        "actions": [CmdAction(GOLDEN_TESTS, shell=False, env=GOLDEN_ENV), write_stamp],
         "file_dep": sorted({*PACKAGE, *RENDER_INPUTS}),
         "targets": [stamp("goldens")],
         "clean": True,
     }
-
-
-def update_goldens() -> bool:
-    """The golden tests of tests/test_render.py, run with GYMBUILD_UPDATE_GOLDEN=1 (they write, then
-    compare); True when they passed, as doit wants of a Python action."""
-    import subprocess
-
-    command = [tool("pytest"), "-n", "0", "-q", "tests/test_render.py", "-k", "golden"]
-    return subprocess.run(command, env={**os.environ, "GYMBUILD_UPDATE_GOLDEN": "1"}).returncode == 0
 
 
 def task_bench() -> dict[str, Any]:
@@ -163,7 +165,10 @@ def task_bench() -> dict[str, Any]:
     measure again with nothing changed."""
     results = ["build/bench/results.json", "build/bench/results.md"]
     return {
-        "actions": [[sys.executable, "bench/run.py", "--json", results[0], "--markdown", results[1]]],
+        "actions": [
+            make_parents,
+            [sys.executable, "bench/run.py", "--json", results[0], "--markdown", results[1]],
+        ],
         "file_dep": sorted({*PACKAGE, *files("bench/*.py")}),
         "targets": results,
     }
