@@ -128,6 +128,7 @@ def task_test_quick() -> dict[str, Any]:
         "file_dep": TESTED,
         "targets": [stamp("test_quick")],
         "clean": True,
+        "verbosity": 2,  # pytest's progress as it goes: the run takes minutes
     }
 
 
@@ -141,6 +142,7 @@ def task_test_full() -> dict[str, Any]:
         "task_dep": ["typecheck"],
         "targets": [stamp("test_full")],
         "clean": True,
+        "verbosity": 2,  # pytest's progress as it goes: the run takes minutes
     }
 
 
@@ -171,4 +173,5 @@ def task_bench() -> dict[str, Any]:
         ],
         "file_dep": sorted({*PACKAGE, *files("bench/*.py")}),
         "targets": results,
+        "verbosity": 2,  # its progress and table as it goes
     }
