@@ -20,7 +20,7 @@ from typing import Any
 
 from doit.action import CmdAction
 
-from tools.check_docs import linked_files
+from tools.check_docs import DOC_GLOBS, linked_files
 
 ROOT = Path(__file__).resolve().parent
 # Under build/, which git ignores: what a task with no file of its own leaves when it passed.
@@ -75,7 +75,7 @@ def write_stamp(targets: list[str]) -> None:
 
 PACKAGE = files("gymbuild/**/*.py", "gymbuild/**/*.j2", "schemas/*.json", "pyproject.toml")
 DEV_CODE = files("dodo.py", "tools/*.py")
-DOCS = files("README.md", "docs/*.md")
+DOCS = files(*DOC_GLOBS)
 # What the rendered scripts of tests/golden/ come from, besides the package.
 RENDER_INPUTS = files("examples/**/*.yaml", "tests/test_render.py", "tests/conftest.py")
 # tests/test_render.py's golden tests: with GYMBUILD_UPDATE_GOLDEN=1 they write each file, then compare.

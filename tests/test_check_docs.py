@@ -55,12 +55,15 @@ def test_a_link_to_a_missing_file_is_one_line_with_its_place(tmp_path: Path) -> 
         "# Title\n\nSee [the guide](docs/guide.md) and [the old one](docs/gone.md).\n",
         guide="# Guide\n\nBack to [the README](../README.md), and [nowhere](../../outside.md).\n",
     )
+    (root / "tests" / "cluster").mkdir(parents=True)
+    (root / "tests" / "cluster" / "README.md").write_text("# Cluster\n\n[up](up) [the docs](../../docs/)\n")
     done = check(root)
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.splitlines() == [
         "README.md:3: link 'docs/gone.md': no such file or folder in the checkout",
         "docs/guide.md:3: link '../../outside.md': no such file or folder in the checkout",
-        "fix: correct the 2 place(s) above (the link's path or heading, or the verb)",
+        "tests/cluster/README.md:3: link 'up': no such file or folder in the checkout",
+        "fix: correct the 3 place(s) above (the link's path or heading, or the verb)",
     ]
 
 

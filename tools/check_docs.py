@@ -1,8 +1,8 @@
 """Check that the docs still describe this checkout (dodo.py's `docs` task; tests/test_check_docs.py).
 
 Two ways a doc goes stale without any test noticing: a link whose file was moved or whose heading
-was renamed, and an example command naming a verb that no longer exists. So, in README.md and
-docs/*.md:
+was renamed, and an example command naming a verb that no longer exists. So, in the checkout's
+Markdown (README.md, docs/, bench/, the READMEs under tests/: DOC_GLOBS):
 
 - every relative link (`[text](path)`, `[text](path#anchor)`, `[text](#anchor)`, images too) names
   a file or folder of the checkout, and an anchor names a heading of that Markdown file (GitHub's
@@ -37,6 +37,8 @@ SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 COMMAND = re.compile(
     r"(?:^|&&|\|\||[;|(])\s*(?:\$\s+)?(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*(gymbuild|doit)\s+([^\s`]+)"
 )
+# The checkout's Markdown: the README, docs/, and the READMEs of bench/ and of the tests' set-ups.
+DOC_GLOBS = ("README.md", "docs/*.md", "bench/*.md", "tests/**/*.md")
 SHELL_BLOCKS = {"", "bash", "sh", "shell", "console", "zsh"}
 
 
@@ -179,8 +181,14 @@ def known_words(root: Path) -> dict[str, set[str]]:
 
 
 def docs_of(root: Path) -> list[Path]:
-    """The docs checked: the README and docs/*.md."""
-    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    """The docs checked: the Markdown files of DOC_GLOBS (a build folder's left out), sorted."""
+    found = {
+        doc
+        for pattern in DOC_GLOBS
+        for doc in root.glob(pattern)
+        if "build" not in doc.relative_to(root).parts
+    }
+    return sorted(found)
 
 
 def check(root: Path) -> list[Problem]:
