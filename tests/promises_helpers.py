@@ -138,12 +138,12 @@ def _pgid(pid: str) -> int | None:
     return int(fields[2])
 
 
-def live_local_jobs(under: Path) -> dict[str, set[int]]:
+def live_local_jobs(under: Path) -> dict[str, set[str]]:
     """bench dir -> the process groups alive on this machine that run its job.sh, for every bench
     dir under `under`. A job's processes all name its script (bash forks keep the command line), so
     a job counts once however many processes it has, and not at all once every one has exited."""
     top = str(under).rstrip("/") + "/"
-    found: dict[str, set[int]] = {}
+    found: dict[str, set[str]] = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -151,16 +151,16 @@ def live_local_jobs(under: Path) -> dict[str, set[int]]:
             if arg.startswith(top) and arg.endswith("/job.sh"):
                 group = _pgid(pid)
                 if group is not None:
-                    found.setdefault(arg.removesuffix("/job.sh"), set()).add(group)
+                    found.setdefault(arg.removesuffix("/job.sh"), set()).add(str(group))
                 break
     return found
 
 
-def kill_groups(groups: Iterable[int]) -> None:
-    """SIGKILL each process group (a test's leftover jobs)."""
+def kill_groups(groups: Iterable[str]) -> None:
+    """SIGKILL each process group (a test's leftover local jobs)."""
     for group in groups:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(group, signal.SIGKILL)
+            os.killpg(int(group), signal.SIGKILL)
 
 
 def run_dirs(output: Path) -> list[Path]:
