@@ -27,9 +27,11 @@ example database is off and the run is derandomized: the same sequences on every
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Any
 
+import pytest
 from e2e_helpers import gymbuild_argv
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
@@ -121,3 +123,64 @@ def test_promises_hold_over_the_local_executor() -> None:
         LocalPromises.TestCase().runTest()
     finally:
         print(f"\npromises model (local): {FIGURES.summary()}")
+
+
+class _Drawn:
+    """The draws of a step written down: what `data.draw` returns, in order."""
+
+    def __init__(self, *values: Any) -> None:
+        self.values = list(values)
+
+    def draw(self, strategy: Any, label: str | None = None) -> Any:
+        return self.values.pop(0)
+
+
+def _submit(m: LocalPromises, **kw: Any) -> None:
+    m.submit(**{"where": "absolute", "spelling": "config=", "new": False, "only": "", "as_json": "", **kw})
+
+
+def _inspect(m: LocalPromises, *verb: str, **kw: Any) -> None:
+    args = {"where": "absolute", "spelling": "config=", "as_json": "", "new": False, **kw}
+    m.inspect(data=_Drawn(verb), **args)  # type: ignore[arg-type]
+
+
+def _interrupt(m: LocalPromises, sig: signal.Signals) -> None:
+    m.interrupted_submit(data=_Drawn("job1"), where="absolute", sig=sig, new=False)  # type: ignore[arg-type]
+
+
+# The shortest sequences the model found failing on the main of issue 40 (one per promise broken), kept
+# as plain regressions so the merged fixes are held to each of them, whatever the search draws.
+KNOWN = {
+    "symlink-second-submission": [_submit, lambda m: _submit(m, where="symlink")],
+    "deleted-workspace-second-submission": [_submit, lambda m: m.delete_workspace(), _submit],
+    "cancel-dry-run-cancels": [_submit, lambda m: _inspect(m, "cancel", "--dry-run")],
+    "cancel-dry-run-json": [_submit, lambda m: _inspect(m, "cancel", "--dry-run", as_json="json=1")],
+    "status-resolve-only-json": [
+        _submit,
+        lambda m: _inspect(m, "status", "--resolve-only", as_json="json=1"),
+    ],
+    "render-settles-a-submission": [lambda m: _inspect(m, "render")],
+    "resolve-writes-doit-db": [lambda m: _inspect(m, "resolve")],
+    "render-after-submit-writes-doit-db": [_submit, lambda m: _inspect(m, "render")],
+    "compare-passes-on-nothing": [
+        _submit,
+        lambda m: _submit(m, new=True),
+        lambda m: m.compare(a=0, b=1, max_drop="1"),
+    ],
+    "sigint-after-first-job": [lambda m: _interrupt(m, signal.SIGINT)],
+    "sigterm-after-first-job": [lambda m: _interrupt(m, signal.SIGTERM)],
+    "sighup-after-first-job": [lambda m: _interrupt(m, signal.SIGHUP)],
+}
+
+
+@pytest.mark.parametrize("name", list(KNOWN))
+def test_known_failing_sequence_holds(name: str) -> None:
+    machine = LocalPromises()
+    try:
+        machine.start()
+        for step in KNOWN[name]:
+            step(machine)
+            machine.one_live_job_per_bench_dir()
+            machine.every_started_job_is_recorded()
+    finally:
+        machine.teardown()
