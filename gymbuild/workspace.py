@@ -286,6 +286,9 @@ class Workspace:
         vouch for it are dropped before the first file is touched and saved only after the last
         (`stage_stamp`). A temp file, a rename and an fsync per file were most of a large render.
         """
+        if not self.stage.is_dir():  # a draft's stage is made on its first write (begin_draft empties it)
+            self.stage.mkdir(parents=True, exist_ok=True)
+            self.stage.chmod(0o755)
         bench_dir = os.path.join(self.stage, job_dir)
         parents = [os.path.join(self.stage, p) for p in Path(job_dir).parents if p != Path(".")]
         subs = sorted({os.path.dirname(rel) for rel in files} - {""})
