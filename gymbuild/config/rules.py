@@ -29,6 +29,7 @@ RULES: tuple[Rule, ...] = (
     rules_driver.shared_jobs,
     rules_driver.benchmarks_present,
     rules_strings.names,
+    rules_strings.values,
     rules_strings.env_values,
     rules_strings.walltimes,
     rules_strings.mounts,

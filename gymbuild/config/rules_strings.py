@@ -12,9 +12,21 @@ from collections.abc import Iterator
 
 from gymbuild.config.rules_tree import Path, Rules
 from gymbuild.config.walltime import FORMS, is_walltime
-from gymbuild.shell import is_shell_name
+from gymbuild.shell import RESERVED_NAMES, RESERVED_PREFIXES, is_reserved_name, is_shell_name
 
-NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+NAME_MAX = 100
+NAME = re.compile(rf"[A-Za-z0-9_][A-Za-z0-9._-]{{0,{NAME_MAX - 1}}}")
+"""THE rule for every name the config defines that becomes a file or directory name, a step or job
+name, a comment or part of a variable in a script: one plain path component of safe characters,
+bounded, never `.`/`..`, never a leading dash or dot. Matched with `fullmatch` (`re.match` with `$`
+lets a trailing newline through)."""
+is_name = NAME.fullmatch
+# The places that define a name: (path of the mapping whose keys are names, what the name names).
+NAMED = (
+    (("services",), "service"),
+    (("driver", "benchmarks"), "benchmark"),
+    (("compute",), "compute"),
+)
 ENV_FIX = (
     "write lit:<value> for a literal, host:VAR to read VAR from your shell, "
     "or runtime:VAR to expand it on the cluster"
@@ -22,16 +34,24 @@ ENV_FIX = (
 VAR_FIX = "use letters, digits and _, not starting with a digit"
 
 
+def _named(r: Rules) -> Iterator[tuple[Path, str]]:
+    """(path of the mapping, what its keys name) for every mapping whose keys are names."""
+    yield from NAMED
+    for cname in r.mapping(("compute",)):
+        yield ("compute", cname, "node_pools"), "node pool"
+
+
 def names(r: Rules) -> None:
-    """Service and benchmark names become file and job names: keep them to a safe alphabet."""
-    groups = [(("services",), "service"), (("driver", "benchmarks"), "benchmark")]
-    for base, what in groups:
+    """Names become file names, step and job names, comments and variables in the job script: each
+    follows the one NAME rule, so none can leave the run directory or start a line of its own."""
+    for base, what in _named(r):
         for name in r.mapping(base):
-            if not (isinstance(name, str) and NAME.match(name)):
+            if not (isinstance(name, str) and is_name(name)):
                 r.error(
                     (*base, name),
-                    f"{what} name `{name}` may only contain letters, digits, '.', '_' and '-'",
-                    f"rename the {what} (it names log files and Slurm jobs)",
+                    f"{what} name {_shown(name)} may only contain letters, digits, '.', '_' and '-', "
+                    f"start with a letter, digit or '_' and have at most {NAME_MAX} characters",
+                    f"rename the {what} (it names files, steps and jobs)",
                 )
     services = r.mapping(("services",))
     for path, kind, _svc in r.services():
@@ -46,6 +66,48 @@ def names(r: Rules) -> None:
                     )
 
 
+VALUE_MAX = 65_536
+"""The longest string a config may hold (64 KiB): far above any model path, command or prompt
+override, far below what makes `sbatch` or `exec` fail with "Argument list too long"."""
+
+
+def _strings(node: object, path: Path) -> Iterator[tuple[Path, str]]:
+    """Every string of the tree, keys included (a key is reported at its own path), iteratively."""
+    stack: list[tuple[Path, object]] = [(path, node)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str):
+            yield where, value
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(key, str):
+                    yield (*where, key), key
+                stack.append(((*where, key), item))
+        elif isinstance(value, list):
+            stack.extend(((*where, index), item) for index, item in enumerate(value))
+
+
+def values(r: Rules) -> None:
+    """No string holds NUL (bash, argv and file names cannot carry it: it would be cut or fail late)
+    and none is longer than VALUE_MAX."""
+    for path, text in _strings(r.tree, ()):
+        if "\x00" in text:
+            r.error(path, "holds a NUL character, which no command line or file can carry", "remove it")
+        elif len(text) > VALUE_MAX:
+            r.error(
+                path,
+                f"is {len(text)} characters long, more than the {VALUE_MAX} a config value may have",
+                "shorten it (put long text in a file on the cluster and name the file)",
+            )
+
+
+def _shown(name: object) -> str:
+    """A refused name as a message shows it (its control characters escaped by the message itself),
+    cut when long."""
+    text = str(name)
+    return f"`{text}`" if len(text) <= 80 else f"`{text[:60]}...` ({len(text)} characters)"
+
+
 def _env_paths(r: Rules) -> Iterator[Path]:
     for path, _kind, _unit in r.deployments():
         yield (*path, "env")
@@ -58,7 +120,14 @@ def env_values(r: Rules) -> None:
         for key, value in r.mapping(env).items():
             path = (*env, key)
             if not (isinstance(key, str) and is_shell_name(key)):
-                r.error(path, f"`{key}` is not a valid environment variable name", VAR_FIX)
+                r.error(path, f"{_shown(key)} is not a valid environment variable name", VAR_FIX)
+            elif is_reserved_name(key):
+                r.error(
+                    path,
+                    f"`{key}` is a variable the job script or bash reads for its own behaviour",
+                    f"use another name: {', '.join(f'{p}*' for p in RESERVED_PREFIXES)} and "
+                    f"{', '.join(sorted(RESERVED_NAMES))} are reserved",
+                )
             if not isinstance(value, str) or not r.ok(path):
                 continue
             kind, sep, var = value.partition(":")

@@ -20,7 +20,7 @@ def _directive(key: str, value: object, where: str) -> tuple[str, str | None]:
                 f"{where}: {part!r} cannot be written as an #SBATCH directive "
                 "(no double quotes, backslashes or newlines)"
             )
-    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_-]*$", key):
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", key):
         raise UserError(f"{where}: {key!r} is not an sbatch option name")
     return key, text
 
