@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from gymbuild.config import load_config
-from gymbuild.errors import ConfigError
+from gymbuild.errors import ConfigError, printable
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path(__file__).resolve().parent / "invalid"
@@ -93,6 +93,11 @@ CLI_SAMPLE = {
     "walltime-syntax",
     "otel-no-endpoint",
     "mount-relative",
+    "yaml-alias-bomb",
+    "yaml-deep",
+    "yaml-alias-self",
+    "name-ansi",
+    "walltime-huge",
 }
 
 
@@ -114,7 +119,7 @@ def test_invalid_config_in_process(case: Case) -> None:
     for fragment in case.forbid:
         assert fragment not in message
     if case.path:
-        paths = [p.path for p in caught.value.problems]
+        paths = [printable(p.path, lines=False) for p in caught.value.problems]  # as the user reads it
         assert case.path in paths, f"no problem at {case.path}: {paths}"
     for problem in caught.value.problems:
         assert problem.fix, f"problem without a fix: {problem}"
