@@ -33,6 +33,9 @@ RULES: tuple[Rule, ...] = (
     rules_strings.env_values,
     rules_strings.walltimes,
     rules_strings.mounts,
+    rules_strings.health_paths,
+    rules_strings.install_refs,
+    rules_strings.directives,
     rules_services.command_health_port,
     rules_otel.otel,
 )

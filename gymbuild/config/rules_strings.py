@@ -193,3 +193,59 @@ def mounts(r: Rules) -> None:
                     f"mount `{mount}` {problem}",
                     "write /absolute/src[:/absolute/dst[:flags]], e.g. /lustre/data:/data:ro",
                 )
+
+
+def health_paths(r: Rules) -> None:
+    """A health check's path is a path on the service's own host: `@other/` would make the probe's
+    URL (`http://host:port` + path) point at another host."""
+    for path, _kind, unit in r.deployments():
+        check = unit.get("health_check")
+        where = (*path, "health_check", "path")
+        value = check.get("path") if isinstance(check, dict) else None
+        if isinstance(value, str) and r.ok(where) and not value.startswith("/"):
+            r.error(where, f"`{value}` does not start with '/'", "write the path on the server, e.g. /health")
+
+
+def install_refs(r: Rules) -> None:
+    """gym_install's repo and ref reach `git clone`/`git checkout` as words: one starting with '-'
+    would be read as an option (older git has no --end-of-options to stop that)."""
+    for key in ("repo", "ref"):
+        where = ("driver", "gym_install", key)
+        value = r.get(where)
+        if isinstance(value, str) and r.ok(where) and value.startswith("-"):
+            r.error(
+                where, f"`{value}` starts with '-', which git reads as an option", f"write the {key} itself"
+            )
+
+
+SBATCH_UNSAFE = re.compile(r'["\n\r\\]')  # what an #SBATCH line cannot carry (sbatch parses it itself)
+is_sbatch_option = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*").fullmatch
+
+
+def directives(r: Rules) -> None:
+    """What becomes an `#SBATCH` line (the account, partitions, extra_args) can be written as one."""
+    for cname in r.mapping(("compute",)):
+        base = ("compute", cname)
+        args: list[Path] = [(*base, "extra_args")]
+        values: list[Path] = [(*base, "account")]
+        for pool in r.mapping((*base, "node_pools")):
+            args.append((*base, "node_pools", pool, "extra_args"))
+            values.append((*base, "node_pools", pool, "partition"))
+        for where in args:
+            for key, value in r.mapping(where).items():
+                if not (isinstance(key, str) and is_sbatch_option(key)):
+                    r.error(
+                        (*where, key),
+                        f"{_shown(key)} is not an sbatch option name",
+                        "write it as sbatch spells it, e.g. qos",
+                    )
+                elif isinstance(value, str):
+                    values.append((*where, key))
+        for where in values:
+            value = r.get(where)
+            if isinstance(value, str) and r.ok(where) and SBATCH_UNSAFE.search(value):
+                r.error(
+                    where,
+                    "cannot be written as an #SBATCH directive (no double quotes, backslashes or newlines)",
+                    "remove them",
+                )
