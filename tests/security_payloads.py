@@ -430,6 +430,18 @@ def bash_n(paths: list[Path]) -> dict[Path, str]:
     return {Path(parts[i]): parts[i + 1] for i in range(0, len(parts) - 1, 2)}
 
 
+def shaped(field: Field, value: str) -> str:
+    """`value` in the shape its field asks for, so the payload gets past the syntax check to where
+    it is used: an env value is `lit:<value>`, a mount or a health check path starts with '/'."""
+    if field.key:
+        return value
+    if field.path[-2:-1] == ("env",):
+        return f"lit:{value}"
+    if field.path[-2:] in (("mounts", ITEM), ("health_check", "path")):
+        return f"/{value}"
+    return value
+
+
 def matrix() -> Iterator[tuple[str, Field, Path_, str, dict[str, Any]]]:
     """(base, field, where, payload name, tree) of every probe: each field's first placement in each
     base config that has one, with every payload."""
@@ -439,7 +451,7 @@ def matrix() -> Iterator[tuple[str, Field, Path_, str, dict[str, Any]]]:
             if where is None:
                 continue
             for name, value in payloads().items():
-                yield base_name, field, where, name, put(base, field, where, value)
+                yield base_name, field, where, name, put(base, field, where, shaped(field, value))
 
 
 if __name__ == "__main__":  # the figures of docs/reliability.md

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -22,8 +23,11 @@ from typing import Any
 import pytest
 import yaml
 from e2e_helpers import kill_local_jobs, shellcheck
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gymbuild.config import load_config
+from gymbuild.config.validate import validate
 from gymbuild.errors import ConfigError
 from tests.security_payloads import (
     SHELL_TEXT,
@@ -38,6 +42,7 @@ from tests.security_payloads import (
     probe,
     put,
     script_problem,
+    shaped,
     slurm_base,
     string_fields,
 )
@@ -122,12 +127,15 @@ def test_a_sample_of_rendered_payloads_passes_shellcheck(payload: str, tmp_path:
         field = Field(path)
         where = placement(base, field)
         assert where is not None
-        outcome = probe(put(base, field, where, value))
+        outcome = probe(put(base, field, where, shaped(field, value)))
         if outcome.refused is not None:
             continue
         script = tmp_path / "job.sh"
         script.write_text(outcome.files["b1/job.sh"])
-        done = subprocess.run([tool, "--shell=bash", str(script)], capture_output=True, text=True)
+        # SC1003: a Hydra override escapes its quote as \' inside the shell's single quotes, on purpose
+        done = subprocess.run(
+            [tool, "--shell=bash", "--exclude=SC1003", str(script)], capture_output=True, text=True
+        )
         assert done.returncode == 0, f"{field} <- {payload}:\n{done.stdout}"
 
 
@@ -149,12 +157,12 @@ def _hostile_local_config(value: str) -> tuple[dict[str, Any], list[str]]:
     tree["driver"]["benchmarks"]["b2"]["command"] = "true"
     taken: list[str] = []
     for field in string_fields():
-        if field.path in SHELL_TEXT:
+        if field.path in SHELL_TEXT or field.path[-1] == "path":  # the echo server answers /health only
             continue
         where = placement(tree, field)
         if where is None:
             continue
-        candidate = put(tree, field, where, value)
+        candidate = put(tree, field, where, shaped(field, value))
         if probe(candidate).refused is None:
             tree, taken = candidate, [*taken, str(field)]
     return tree, taken
@@ -290,3 +298,39 @@ def test_workspace_naming_a_file_is_one_message(tmp_path: Path) -> None:
         )
         assert done.returncode == 1, done.stderr
         assert "is a file, not a directory" in done.stderr and "Traceback" not in done.stderr
+
+
+# --- names, searched -------------------------------------------------------------------------------------
+
+
+def _named(where: str, name: str) -> dict[str, Any]:
+    tree = yaml.safe_load(MINIMAL)
+    if where == "service":
+        tree["services"][name] = tree["services"].pop("policy")
+        tree["driver"]["policy_model"] = name
+    elif where == "benchmark":
+        tree["driver"]["benchmarks"][name] = tree["driver"]["benchmarks"].pop("gpqa")
+    else:
+        tree["compute"]["cluster"]["node_pools"][name] = tree["compute"]["cluster"]["node_pools"].pop("gpu")
+    return tree
+
+
+NAME_CHARS = st.characters(codec="utf-8") | st.sampled_from(list("./-_\n\r\x00\x1b ;$`'\"a0"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    where=st.sampled_from(["service", "benchmark", "pool"]),
+    name=st.text(NAME_CHARS, min_size=1, max_size=120),
+)
+def test_every_name_validation_accepts_is_one_plain_path_component_and_one_shell_word(
+    where: str, name: str
+) -> None:
+    """Whatever a name holds, validation accepts it only when it is safe everywhere a name goes: a
+    file name inside the run directory, a shell word that needs no quoting, one printable line."""
+    problems = validate(_named(where, name)).problems
+    if any(p.path.endswith(name) and "name" in p.message for p in problems):
+        return
+    assert not problems, [p.render() for p in problems]
+    assert name not in (".", "..") and "/" not in name and not name.startswith(("-", "."))
+    assert name.isascii() and name.isprintable() and shlex.quote(name) == name and len(name) <= 100

@@ -36,6 +36,7 @@ RULES: tuple[Rule, ...] = (
     rules_strings.health_paths,
     rules_strings.install_refs,
     rules_strings.directives,
+    rules_strings.output_path,
     rules_services.command_health_port,
     rules_otel.otel,
 )

@@ -1,5 +1,6 @@
 """The rules about string syntaxes whose errors deserve a better message than "does not match
-pattern": names, env values, Slurm times and mounts.
+pattern": names, env keys and values, the bounds every string keeps, Slurm times and #SBATCH lines,
+mounts, health check paths and git refs.
 
 One group because each reads a string wherever the config holds it (a service, a tier, the driver, a
 benchmark) and says how to spell it: what they share is a syntax, not a section.
@@ -249,3 +250,14 @@ def directives(r: Rules) -> None:
                     "cannot be written as an #SBATCH directive (no double quotes, backslashes or newlines)",
                     "remove them",
                 )
+
+
+def output_path(r: Rules) -> None:
+    """The run directory is mounted into every container (`src:dst`, comma-separated): the path
+    cannot hold ',' or ':', nor a line break. Checked here so it is refused with the rest, not at
+    submit when the planner meets it (it still refuses the run directory it is given)."""
+    value = r.get(("job", "output_path"))
+    if isinstance(value, str) and r.ok(("job", "output_path")) and re.search(r"[,:\n\r]", value):
+        r.error(
+            ("job", "output_path"), "cannot contain ',', ':' or a line break (it is mounted)", "rename it"
+        )
