@@ -334,3 +334,32 @@ def test_every_name_validation_accepts_is_one_plain_path_component_and_one_shell
     assert not problems, [p.render() for p in problems]
     assert name not in (".", "..") and "/" not in name and not name.startswith(("-", "."))
     assert name.isascii() and name.isprintable() and shlex.quote(name) == name and len(name) <= 100
+
+
+# --- 45.8: composition and messages -----------------------------------------------------------------------
+
+COMPOSED = Path(__file__).resolve().parents[1] / "examples" / "composed"
+
+
+def test_a_group_override_cannot_compose_a_file_outside_the_config_directory(tmp_path: Path) -> None:
+    config_dir = tmp_path / "cfg"
+    shutil.copytree(COMPOSED, config_dir)
+    (tmp_path / "evil.yaml").write_text("type: slurm\naccount: stolen\n")
+    for option in ("../../evil", str(tmp_path / "evil"), "[local,../../evil]"):
+        with pytest.raises(ConfigError) as caught:
+            load_config(config_dir / "submit.yaml", [f"compute={option}"])
+        assert "outside the config's directory" in str(caught.value)
+    assert load_config(config_dir / "submit.yaml", ["compute=local"]).config.compute.type == "local"
+
+
+def test_a_message_never_prints_a_value_read_with_oc_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GYMBUILD_TEST_TOKEN", "hf_not-a-walltime-0123")
+    path = tmp_path / "submit.yaml"
+    path.write_text(MINIMAL.replace('walltime: "04:00:00"', "walltime: ${oc.env:GYMBUILD_TEST_TOKEN}"))
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert "compute.cluster.walltime" in str(caught.value)
+    assert "hf_not-a-walltime-0123" not in str(caught.value)
+    assert "a value from the environment" in str(caught.value)
