@@ -30,9 +30,11 @@ KEEP = 64  # entries; the oldest go first
 def _code_digest() -> str:
     """What validation depends on besides the file: the schemas and the config package's source."""
     import gymbuild
-    from gymbuild import config
+    from gymbuild import config, shell
 
+    # shell.py: the rules read its shell-name pattern and the env names the job script reserves
     files = sorted(schema_dir().glob("*.json")) + sorted(Path(config.__file__).parent.glob("*.py"))
+    files.append(Path(shell.__file__))
     blob = gymbuild.__version__.encode() + b"".join(f.name.encode() + f.read_bytes() for f in files)
     return hashlib.sha256(blob).hexdigest()
 

@@ -231,7 +231,7 @@ def _connect_ahead(args: Sequence[str]) -> None:
         return
     try:
         submission = Workspace(inv.workspace, inv.config).submission()
-    except UserError:  # a damaged workspace: the verb itself says so
+    except (UserError, OSError):  # a damaged workspace, or not a directory: the verb itself says so
         return
     if day_two and submission is not None:
         connect_ahead(submission.hostname)

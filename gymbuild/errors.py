@@ -6,8 +6,30 @@ Anything else that escapes is a bug in gymbuild and keeps its traceback.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+# What a terminal acts on rather than shows: C0 and C1 controls, DEL, and Unicode's bidirectional
+# overrides and isolates (they reorder what is shown). A config value echoed raw could repaint the
+# user's terminal or hide a line, so every message escapes them (`printable`).
+_CLASS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_CONTROLS = re.compile(f"[{_CLASS}]")
+_CONTROLS_AND_NEWLINE = re.compile(f"[{_CLASS}\t\n]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match[0])
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\x1b": "\\e"}
+    return named.get(match[0]) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def printable(text: str, *, lines: bool = True) -> str:
+    """`text` with every control character escaped (`\\e`, `\\x00`, `\\u202e`), so a value echoed in a
+    message shows what it holds and does nothing to the terminal. With `lines`, the newlines and
+    tabs a message is laid out with stay; without, they too are escaped (one value, one line)."""
+    pattern = _CONTROLS if lines else _CONTROLS_AND_NEWLINE
+    return pattern.sub(_escape, text)
 
 
 def dotted(path: Iterable[object]) -> str:
@@ -30,15 +52,18 @@ class Problem:
     fix: str = ""
 
     def render(self) -> str:
-        where = f"{self.path}: " if self.path else ""
-        text = f"{where}{self.message}"
-        return f"{text}\n    fix: {self.fix}" if self.fix else text
+        """The problem as the user reads it: each part one line, whatever values it quotes."""
+        path, message, fix = (printable(part, lines=False) for part in (self.path, self.message, self.fix))
+        where = f"{path}: " if path else ""
+        text = f"{where}{message}"
+        return f"{text}\n    fix: {fix}" if fix else text
 
 
 class UserError(Exception):
     """A mistake in the user's input or environment; the message says what to do."""
 
     def __init__(self, message: str) -> None:
+        message = printable(message)  # the one place every user-facing error passes: escape it here
         super().__init__(message)
         self.message = message
 
@@ -53,7 +78,8 @@ class ConfigError(UserError):
         self.source = source
         self.problems = tuple(problems)
         count = len(self.problems)
-        head = f"error: {source}: {count} problem{'s' if count != 1 else ''} in the config"
+        where = printable(source, lines=False)
+        head = f"error: {where}: {count} problem{'s' if count != 1 else ''} in the config"
         body = "\n".join(f"  - {p.render()}" for p in self.problems)
         super().__init__(f"{head}\n{body}")
 

@@ -18,7 +18,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gymbuild.errors import UserError
+from gymbuild.errors import UserError, printable
 from gymbuild.executors.base import Executor, executor_for
 from gymbuild.invocation import Invocation
 from gymbuild.progress import Progress, on_a_terminal
@@ -219,7 +219,7 @@ class Session:
         assert self.resolved is not None
         extra = self.executor.warnings(self.config) if executor else ()
         for warning in (*self.resolved.warnings, *extra):
-            _err(f"warning: {warning}")
+            _err(printable(f"warning: {warning}"))
 
     # --- the submission's identity ----------------------------------------------------------------
 

@@ -23,6 +23,18 @@ that is not one, the planner re-checks what it turns into assignments, and the r
 it expands. Unicode letters are not names to bash, so the classes are ASCII on purpose."""
 is_shell_name = re.compile(SHELL_NAME).fullmatch
 
+RESERVED_PREFIXES = ("GYM_", "__gym", "SLURM_", "BASH")
+"""Variables a config's `env` may not set: the job script's own (`GYM_*`, `__gym*`: one of them,
+GYM_STEP_LIB, is evaluated by every step), Slurm's (`SLURM_PROCID` picks a step's role and reaches an
+arithmetic expansion) and bash's (`BASH_ENV` is sourced by every `bash -c`, `BASH_FUNC_*` defines
+functions). Anything the script evaluates or trusts from its environment is named here."""
+RESERVED_NAMES = frozenset({"ENV", "SHELLOPTS", "IFS", "PS4", "PROMPT_COMMAND", "GLOBIGNORE", "CDPATH"})
+
+
+def is_reserved_name(name: str) -> bool:
+    """Whether `name` is a variable the job script or bash reads for its own behaviour."""
+    return name in RESERVED_NAMES or name.startswith(RESERVED_PREFIXES)
+
 
 def quote(value: object) -> str:
     """One shell word that bash reads back as exactly `str(value)`."""

@@ -53,6 +53,18 @@ def namespace(argv: Sequence[str]) -> dict[str, Any]:
     return {"DOIT_CONFIG": config, **Graph(session).creators()}
 
 
+def _check_workspace(root: Path) -> None:
+    """`workspace=` must name a directory, or a place one can be made: not a file, nor under one."""
+    for path in (root, *root.parents):
+        if path.exists():
+            if not path.is_dir():
+                raise UserError(
+                    f"error: workspace={root}: {path} is a file, not a directory\n"
+                    "    fix: pass workspace=<a directory> (it is made if missing), or leave it out"
+                )
+            return
+
+
 def doit_config(inv: Invocation, config_dir: Path) -> dict[str, Any]:
     """DOIT_CONFIG for this run: doit's database in the workspace, json backend, `continue` on.
 
@@ -65,6 +77,7 @@ def doit_config(inv: Invocation, config_dir: Path) -> dict[str, Any]:
     workspace behind. The lock and doit's database are the config's own (`config_dir`), so two
     configs never wait for each other; `list` and `info` only look, and take no lock.
     """
+    _check_workspace(inv.workspace)
     if not inv.read_only and not inv.inspects:
         hold_workspace(config_dir)
     return {

@@ -464,8 +464,9 @@ def test_directives() -> None:
         ("ntasks-per-node", "1"),
     )
     t["compute"]["c"]["extra_args"] = {"comment": 'a "quoted" word'}
-    with pytest.raises(UserError, match="SBATCH"):
-        plan(t)
+    problems = validate(copy.deepcopy(t)).problems  # refused with the config path, before planning
+    assert [p.path for p in problems] == ["compute.c.extra_args.comment"]
+    assert "#SBATCH" in problems[0].message
 
 
 def test_a_key_of_both_compute_and_pool_extra_args_is_written_twice() -> None:

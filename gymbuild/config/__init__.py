@@ -7,7 +7,11 @@ Config). Every problem found on the way is collected and raised at once as one C
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import itertools
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +43,36 @@ class ConfigCache(Protocol):
     def put(self, source: Path, overrides: Sequence[str], checked: Checked) -> None: ...
 
 
+_OC_ENV = re.compile(r"oc\.env\s*:\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)")
+_GROUP_FILES_READ = 500  # the files of the config's directory searched for `${oc.env:NAME}`
+
+
+def _env_read(source: Path, overrides: Sequence[str]) -> set[str]:
+    """The variables `${oc.env:NAME}` may read for this config: named in its file, its overrides or
+    the YAML files of the config groups beside it (two levels: where Hydra composes from)."""
+    texts = list(overrides)
+    paths = itertools.chain([source], source.parent.glob("*/*.yaml"), source.parent.glob("*/*/*.yaml"))
+    for path in itertools.islice(paths, _GROUP_FILES_READ):
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            texts.append(path.read_text(encoding="utf-8"))
+    return {name for text in texts for name in _OC_ENV.findall(text)}
+
+
+def _masked(problems: Sequence[Problem], names: set[str]) -> list[Problem]:
+    """`problems` with the value of each variable in `names` (which `${oc.env:..}` read into the tree,
+    a token as much as a path) replaced by a placeholder: a message never prints one."""
+    values = {os.environ.get(name, "") for name in names}
+    hidden = sorted((v for v in values if len(v) >= 3), key=len, reverse=True)
+
+    def mask(text: str) -> str:
+        for value in hidden:
+            if value in text:
+                text = text.replace(value, "<a value from the environment>")
+        return text
+
+    return [dataclasses.replace(p, message=mask(p.message), fix=mask(p.fix)) for p in problems]
+
+
 def load_config(
     path: str | os.PathLike[str],
     overrides: Sequence[str] = (),
@@ -64,10 +98,15 @@ def load_config(
         from gymbuild.config.load import read_tree
         from gymbuild.config.validate import validate
 
-        tree, plain = read_tree(source, overrides)
+        try:
+            tree, plain = read_tree(source, overrides)
+        except ConfigError as err:  # Hydra's or OmegaConf's words may quote an interpolated value
+            raise ConfigError(err.source, _masked(err.problems, _env_read(source, overrides))) from None
         validation = validate(tree)
         checked = Checked(tree, validation.tree, list(validation.warnings))
         problems = list(validation.problems)
+        if not plain and problems:
+            problems = _masked(problems, _env_read(source, overrides))
         if cache is not None and plain and not problems:
             cache.put(source, overrides, checked)
     secrets, unset = host_secrets(checked.tree, env)

@@ -25,12 +25,31 @@ if TYPE_CHECKING:  # OmegaConf is imported only where a file needs it
 OVERRIDE_KEY = re.compile(r"^(?P<op>\+{0,2}|~)(?P<key>[^=]*)(=(?P<value>.*))?$", re.DOTALL)
 
 
+def _leaves_config_dir(config_dir: Path, key: str, value: str) -> bool:
+    """Whether an override of a config group (a key naming a directory beside the config) names an
+    option outside the config's directory: an absolute path or one that climbs with `..`. Hydra joins
+    the group's directory and the value, so `compute=../../../etc/x` composed any YAML file."""
+    group = key.split("@")[0].replace(".", "/").lstrip("/")
+    if not group or not (config_dir / group).is_dir():
+        return False
+    options = [v.strip().strip("'\"") for v in value.strip("[]").split(",")]  # `g=a,b` sweeps options
+    return any(v.startswith("/") or ".." in v.split("/") for v in options)
+
+
 def check_overrides(overrides: Sequence[str], source: str) -> None:
     """Overrides may not add keys under a scratch namespace: those exist only to be interpolated."""
     problems = []
     for text in overrides:
         match = OVERRIDE_KEY.match(text)
-        if match and match["op"] in ("+", "++") and match["key"].startswith("_"):
+        if match and _leaves_config_dir(Path(source).parent, match["key"], match["value"] or ""):
+            problems.append(
+                Problem(
+                    match["key"],
+                    f"override {text!r} picks a config file outside the config's directory",
+                    "pick an option of the group by its name (a file in the group's directory)",
+                )
+            )
+        elif match and match["op"] in ("+", "++") and match["key"].startswith("_"):
             problems.append(
                 Problem(
                     match["key"],

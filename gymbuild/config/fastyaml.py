@@ -62,13 +62,82 @@ def _c_loader(pure: type[yaml.SafeLoader]) -> type:
     return _C_LOADER
 
 
+MAX_NODES = 200_000  # values of the tree as aliases expand it (a thousand benchmarks: ~20 000)
+MAX_DEPTH = 64  # nesting, aliases expanded (a config is about 8 deep)
+MAX_SCALAR = 1 << 20  # characters of one scalar as read (validation bounds a value far lower)
+
+
+class YamlLimitError(ValueError):
+    """A YAML text over the bounds of `limits`: a message and where in the text."""
+
+
+def limits(text: str) -> None:
+    """Refuse, before anything is built, a text that expands past MAX_NODES values (an alias bomb:
+    nine levels of nine aliases are 700 bytes and 400 million values), nests past MAX_DEPTH (the
+    loaders recurse per level), holds a scalar over MAX_SCALAR, or an alias to a collection it sits
+    in (a tree that contains itself). One pass over libyaml's events, iterative, with each anchor's
+    expanded size and depth remembered: a bomb is refused in milliseconds.
+
+    Malformed YAML is left to the parsers, whose messages say what is wrong.
+    """
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    anchors: dict[str, tuple[int, int]] = {}  # anchor -> (expanded values, depth below it)
+    open_: list[list[Any]] = []  # [anchor, values, depth below] of each open collection
+    total = 0
+
+    def add(values: int, depth: int, mark: Any) -> None:
+        nonlocal total
+        total += values
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        if total > MAX_NODES:
+            raise YamlLimitError(f"{where}the YAML expands to more than {MAX_NODES} values (aliases)")
+        if len(open_) + depth > MAX_DEPTH:
+            raise YamlLimitError(f"{where}the YAML nests more than {MAX_DEPTH} levels deep")
+        if open_:
+            open_[-1][1] += values
+            open_[-1][2] = max(open_[-1][2], depth + 1)
+
+    try:
+        for event in yaml.parse(text, Loader=loader):
+            mark = event.start_mark
+            line = mark.line + 1 if mark is not None else 0
+            if isinstance(event, yaml.AliasEvent):
+                if event.anchor in anchors:
+                    add(*anchors[event.anchor], mark)
+                elif any(entry[0] == event.anchor for entry in open_):
+                    raise YamlLimitError(
+                        f"line {line}: alias *{event.anchor} refers to a collection it is inside"
+                    )
+            elif isinstance(event, yaml.ScalarEvent):
+                if len(event.value) > MAX_SCALAR:
+                    raise YamlLimitError(f"line {line}: a value longer than {MAX_SCALAR} characters")
+                add(1, 0, mark)
+                if event.anchor:
+                    anchors[event.anchor] = (1, 0)
+            elif isinstance(event, yaml.CollectionStartEvent):
+                add(1, 0, mark)
+                open_.append([event.anchor, 0, 0])
+            elif isinstance(event, yaml.CollectionEndEvent):
+                anchor, values, depth = open_.pop()
+                if anchor:
+                    anchors[anchor] = (values + 1, depth)
+                if open_:  # the collection itself was counted at its start
+                    open_[-1][1] += values
+                    open_[-1][2] = max(open_[-1][2], depth + 1)
+    except yaml.YAMLError as err:  # malformed: the parsers say what is wrong, unless it is the depth
+        if "nesting depth" in str(err):  # libyaml's own bound (1000 levels), met while it looks ahead
+            raise YamlLimitError(f"the YAML nests more than {MAX_DEPTH} levels deep") from None
+
+
 def omegaconf_load(text: str) -> Any:
     """`text` parsed as OmegaConf.load parses a file (its resolvers, constructors and duplicate-key
     refusal), without building a DictConfig: the fast path reads a plain config with this alone.
 
     libyaml when present, else OmegaConf's own loader. Errors propagate unchanged; the caller reports
-    them through the pure-Python parsers, whose messages are the ones users see.
+    them through the pure-Python parsers, whose messages are the ones users see. A text over the
+    bounds of `limits` raises YamlLimitError before anything is built.
     """
+    limits(text)
     pure = _omegaconf_loader()
     if pure is None:
         from omegaconf import OmegaConf

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from gymbuild.config.compose import OVERRIDE_KEY, check_overrides, compose, drop_scratch, interpolate
+from gymbuild.config.fastyaml import limits
 from gymbuild.config.source import Source, check_source
 
 if TYPE_CHECKING:  # OmegaConf is imported only where a file needs it
@@ -145,7 +146,9 @@ def host_hint(path: Path, overrides: Sequence[str]) -> str | None:
             host = (match["value"] or "").strip("'\"")
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        tree = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
+        text = path.read_text(encoding="utf-8")
+        limits(text)  # the hint reads the file before check_source does: not a bomb, not too deep
+        tree = yaml.load(text, Loader=loader)
     except (OSError, ValueError, yaml.YAMLError):
         return None
     if not isinstance(tree, dict) or "defaults" in tree or not isinstance(tree.get("compute"), dict):

@@ -21,6 +21,9 @@ def _file_problem(path: Path, message: str, fix: str) -> ConfigError:
     return ConfigError(str(path), [Problem("", message, fix)])
 
 
+LIMIT_FIX = "write the values out (a config is a few hundred values, a few levels deep), or split the file"
+
+
 def _parse_yaml(text: str) -> Any:
     """libyaml when present (ten times faster: a thousand benchmarks took half a second in pure Python);
     on any error the pure-Python parser runs again, so messages stay word for word the same."""
@@ -58,6 +61,8 @@ def _check_yaml(path: Path) -> None:
         raise _file_problem(
             path, f"{where}invalid YAML: {err.problem}", "fix the YAML syntax at that position"
         ) from None
+    except RecursionError:  # the pure-Python parser recurses per level (limits() words it first)
+        raise _file_problem(path, "the YAML nests too deep to read", LIMIT_FIX) from None
     except (yaml.YAMLError, UnicodeDecodeError, OSError) as err:
         raise _file_problem(path, f"cannot read the config: {err}", "fix the file") from None
     except (ValueError, TypeError, AttributeError, OverflowError) as err:
@@ -144,12 +149,14 @@ def check_source(path: Path) -> Source:
     finds anything the safe loader might read differently (a date-like string, a tagged value), the
     safe loader reads the file again, so the messages are the ones it always gave.
     """
-    from gymbuild.config.fastyaml import omegaconf_load
+    from gymbuild.config.fastyaml import YamlLimitError, omegaconf_load
 
     _check_path(path)
     try:
         text = path.read_text(encoding="utf-8")
         source = Source(text, omegaconf_load(text))
+    except YamlLimitError as err:
+        raise _file_problem(path, str(err), LIMIT_FIX) from None
     except Exception:  # any failure: the safe loader explains it, or Hydra does
         _check_yaml(path)
         return Source("")

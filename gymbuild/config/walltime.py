@@ -1,7 +1,8 @@
 """Slurm's time grammar (`--time`): the one definition the config rules check and the planner reads.
 
 Forms: `MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`, `D-HH:MM:SS`. The first field without a day
-count may be any number of digits (`90` minutes, `100:00:00` hours); every later field has one or two.
+count may have up to eight digits (`90` minutes, `100:00:00` hours: Slurm reads each field as a C
+int, and a longer one is no time at all); every later field has one or two.
 A job's `--time` may also be `UNLIMITED` or `INFINITE` (any case), which Slurm's parse_time.c
 reads as no limit (the partition's own limit then applies); a chain's max_walltime may not, since
 NeMo Gym refuses it there.
@@ -14,7 +15,7 @@ import re
 from gymbuild.errors import UserError
 
 FORMS = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
-_WALLTIME = re.compile(r"(?:(\d+)-(\d{1,2})|(\d+))(?::(\d{1,2}))?(?::(\d{1,2}))?")
+_WALLTIME = re.compile(r"(?:(\d{1,8})-(\d{1,2})|(\d{1,8}))(?::(\d{1,2}))?(?::(\d{1,2}))?", re.ASCII)
 
 
 _UNLIMITED = ("unlimited", "infinite")

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from gymbuild.config.model import EnvValue
 from gymbuild.errors import UserError
 from gymbuild.plan.model import EnvEntry
-from gymbuild.shell import is_shell_name
+from gymbuild.shell import is_reserved_name, is_shell_name
 
 
 def shell_name(name: str) -> str:
@@ -18,8 +18,8 @@ def shell_name(name: str) -> str:
 
 def _env(env: Mapping[str, EnvValue], where: str) -> tuple[EnvEntry, ...]:
     for key in env:
-        if not is_shell_name(key):
-            raise UserError(f"{where}.env: {key!r} is not a shell variable name")
+        if not is_shell_name(key) or is_reserved_name(key):  # the rules refused these first
+            raise UserError(f"{where}.env: {key!r} is not a shell variable name a config may set")
     return tuple(EnvEntry(k, v) for k, v in env.items())
 
 

@@ -2,25 +2,23 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from gymbuild.config.model import Config
+from gymbuild.config.rules_strings import SBATCH_UNSAFE, is_sbatch_option
 from gymbuild.errors import UserError
-
-_DIRECTIVE_UNSAFE = re.compile(r'["\n\r\\]')
 
 
 def _directive(key: str, value: object, where: str) -> tuple[str, str | None]:
     """sbatch reads `#SBATCH` lines itself (double quotes group words); refuse what it cannot carry."""
     text = None if value is None or value is True else str(value)  # None: a bare flag
     for part in (key, text or ""):
-        if _DIRECTIVE_UNSAFE.search(part):
+        if SBATCH_UNSAFE.search(part):  # the rules refused these first, with the config path
             raise UserError(
                 f"{where}: {part!r} cannot be written as an #SBATCH directive "
                 "(no double quotes, backslashes or newlines)"
             )
-    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_-]*$", key):
+    if not is_sbatch_option(key):
         raise UserError(f"{where}: {key!r} is not an sbatch option name")
     return key, text
 

@@ -147,7 +147,7 @@ def log_file(name: str) -> str:
 
 def sbatch_value(value: str) -> str:
     """sbatch parses `#SBATCH` lines itself and groups words in double quotes (the plan refused `"`)."""
-    return value if _SBATCH_PLAIN.match(value) else f'"{value}"'
+    return value if _SBATCH_PLAIN.fullmatch(value) else f'"{value}"'
 
 
 def yaml_str(value: object) -> str:
