@@ -55,12 +55,16 @@ def gate_command(gates: Path) -> str:
 
 def derived(path: Path) -> bool:
     """What a dry run may write, being no state: caches of derived data (the staged tree and the
-    stamps that say what it was rendered from) and a lock's holder. The config and template caches
-    live in XDG_CACHE_HOME/gymbuild, which no snapshot reads."""
+    stamps that say what it was rendered from), a lock's holder, and the config's draft: the corner
+    where render and resolve stage (workspace.Workspace.as_draft), with its own doit database and a
+    provisional id that no submit reads (a submit mints its own when it is submitted). The config
+    and template caches live in XDG_CACHE_HOME/gymbuild, which no snapshot reads."""
     parts = path.parts
     if "workspaces" not in parts:
         return False
     rest = parts[parts.index("workspaces") + 2 :]
+    if "draft" in (rest[:1] if rest[:1] != ("cells",) else rest[2:3]):
+        return True
     return rest[:1] in (("stage",), ("script-code",), ("lock",)) or rest in (
         ("stamps", "stage.json"),
         ("stamps", "resolved"),
