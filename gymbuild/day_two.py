@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from gymbuild import ids, pipeline
+from gymbuild import ids, interrupts, pipeline
 from gymbuild.errors import UserError
 from gymbuild.executors.base import executor_for
 from gymbuild.jobs import MANIFEST_NAME, SubmissionRecord, local_index_dir, parse_record
@@ -121,8 +121,10 @@ def show_logs(
         )
         try:
             subprocess.run(argv, check=False)  # killed on the way out when interrupted
-        except KeyboardInterrupt:  # Ctrl-C is how a user stops following: not an error
+        except KeyboardInterrupt as err:  # Ctrl-C is how a user stops following: not an error
             sys.stdout.flush()
+            if not interrupts.by_the_user(err):
+                raise
         return
     result = conn.run(f"tail -n 200 {pattern}")
     if not result.ok and not result.stdout:

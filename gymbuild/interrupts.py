@@ -34,6 +34,13 @@ class Interrupted(KeyboardInterrupt):
         return 128 + self.signum
 
 
+def by_the_user(err: KeyboardInterrupt) -> bool:
+    """Ctrl-C (SIGINT, or Python's own KeyboardInterrupt): how a user stops following logs or a watch,
+    which those verbs answer as their normal end. SIGTERM and SIGHUP (a service manager, a closed
+    terminal) are not: they go on to cli.main and end the process with 143 or 129."""
+    return not isinstance(err, Interrupted) or err.signum == signal.SIGINT
+
+
 _deferring = 0  # nesting depth of `deferred()` blocks (main thread only: signal handlers run there)
 _pending: int | None = None  # the signal noted while deferring
 

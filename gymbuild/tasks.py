@@ -69,7 +69,8 @@ def doit_config(inv: Invocation, config_dir: Path) -> dict[str, Any]:
     """DOIT_CONFIG for this run: doit's database in the workspace, json backend, `continue` on.
 
     `continue` because one benchmark's failure must never stop the others; the json backend because
-    doit's default (dbm) falls back to dbm.dumb here and corrupts under concurrent runs; file_dep by
+    doit's default (dbm) falls back to dbm.dumb here and corrupts under concurrent runs (and json
+    saved through a rename, doit_backend.py, because a signal during doit's own save truncated it); file_dep by
     timestamp (WorkspaceFiles).
 
     A run of read-only verbs holds no lock and keeps doit's database in memory: `status` must answer
@@ -83,7 +84,7 @@ def doit_config(inv: Invocation, config_dir: Path) -> dict[str, Any]:
     return {
         "default_tasks": ["render"],  # bare `gymbuild` is the dry run, never a submit
         "dep_file": ":memory:" if inv.read_only else str(config_dir / "doit-db.json"),
-        "backend": "sqlite3" if inv.read_only else "json",
+        "backend": "sqlite3" if inv.read_only else "gymjson",  # json, saved atomically (doit_backend.py)
         "check_file_uptodate": WorkspaceFiles,
         "continue": True,
         "verbosity": 2,

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TextIO
 
-from gymbuild import states
+from gymbuild import interrupts, states
 from gymbuild.errors import UserError
 from gymbuild.jobs import SubmissionRecord
 from gymbuild.progress import on_a_terminal
@@ -116,7 +116,9 @@ def watch(
                 table = draw(rows, summary)
                 view.draw(f"{table}next look in {gap:g} s (Ctrl-C stops watching; the jobs go on)")
             wait(gap)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
+        if not interrupts.by_the_user(err):
+            raise
         raise UserError(f"watch stopped; the jobs of {what} go on (`gymbuild status` shows them)") from None
     if view is not None:
         view.clear()

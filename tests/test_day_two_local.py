@@ -231,10 +231,18 @@ def test_logs_of_a_one_benchmark_submission_need_no_only_and_unknown_names_are_r
         assert "Traceback" not in done.stderr + done.stdout
 
 
-def test_logs_follow_from_the_start_picks_up_the_driver_log_and_ends_on_ctrl_c(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("sig", "status"),
+    [(signal.SIGINT, 0), (signal.SIGTERM, 143), (signal.SIGHUP, 129)],
+    ids=["INT", "TERM", "HUP"],
+)
+def test_logs_follow_from_the_start_picks_up_the_driver_log_and_ends_on_ctrl_c(
+    tmp_path: Path, sig: signal.Signals, status: int
+) -> None:
     """Following a job that has just started: the driver's log does not exist yet (the driver waits
     for the service, here 5 s late), and must still be followed once it appears; Ctrl-C then ends
-    the command with exit 0 and no traceback."""
+    the command with exit 0 and no traceback. SIGTERM and SIGHUP are not a user's "stop following"
+    (a service manager, a closed terminal): the command ends as killed by them, 143 and 129."""
     config = {
         "services": {
             "echo": {
@@ -273,8 +281,8 @@ def test_logs_follow_from_the_start_picks_up_the_driver_log_and_ends_on_ctrl_c(t
             if "the driver says hello" in line:
                 break
         assert "the driver says hello" in "".join(seen)
-        os.killpg(follow.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the foreground group
-        assert follow.wait(timeout=30) == 0
+        os.killpg(follow.pid, sig)  # Ctrl-C: the terminal signals the foreground group
+        assert follow.wait(timeout=30) == status
         assert "Traceback" not in follow.stderr.read()
     finally:
         watchdog.cancel()
