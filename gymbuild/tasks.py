@@ -69,8 +69,8 @@ def doit_config(inv: Invocation, config_dir: Path) -> dict[str, Any]:
     """DOIT_CONFIG for this run: doit's database in the workspace, json backend, `continue` on.
 
     `continue` because one benchmark's failure must never stop the others; the json backend because
-    doit's default (dbm) falls back to dbm.dumb here and corrupts under concurrent runs (and json
-    saved through a rename, doit_backend.py, because a signal during doit's own save truncated it); file_dep by
+    doit's default (dbm) falls back to dbm.dumb here and corrupts under concurrent runs (saved
+    through a rename, doit_backend.py: a signal during doit's own save truncated it); file_dep by
     timestamp (WorkspaceFiles).
 
     A run of read-only verbs holds no lock and keeps doit's database in memory: `status` must answer
