@@ -86,7 +86,8 @@ class Snapshot:
     """area -> {path: mode and digest} of every file and directory under the area's roots.
 
     `skip(path)` leaves out what is a cache of derived data (not state), and names-only files whose
-    content is not state (a lock's holder)."""
+    content is not state (a lock's holder); a directory that holds only skipped entries is left out
+    with them."""
 
     areas: Mapping[str, Mapping[str, str]]
 
@@ -100,13 +101,19 @@ class Snapshot:
             for root in paths:
                 if not root.exists():
                     continue
-                for dirpath, dirnames, filenames in os.walk(root):
+                holders: set[str] = set()  # directories with something recorded beneath them
+                for dirpath, dirnames, filenames in os.walk(root, topdown=False):
                     for name in sorted(dirnames + filenames):
                         path = Path(dirpath) / name
                         if skip(path):
                             continue
+                        # A directory that holds only what is skipped (a config's corner made for
+                        # its draft) is a cache's container, not state; an empty one is recorded.
                         with contextlib.suppress(FileNotFoundError):
+                            if name in dirnames and str(path) not in holders and any(path.iterdir()):
+                                continue
                             files[str(path)] = _digest(path)
+                            holders.update(str(p) for p in path.parents)
             areas[area] = files
         return cls(areas)
 
