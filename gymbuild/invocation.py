@@ -113,9 +113,10 @@ class Invocation:
     @property
     def starts_submissions(self) -> bool:
         """Only a run that may queue makes a fresh submission current: its id and submitted_at are
-        the submit's, and no dry run, look or bookkeeping command leaves one behind."""
+        the submit's, and no dry run (`resubmit --dry-run new=1` included), look or bookkeeping
+        command leaves one behind."""
         bookkeeping = bool(self.verbs) and self.verbs[0] in BOOKKEEPING_COMMANDS
-        return not self.stage_only and not self.inspects and not bookkeeping
+        return not self.stage_only and not self.inspects and not bookkeeping and not self.dry_run
 
     @property
     def submits(self) -> bool:

@@ -148,7 +148,7 @@ def _interrupt(m: LocalPromises, sig: signal.Signals) -> None:
     m.interrupted_submit(data=_Drawn("job1"), where="absolute", sig=sig, new=False)  # type: ignore[arg-type]
 
 
-# The shortest sequences the model found failing on the main of issue 40 (one per promise broken), kept
+# The shortest sequences the model found failing (on the main of issue 40, and one on the merged fixes), kept
 # as plain regressions so the merged fixes are held to each of them, whatever the search draws.
 KNOWN = {
     "symlink-second-submission": [_submit, lambda m: _submit(m, where="symlink")],
@@ -162,6 +162,10 @@ KNOWN = {
     "render-settles-a-submission": [lambda m: _inspect(m, "render")],
     "resolve-writes-doit-db": [lambda m: _inspect(m, "resolve")],
     "render-after-submit-writes-doit-db": [_submit, lambda m: _inspect(m, "render")],
+    "resubmit-dry-run-new-starts-a-submission": [
+        _submit,
+        lambda m: _inspect(m, "resubmit", "--dry-run", new=True),
+    ],
     "compare-passes-on-nothing": [
         _submit,
         lambda m: _submit(m, new=True),
