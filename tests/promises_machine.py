@@ -341,9 +341,10 @@ class PromisesMachine(RuleBasedStateMachine):
 
 
 def machine_settings(max_examples: int, steps: int) -> settings:
-    """Bounded, and the same sequences on every machine: derandomized, no example database."""
+    """Bounded, and the same sequences on every machine: derandomized, no example database.
+    GYMBUILD_PROMISES_EXAMPLES raises the count for a longer search by hand (docs/reliability.md)."""
     return settings(
-        max_examples=max_examples,
+        max_examples=int(os.environ.get("GYMBUILD_PROMISES_EXAMPLES", max_examples)),
         stateful_step_count=steps,
         derandomize=True,
         database=None,
