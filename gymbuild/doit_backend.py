@@ -19,7 +19,7 @@ from doit.dependency import JsonDB
 from gymbuild.workspace import atomic_write
 
 
-class AtomicJsonDB(JsonDB):  # type: ignore[misc]  # doit ships no type information
+class AtomicJsonDB(JsonDB):
     """doit's JsonDB, whose dump replaces the file in one rename."""
 
     desc = "doit's json backend, saved through a temp file and a rename (gymbuild)"
