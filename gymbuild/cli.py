@@ -215,12 +215,19 @@ def _connect_ahead(args: Sequence[str]) -> None:
     for status, logs and cancel of the config's current submission, the workspace says which; for
     the first submit of a config (or new=1), the config file does, if plainly (config.load.host_hint).
     A later submit may have nothing to queue, and a no-op must open nothing: it connects when needed.
+    Which verbs do is each verb's `connects_ahead` (verbs.py).
     """
-    from gymbuild.invocation import Invocation, command_variables, command_verbs
+    from gymbuild.invocation import (
+        AHEAD_OF_CONFIG,
+        AHEAD_OF_SUBMISSION,
+        Invocation,
+        command_variables,
+        command_verbs,
+    )
 
     verbs = set(command_verbs(args))
-    day_two = bool(verbs) and verbs <= {"status", "logs", "cancel"}
-    if not day_two and verbs != {"submit"}:
+    day_two = bool(verbs) and verbs <= AHEAD_OF_SUBMISSION
+    if not day_two and not (len(verbs) == 1 and verbs <= AHEAD_OF_CONFIG):
         return  # and nothing imported: the other verbs open their connection later, if at all
     from gymbuild.errors import UserError
     from gymbuild.executors.connection import connect_ahead

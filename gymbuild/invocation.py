@@ -10,15 +10,19 @@ from gymbuild.verbs import VERBS, reserved
 
 RESERVED = reserved()  # the arguments gymbuild's verbs read (verbs.ARGUMENTS); the rest are overrides
 # Verbs that only read the workspace (outcome files are written atomically) and write nothing in it.
-READ_ONLY_VERBS = frozenset({"status", "logs", "cancel", "runs", "results", "compare", "export", "report"})
+READ_ONLY_VERBS = frozenset(v.name for v in VERBS if v.reads_only)
 # doit's commands that only look at the task graph and its database: they must change nothing.
 INSPECTING_COMMANDS = frozenset({"list", "info", "dumpdb", "help", "tabcompletion", "strace"})
 # Verbs whose work ends at the staged tree: nothing is copied, queued or recorded.
-STAGE_ONLY_VERBS = frozenset({"render", "resolve"})
+STAGE_ONLY_VERBS = frozenset(v.name for v in VERBS if v.writes == "draft")
 # doit's commands that change only doit's own database or the staged files: they start no submission.
 BOOKKEEPING_COMMANDS = frozenset({"clean", "forget", "ignore", "reset-dep"})
 # Verbs that queue jobs, and so read the secrets of `host:` variables.
 QUEUING_VERBS = frozenset(v.name for v in VERBS if v.queues)
+# Verbs that start the SSH handshake before doit is imported (cli._connect_ahead): with the host of
+# the config's current submission, or (a submit) the host its config names.
+AHEAD_OF_SUBMISSION = frozenset(v.name for v in VERBS if v.connects_ahead == "submission")
+AHEAD_OF_CONFIG = frozenset(v.name for v in VERBS if v.connects_ahead == "config")
 
 
 def command_verbs(argv: Sequence[str]) -> list[str]:

@@ -4,13 +4,17 @@ This is the one place the command line is described. `gymbuild --help` and `gymb
 (cli.py), the tasks' docs that `doit list` shows (tasks.py), README's command table and the set of
 reserved argument names (invocation.RESERVED: every name here; any other `key=value` is a config
 override) are all read from it, so a verb or an argument added here is documented everywhere at
-once. A new verb is a `task_<verb>` in tasks.py AND an entry in VERBS: tests/test_cli.py fails for a
-task without one, so no verb ships without its help.
+once. So are the facts the run is shaped by: what a verb writes (invocation's read-only and
+stage-only sets: the lock, the pipeline), whether it connects ahead (cli._connect_ahead), whether it
+works on a sweep (task_kinds, multirun.VERBS) and whether it queues. A new verb is a `task_<verb>`
+in tasks.py, an entry in VERBS and an entry point in pyproject.toml: tests/test_cli.py and
+tests/test_verb_registry.py fail for a verb missing from any of them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 
 @dataclass(frozen=True)
@@ -41,11 +45,21 @@ class Flag:
     does: str
 
 
+# What a verb writes in the config's workspace. "nothing": it holds no lock, answers while a submit
+# runs, builds no pipeline (it may act elsewhere: cancel, export, runs prune=). "draft": it stops at
+# the staged tree, in the config's draft. "submission": it may copy, queue and record.
+Writes = Literal["nothing", "draft", "submission"]
+# Whose host it starts the SSH handshake with before doit is imported (cli._connect_ahead): the
+# config's current submission's, or (the config's first submit, or new=1) the config file's.
+ConnectsAhead = Literal["submission", "config"]
+
+
 @dataclass(frozen=True)
 class Verb:
     """A verb: its one line, the reserved arguments it reads (with what each does for this verb, or
     "" for the argument's general line), examples a user can copy, and what NeMo Gym's
-    --dry-run and --resolve-only mean for it (a flag it does not list, it refuses)."""
+    --dry-run and --resolve-only mean for it (a flag it does not list, it refuses). What it
+    writes has no default: a wrong guess would skip the lock, or start a submission."""
 
     name: str
     usage: str  # after `gymbuild`, as README's table shows it
@@ -55,6 +69,13 @@ class Verb:
     overrides: bool = False  # takes config overrides (it loads the config)
     flags: tuple[Flag, ...] = ()
     queues: bool = False  # it queues jobs: the only verbs that need the values of host: variables
+    connects_ahead: ConnectsAhead | None = None
+    sweeps: bool = False  # with multirun=1 or sweep=ID it works on every cell (multirun.VERBS)
+    writes: Writes = field(kw_only=True)
+
+    @property
+    def reads_only(self) -> bool:  # invocation.READ_ONLY_VERBS
+        return self.writes == "nothing"
 
     def flag(self, name: str) -> Flag:
         """What `name` (--dry-run, --resolve-only) means here; refused unless the verb lists it."""
@@ -158,7 +179,7 @@ VERBS: tuple[Verb, ...] = (
         "resolve",
         "resolve config=FILE",
         "validate the config and print it resolved (json=1: JSON); host: values stay references",
-        (("config", ""), ("json", "the resolved config as JSON")),
+        (("config", ""), ("json", "the resolved config as JSON"), ("multirun", "each combination resolved")),
         (
             "gymbuild resolve config=eval.yaml",
             "gymbuild resolve config=eval.yaml json=1 compute.cluster.walltime=01:00:00",
@@ -168,6 +189,8 @@ VERBS: tuple[Verb, ...] = (
             Flag(DRY_RUN, "", "accepted, changes nothing: resolve queues nothing"),
             Flag(RESOLVE_ONLY, "", "accepted, changes nothing: this is resolve"),
         ),
+        writes="draft",
+        sweeps=True,
     ),
     Verb(
         "render",
@@ -183,6 +206,8 @@ VERBS: tuple[Verb, ...] = (
         ("gymbuild render config=eval.yaml", "gymbuild render config=eval.yaml only=gpqa"),
         overrides=True,
         flags=(Flag(DRY_RUN, "", "accepted, changes nothing: render is the dry run"),),
+        writes="draft",
+        sweeps=True,
     ),
     Verb(
         "submit",
@@ -218,6 +243,9 @@ VERBS: tuple[Verb, ...] = (
             Flag(RESOLVE_ONLY, "resolve", "the resolved config instead: `gymbuild resolve` (queues nothing)"),
         ),
         queues=True,
+        writes="submission",
+        connects_ahead="config",
+        sweeps=True,
     ),
     Verb(
         "status",
@@ -242,6 +270,9 @@ VERBS: tuple[Verb, ...] = (
             "gymbuild status config=eval.yaml multirun=1            # the config's latest sweep",
         ),
         flags=_only_reads("status"),
+        writes="nothing",
+        connects_ahead="submission",
+        sweeps=True,
     ),
     Verb(
         "resubmit",
@@ -264,6 +295,8 @@ VERBS: tuple[Verb, ...] = (
         overrides=True,
         flags=_own_dry_run("what it would re-queue and why; queues nothing"),
         queues=True,
+        writes="submission",
+        sweeps=True,
     ),
     Verb(
         "logs",
@@ -279,6 +312,9 @@ VERBS: tuple[Verb, ...] = (
         ),
         ("gymbuild logs config=eval.yaml only=gpqa", "gymbuild logs config=eval.yaml only=gpqa follow=1"),
         flags=_only_reads("logs"),
+        writes="nothing",
+        connects_ahead="submission",
+        sweeps=True,
     ),
     Verb(
         "cancel",
@@ -297,6 +333,9 @@ VERBS: tuple[Verb, ...] = (
             "gymbuild cancel run=gym-job-20260101T120000Z-a1b2c3 only=gpqa",
         ),
         flags=_own_dry_run("the jobs it would cancel; cancels nothing"),
+        writes="nothing",
+        connects_ahead="submission",
+        sweeps=True,
     ),
     Verb(
         "results",
@@ -327,6 +366,8 @@ VERBS: tuple[Verb, ...] = (
             "gymbuild results config=eval.yaml multirun=1 series=1 format=csv",
         ),
         flags=_only_reads("results"),
+        writes="nothing",
+        sweeps=True,
     ),
     Verb(
         "compare",
@@ -345,6 +386,7 @@ VERBS: tuple[Verb, ...] = (
             "gymbuild compare run=$BASELINE,$CANDIDATE max_drop=0.02 json=1   # a CI gate",
         ),
         flags=_only_reads("compare"),
+        writes="nothing",
     ),
     Verb(
         "export",
@@ -372,6 +414,7 @@ VERBS: tuple[Verb, ...] = (
                 "export has no dry run: `gymbuild results multirun=1 series=1` shows what it would send",
             ),
         ),
+        writes="nothing",
     ),
     Verb(
         "report",
@@ -392,6 +435,7 @@ VERBS: tuple[Verb, ...] = (
             "gymbuild report config=eval.yaml multirun=1 out=/tmp/sft-curve.html",
         ),
         flags=(Flag(DRY_RUN, None, "report writes its HTML file and nothing else; it has no dry run"),),
+        writes="nothing",
     ),
     Verb(
         "runs",
@@ -413,12 +457,13 @@ VERBS: tuple[Verb, ...] = (
         flags=(
             Flag(DRY_RUN, None, "runs only reads, but runs prune= removes index entries and has no dry run"),
         ),
+        writes="nothing",
     ),
 )
 
 # The verbs that act on a whole sweep with multirun=1 or sweep=ID (sweep.py); `runs` lists every
 # submission as it is, and `logs` names the sweep's submissions, one of which run= shows.
-SWEEP_VERBS = frozenset({"resolve", "render", "submit", "status", "resubmit", "cancel", "results", "logs"})
+SWEEP_VERBS = frozenset(v.name for v in VERBS if v.sweeps)
 
 # Steps of the submit pipeline: doit tasks, but no verb (submit and resubmit run them).
 STEPS = frozenset({"script_code", "stage", "sync", "queue", "record"})

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from importlib.metadata import entry_points
 from importlib.metadata import version as installed_version
 from pathlib import Path
 
@@ -205,13 +206,22 @@ def test_doit_runs_the_verbs_in_any_directory_with_the_one_installed_package(tmp
 
 
 def test_every_verb_is_a_doit_command_entry_point() -> None:
-    """pyproject.toml registers each verb of verbs.py as a doit command (gymbuild/doit_plugin.py)."""
+    """pyproject.toml registers each verb of verbs.py as a doit command (gymbuild/doit_plugin.py),
+    and no other; the installed package's metadata, which is what doit loads, says the same (a verb
+    added since the install needs `pip install -e .` again before `doit VERB` knows it)."""
+    from doit.cmd_base import Command
+
     from gymbuild import doit_plugin
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     points = project["entry-points"]["doit.COMMAND"]
     assert points == {v.name: f"gymbuild.doit_plugin:{v.name.capitalize()}" for v in verbs.VERBS}
-    assert all(getattr(doit_plugin, target.split(":")[1]).name == name for name, target in points.items())
+    for name, target in points.items():
+        command = getattr(doit_plugin, target.split(":")[1])
+        assert issubclass(command, Command) and command.name == name
+    ours = [p for p in entry_points(group="doit.COMMAND") if p.module == "gymbuild.doit_plugin"]
+    installed = {p.name: p.value for p in ours}
+    assert installed == points, "the installed entry points are stale: pip install -e . again"
 
 
 def test_readme_command_table_is_the_help(tmp_path: Path) -> None:

@@ -1,0 +1,90 @@
+"""The registry of verbs (gymbuild/verbs.py) is what the run does: each fact a verb declares there
+(what it writes, whether it connects ahead, queues or works on a sweep) is the one the rest of
+gymbuild acts on, and the parts that still name verbs themselves (multirun.VERBS, pyproject.toml's
+entry points: tests/test_cli.py) name the registry's.
+
+What a verb writes is proven the way a user meets it: while another run holds a config's workspace,
+the verbs that write nothing in it answer, and those that write wait, then name the holder.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from e2e_helpers import gymbuild_argv, workspaces_home
+
+from gymbuild import multirun, verbs
+from gymbuild.workspace import Workspace, locked
+
+ROOT = Path(__file__).resolve().parents[1]
+IN_USE = "is in use by"  # workspace.locked's message to a run that found the workspace held
+
+
+def test_the_sweep_verbs_are_the_registrys() -> None:
+    """multirun.py keeps the sweep's own callables, named as the verbs they run: a verb marked as
+    working on a sweep without one would fail with a KeyError mid-run, one with a callable but no
+    mark would never reach it (task_kinds runs a sweep only for verbs.SWEEP_VERBS)."""
+    assert set(multirun.VERBS) == verbs.SWEEP_VERBS
+    assert {name: action.__name__ for name, action in multirun.VERBS.items()} == {
+        n: n for n in multirun.VERBS
+    }
+    for name in verbs.SWEEP_VERBS:  # the help tells a user how to name the sweep
+        verb = verbs.verb(name)
+        assert verb and {"multirun", "sweep"} & {a for a, _ in verb.arguments}, (
+            f"{name}'s help lacks multirun="
+        )
+
+
+def test_the_facts_a_verb_declares_agree() -> None:
+    """The declarations that would contradict each other: a verb that queues without holding the
+    submission; a dry run (render, resolve) that connects or queues; a handshake with a submission's
+    host by a verb that does not read one (run=); a handshake with the config's host by a verb that
+    would never use it to queue."""
+    for v in verbs.VERBS:
+        if v.queues:
+            assert v.writes == "submission", f"{v.name} queues without holding the workspace"
+        if v.writes == "draft":
+            assert not v.queues and v.connects_ahead is None, f"{v.name} is a dry run"
+        if v.connects_ahead == "submission":
+            assert v.reads_only and "run" in {a for a, _ in v.arguments}, v.name
+        if v.connects_ahead == "config":
+            assert v.queues and v.overrides, v.name
+
+
+def _start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        gymbuild_argv(*args),
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_what_a_verb_writes_is_the_lock_it_waits_for(tmp_path: Path) -> None:
+    """While a run holds config A's submission, each verb that writes nothing there answers (whatever
+    its answer: no submission yet) and render and resolve stage in the draft beside it; submit and
+    resubmit wait and name the holder. While a run holds config B's draft, render and resolve wait.
+    Every run starts at once, so the waits overlap (workspace.LOCK_WAIT_SECONDS each)."""
+    configs = {}
+    for name in ("a", "b"):
+        configs[name] = tmp_path / f"{name}.yaml"
+        shutil.copy(ROOT / "examples" / "local.yaml", configs[name])
+    held_a = Workspace(workspaces_home(), configs["a"])
+    held_b = Workspace(workspaces_home(), configs["b"]).as_draft()
+    with locked(held_a.lock_dir, "the test's submit"), locked(held_b.lock_dir, "the test's render"):
+        runs = {(v.name, "a"): _start([v.name, f"config={configs['a']}"], tmp_path) for v in verbs.VERBS}
+        for v in verbs.VERBS:
+            if v.writes == "draft":
+                runs[v.name, "b"] = _start([v.name, f"config={configs['b']}"], tmp_path)
+        said = {key: run.communicate(timeout=120) for key, run in runs.items()}
+    for (name, config), (_, err) in said.items():
+        assert "Traceback" not in err, (name, config, err)
+        writes = verbs.verb(name).writes  # type: ignore[union-attr]
+        waits = writes == "submission" if config == "a" else writes == "draft"
+        assert (IN_USE in err) == waits, f"{name} config={config} (writes {writes}): {err}"
+        if waits:
+            assert "the test's" in err  # it names the holder
