@@ -30,6 +30,7 @@ import yaml
 from e2e_helpers import gymbuild, gymbuild_argv, job_ids, kill_local_jobs, manifest, slurm_config, user_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from promises_helpers import signal_while_alive, wait_until
 from test_reliability_support import Faults, cancel, jobs_queued, start_gymbuild, wait_accounted
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads process groups from /proc")
@@ -306,3 +307,86 @@ def test_a_signal_during_a_slurm_submit_records_every_job(cluster: Any, tmp_path
     finally:
         faults.release()
         cancel(list(recorded.values()))
+
+
+def _slurm_jobs(output: Path) -> dict[str, str]:
+    """job id -> bench of every job slurmctld holds whose working directory is a bench dir under `output`."""
+    out = subprocess.run(
+        ["squeue", "-h", "-a", "-o", "%i|%Z"], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    rows = (line.split("|", 1) for line in out.splitlines() if "|" in line)
+    return {job: Path(wd).name for job, wd in rows if wd.startswith(f"{output}/")}
+
+
+def _recorded(output: Path) -> dict[str, str | None]:
+    """bench -> job id in the gym-job.json of the one submission under `output` ({} before it is written)."""
+    with contextlib.suppress(FileNotFoundError, ValueError):
+        return job_ids(json.loads(next(output.glob("*/gym-job.json"), output / "none").read_text()))
+    return {}
+
+
+def _released(lock: Path) -> bool:
+    """The workspace's lock is free (gymbuild lets it go at exit)."""
+    with lock.open("a") as held:
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(held, fcntl.LOCK_UN)
+        return True
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("round_", [1, 2])
+@pytest.mark.parametrize("moment", ["job1", "recorded", "unlocked"])
+def test_sigterm_to_a_slurm_submit_from_its_first_job_to_its_exit_ends_it_with_143(
+    cluster: Any, tmp_path: Path, moment: str, round_: int
+) -> None:
+    """SIGTERM to gymbuild alone (as `kill` sends it) at a moment picked by an event, from the first job
+    of three seen in squeue (the promises model found exit 0 there), through the record written, to the
+    workspace's lock let go at exit: 143 and one line, or killed by it (a shell says 143 too), every
+    queued job in the record. The signal is only sent to a gymbuild not yet exiting (it is stopped
+    first: promises_helpers.signal_while_alive); one that had ended on its own exits 0 with all three
+    recorded."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        pytest.skip("SIGTERM is ignored by this test run, and so by the gymbuild it starts")
+    output = cluster.run_dir(f"sigterm-{moment}-{round_}")
+    benches = ["a", "b", "c"]
+    config = slurm_config(output, {b: {"command": "sleep 300"} for b in benches}, services={})
+    del config["driver"]["policy_model"]  # a `command` benchmark asks no policy
+    path = tmp_path / "submit.yaml"
+    path.write_text(yaml.safe_dump(config))
+    env = user_env(tmp_path)
+    proc = start_gymbuild(["submit", f"config={path}"], cwd=tmp_path, env=env)
+    workspaces = tmp_path / "xdg-state" / "gymbuild" / "workspaces"
+
+    def reached() -> bool:
+        if proc.poll() is not None:
+            return True
+        if moment == "job1":
+            return bool(_slurm_jobs(output))
+        if moment == "recorded":
+            return all(_recorded(output).get(b) for b in benches)
+        held = [lock for lock in workspaces.glob("*/lock") if f"pid {proc.pid} " in lock.read_text()]
+        return any(_released(lock) for lock in held)  # taken by this submit, then let go
+
+    try:
+        wait_until(reached, f"the submit reaching {moment}", timeout=WAIT, poll=0.005)
+        delivered = signal_while_alive(proc, signal.SIGTERM, group=False)
+        _, stderr = proc.communicate(timeout=WAIT)
+        assert "Traceback" not in stderr, stderr
+        if not delivered:
+            assert proc.returncode == 0, stderr
+        else:
+            assert proc.returncode in (143, -signal.SIGTERM), f"exited {proc.returncode}:\n{stderr}"
+            assert len(stderr.strip().splitlines()) <= 1, stderr
+            assert proc.returncode != 143 or stderr.startswith("interrupted (SIGTERM)"), stderr
+        queued = _slurm_jobs(output)
+        recorded = _recorded(output)
+        assert {recorded[bench] for bench in queued.values()} >= set(queued), (queued, recorded)
+        assert sorted(queued.values()) == sorted(set(queued.values())), f"a benchmark queued twice: {queued}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        cancel(list(_slurm_jobs(output)))
