@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -390,3 +391,40 @@ def test_sigterm_to_a_slurm_submit_from_its_first_job_to_its_exit_ends_it_with_1
             proc.kill()
             proc.communicate()
         cancel(list(_slurm_jobs(output)))
+
+
+class _SignalledWhileRead(dict):
+    """The handlers to put back, whose reading sends `sig` to this process: a signal landing while
+    interrupts.restore puts them back, as one sent when a submit ends does (CPython runs a pending
+    handler before signal.signal changes one)."""
+
+    def __init__(self, handlers: dict[signal.Signals, Any], sig: signal.Signals) -> None:
+        super().__init__(handlers)
+        self.sig = sig
+
+    def items(self) -> Any:
+        os.kill(os.getpid(), self.sig)
+        return super().items()
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_signal_while_gymbuild_puts_its_handlers_back_is_answered_not_raised(name: str) -> None:
+    """cli.main puts back the handlers it found as it ends; a signal then used to raise Interrupted
+    out of its `finally` (a traceback, and Python's own exit status). It is returned, for main to
+    answer with its one line and 128 + its number, and the handlers are back all the same."""
+    from gymbuild import interrupts
+
+    sig = SIGNALS[name]
+    if signal.getsignal(sig) is signal.SIG_IGN:
+        pytest.skip(f"{name} is ignored by this test run, and so by gymbuild")
+    assert threading.current_thread() is threading.main_thread(), "signal handlers are the main thread's"
+    before = {s: signal.getsignal(s) for s in interrupts.SIGNALS}
+    interrupts.install()
+    try:
+        late = interrupts.restore(_SignalledWhileRead(before, sig))
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+    assert late == sig
+    assert {s: signal.getsignal(s) for s in interrupts.SIGNALS} == before
+    assert not interrupts.pending()
