@@ -31,11 +31,14 @@ _BEFORE = {sig: signal.signal(sig, _interrupted_early) for sig in _SIGNALS} if _
 
 from collections.abc import Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any, TextIO  # noqa: E402
+from typing import TYPE_CHECKING, Any, TextIO  # noqa: E402
 
 from gymbuild import verbs  # noqa: E402
 from gymbuild.argv import DOIT_COMMANDS, HELP_FLAGS, VERSION_FLAGS, known_word, nearest_verb, normalize  # noqa: E402
 from gymbuild.errors import OutputClosed, stdout_closed  # noqa: E402
+
+if TYPE_CHECKING:
+    from gymbuild import interrupts
 
 for _sig, _handler in _BEFORE.items():
     signal.signal(_sig, _handler)
@@ -252,12 +255,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The console script: Ctrl-C (or a SIGINT from a script), SIGTERM or SIGHUP at any point ends it
     with one line and status 128 + the signal's number (130, 143, 129), as a shell reports a killed
     command, never Python's traceback. A submit first finishes reading the jobs it started and
-    records them (gymbuild/interrupts.py)."""
+    records them (gymbuild/interrupts.py). One that lands while the handlers are put back is answered
+    the same way; after that, the signal's default action ends the process."""
     from gymbuild import interrupts
 
     here = threading.current_thread() is threading.main_thread()
     before = {sig: signal.getsignal(sig) for sig in interrupts.SIGNALS} if here else {}
     interrupts.install()
+    try:
+        status = _answered(argv)
+    finally:
+        late = interrupts.restore(before)
+    return status if late is None else _interrupted(interrupts.Interrupted(late))
+
+
+def _answered(argv: Sequence[str] | None) -> int:
+    """_main's status, or the status of the signal or closed stdout that ended it."""
+    from gymbuild import interrupts
+
     try:
         status = _main(argv)
         sys.stdout.flush()  # here, where a reader that has gone is answered, not at exit
@@ -267,22 +282,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         return _reader_gone()
     except KeyboardInterrupt as err:
-        status = err.status if isinstance(err, interrupts.Interrupted) else 130
-        name = err.args[0] if isinstance(err, interrupts.Interrupted) else "SIGINT"
-        try:
-            sys.stdout.flush()
-            sys.stderr.write(
-                f"interrupted ({name}): gymbuild stopped; every job it started is recorded and goes on "
-                "(`gymbuild status` shows them)\n"
-            )
-            sys.stderr.flush()
-        except OSError:  # SIGHUP: the terminal may be gone
-            pass
-        return status
-    finally:
-        for sig, handler in before.items():
-            if handler is not None:
-                signal.signal(sig, handler)
+        return _interrupted(err if isinstance(err, interrupts.Interrupted) else None)
+
+
+def _interrupted(err: interrupts.Interrupted | None) -> int:
+    """One line on stderr for the signal `err` (an Interrupted; None: Python's own Ctrl-C); its status."""
+    name, status = (err.args[0], err.status) if err is not None else ("SIGINT", 130)
+    try:
+        sys.stdout.flush()
+        sys.stderr.write(
+            f"interrupted ({name}): gymbuild stopped; every job it started is recorded and goes on "
+            "(`gymbuild status` shows them)\n"
+        )
+        sys.stderr.flush()
+    except OSError:  # SIGHUP: the terminal may be gone
+        pass
+    return status
 
 
 def _reader_gone() -> int:

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from types import FrameType
+from typing import Any
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+Handler = Callable[[int, FrameType | None], Any] | int | None  # what signal.getsignal answers
 
 
 class Interrupted(KeyboardInterrupt):
@@ -62,6 +65,25 @@ def install() -> None:
     for sig in SIGNALS:
         if signal.getsignal(sig) is not signal.SIG_IGN:
             signal.signal(sig, handle)
+
+
+def restore(
+    before: Mapping[signal.Signals, Callable[[int, FrameType | None], Any] | int | None],
+) -> int | None:
+    """Put back the handlers `before` (install() replaced them); the number of a signal that came
+    meanwhile, or None. CPython runs a pending handler before signal.signal changes one, so a signal
+    that lands as gymbuild ends would raise out of main()'s `finally`, a traceback; here it is only
+    noted, for main() to answer like any other. (A handler of None was set outside Python: kept.)"""
+    global _deferring, _pending
+    _deferring += 1
+    try:
+        for sig, handler in before.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+    finally:
+        _deferring -= 1
+        signum, _pending = _pending, None
+    return signum
 
 
 def pending() -> bool:

@@ -26,6 +26,7 @@ from promises_helpers import (
     one_json_document,
     recorded_jobs,
     run_dirs,
+    signal_while_alive,
     wait_until,
 )
 
@@ -255,13 +256,11 @@ class PromisesMachine(RuleBasedStateMachine):
 
         try:
             wait_until(reached, f"submit reaching {moment}", timeout=300, poll=0.005)
-            delivered = proc.poll() is None
+            # SIGTERM to gymbuild alone, as `kill` does; ^C or a hangup to the whole foreground group,
+            # as a terminal does. Only a signal that reached a gymbuild not yet exiting is judged.
+            delivered = signal_while_alive(proc, sig, group=sig != signal.SIGTERM)
             if delivered:
                 self.figures.interrupts_delivered += 1
-                if sig == signal.SIGTERM:
-                    proc.send_signal(sig)
-                else:  # what a terminal does on ^C or a hangup: the whole foreground group
-                    os.killpg(proc.pid, sig)
             _, err = proc.communicate(timeout=300)
         finally:
             if proc.poll() is None:

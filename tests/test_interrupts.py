@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ import yaml
 from e2e_helpers import gymbuild, gymbuild_argv, job_ids, kill_local_jobs, manifest, slurm_config, user_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from promises_helpers import signal_while_alive, wait_until
 from test_reliability_support import Faults, cancel, jobs_queued, start_gymbuild, wait_accounted
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads process groups from /proc")
@@ -130,30 +132,31 @@ def _submit(home: Path, config: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _interrupt(home: Path, config: Path, sig: signal.Signals, after: int, group: bool) -> tuple[int, str]:
+def _interrupt(
+    home: Path, config: Path, sig: signal.Signals, after: int, group: bool
+) -> tuple[int, str, bool]:
     """Start a submit, send `sig` once `after` jobs have started (0: once the run dir exists), to its
-    process group (a terminal's Ctrl-C, a hangup) or to gymbuild alone; its exit status and stderr.
-    An exit status of None means the submit ended before the signal could be sent."""
+    process group (a terminal's Ctrl-C, a hangup) or to gymbuild alone; its exit status, stderr, and
+    whether the signal reached it before it began to exit (promises_helpers.signal_while_alive)."""
     proc = start_gymbuild(["submit", f"config={config}"], cwd=home, env=_env(home))
     deadline = time.monotonic() + WAIT
     while proc.poll() is None and time.monotonic() < deadline:
         if (home / "runs").exists() and sum(map(len, _starts(home).values())) >= after:
             break
         time.sleep(0.005)
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig) if group else os.kill(proc.pid, sig)
+    delivered = signal_while_alive(proc, sig, group=group)
     _, stderr = proc.communicate(timeout=WAIT)
-    return proc.returncode, stderr
+    return proc.returncode, stderr, delivered
 
 
 def _check_interrupted_submit(home: Path, count: int, name: str, after: int, group: bool) -> None:
     sig = SIGNALS[name]
     config = _config(home, count)
-    status, stderr = _interrupt(home, config, sig, after, group)
+    status, stderr, delivered = _interrupt(home, config, sig, after, group)
     started = _starts(home)
     record = _record(home)
-    if status == 0:  # the submit was done before the signal reached it
+    if not delivered:  # the submit was done before the signal could reach it
+        assert status == 0, stderr
         assert set(started) == set(record) == {f"b{i:02d}" for i in range(count)}
     elif sig == signal.SIGKILL:
         assert status == -signal.SIGKILL
@@ -208,7 +211,7 @@ def test_ctrl_c_half_way_through_40_benchmarks_exits_130_and_status_lists_every_
     """Issue 40, item 4, as reported: Ctrl-C (SIGINT to the terminal's process group) half-way."""
     try:
         config = _config(tmp_path, 40)
-        status, stderr = _interrupt(tmp_path, config, signal.SIGINT, 20, group=True)
+        status, stderr, _ = _interrupt(tmp_path, config, signal.SIGINT, 20, group=True)
         assert status == 130, stderr
         assert stderr.count("\n") == 1 and "interrupted" in stderr
         started = _starts(tmp_path)
@@ -306,3 +309,123 @@ def test_a_signal_during_a_slurm_submit_records_every_job(cluster: Any, tmp_path
     finally:
         faults.release()
         cancel(list(recorded.values()))
+
+
+def _slurm_jobs(output: Path) -> dict[str, str]:
+    """job id -> bench of every job slurmctld holds whose working directory is a bench dir under `output`."""
+    out = subprocess.run(
+        ["squeue", "-h", "-a", "-o", "%i|%Z"], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    rows = (line.split("|", 1) for line in out.splitlines() if "|" in line)
+    return {job: Path(wd).name for job, wd in rows if wd.startswith(f"{output}/")}
+
+
+def _recorded(output: Path) -> dict[str, str | None]:
+    """bench -> job id in the gym-job.json of the one submission under `output` ({} before it is written)."""
+    with contextlib.suppress(FileNotFoundError, ValueError):
+        return job_ids(json.loads(next(output.glob("*/gym-job.json"), output / "none").read_text()))
+    return {}
+
+
+def _released(lock: Path) -> bool:
+    """The workspace's lock is free (gymbuild lets it go at exit)."""
+    with lock.open("a") as held:
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(held, fcntl.LOCK_UN)
+        return True
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("round_", [1, 2])
+@pytest.mark.parametrize("moment", ["job1", "recorded", "unlocked"])
+def test_sigterm_to_a_slurm_submit_from_its_first_job_to_its_exit_ends_it_with_143(
+    cluster: Any, tmp_path: Path, moment: str, round_: int
+) -> None:
+    """SIGTERM to gymbuild alone (as `kill` sends it) at a moment picked by an event, from the first job
+    of three seen in squeue (the promises model found exit 0 there), through the record written, to the
+    workspace's lock let go at exit: 143 and one line, or killed by it (a shell says 143 too), every
+    queued job in the record. The signal is only sent to a gymbuild not yet exiting (it is stopped
+    first: promises_helpers.signal_while_alive); one that had ended on its own exits 0 with all three
+    recorded."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        pytest.skip("SIGTERM is ignored by this test run, and so by the gymbuild it starts")
+    output = cluster.run_dir(f"sigterm-{moment}-{round_}")
+    benches = ["a", "b", "c"]
+    config = slurm_config(output, {b: {"command": "sleep 300"} for b in benches}, services={})
+    del config["driver"]["policy_model"]  # a `command` benchmark asks no policy
+    path = tmp_path / "submit.yaml"
+    path.write_text(yaml.safe_dump(config))
+    env = user_env(tmp_path)
+    proc = start_gymbuild(["submit", f"config={path}"], cwd=tmp_path, env=env)
+    workspaces = tmp_path / "xdg-state" / "gymbuild" / "workspaces"
+
+    def reached() -> bool:
+        if proc.poll() is not None:
+            return True
+        if moment == "job1":
+            return bool(_slurm_jobs(output))
+        if moment == "recorded":
+            return all(_recorded(output).get(b) for b in benches)
+        held = [lock for lock in workspaces.glob("*/lock") if f"pid {proc.pid} " in lock.read_text()]
+        return any(_released(lock) for lock in held)  # taken by this submit, then let go
+
+    try:
+        wait_until(reached, f"the submit reaching {moment}", timeout=WAIT, poll=0.005)
+        delivered = signal_while_alive(proc, signal.SIGTERM, group=False)
+        _, stderr = proc.communicate(timeout=WAIT)
+        assert "Traceback" not in stderr, stderr
+        if not delivered:
+            assert proc.returncode == 0, stderr
+        else:
+            assert proc.returncode in (143, -signal.SIGTERM), f"exited {proc.returncode}:\n{stderr}"
+            assert len(stderr.strip().splitlines()) <= 1, stderr
+            assert proc.returncode != 143 or stderr.startswith("interrupted (SIGTERM)"), stderr
+        queued = _slurm_jobs(output)
+        recorded = _recorded(output)
+        assert {recorded[bench] for bench in queued.values()} >= set(queued), (queued, recorded)
+        assert sorted(queued.values()) == sorted(set(queued.values())), f"a benchmark queued twice: {queued}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        cancel(list(_slurm_jobs(output)))
+
+
+class _SignalledWhileRead(dict):
+    """The handlers to put back, whose reading sends `sig` to this process: a signal landing while
+    interrupts.restore puts them back, as one sent when a submit ends does (CPython runs a pending
+    handler before signal.signal changes one)."""
+
+    def __init__(self, handlers: dict[signal.Signals, Any], sig: signal.Signals) -> None:
+        super().__init__(handlers)
+        self.sig = sig
+
+    def items(self) -> Any:
+        os.kill(os.getpid(), self.sig)
+        return super().items()
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_signal_while_gymbuild_puts_its_handlers_back_is_answered_not_raised(name: str) -> None:
+    """cli.main puts back the handlers it found as it ends; a signal then used to raise Interrupted
+    out of its `finally` (a traceback, and Python's own exit status). It is returned, for main to
+    answer with its one line and 128 + its number, and the handlers are back all the same."""
+    from gymbuild import interrupts
+
+    sig = SIGNALS[name]
+    if signal.getsignal(sig) is signal.SIG_IGN:
+        pytest.skip(f"{name} is ignored by this test run, and so by gymbuild")
+    assert threading.current_thread() is threading.main_thread(), "signal handlers are the main thread's"
+    before = {s: signal.getsignal(s) for s in interrupts.SIGNALS}
+    interrupts.install()
+    try:
+        late = interrupts.restore(_SignalledWhileRead(before, sig))
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+    assert late == sig
+    assert {s: signal.getsignal(s) for s in interrupts.SIGNALS} == before
+    assert not interrupts.pending()
