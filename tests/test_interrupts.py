@@ -254,6 +254,7 @@ def test_a_second_copy_of_a_job_in_its_bench_dir_refuses_and_leaves_the_first_al
         second = subprocess.run(
             ["bash", str(bench_dir / "job.sh")],
             cwd=bench_dir,
+            env={**os.environ, "GYM_JOB_LOCK_WAIT_SECONDS": "0.5"},  # the first holds it for good
             capture_output=True,
             text=True,
             timeout=WAIT,
@@ -265,6 +266,60 @@ def test_a_second_copy_of_a_job_in_its_bench_dir_refuses_and_leaves_the_first_al
         assert sorted(p.relative_to(bench_dir) for p in bench_dir.rglob("*")) == before
         assert lock.read_text().startswith(f"{first} ")
         assert _live_copies(tmp_path) == {"b00": [int(first)]}
+    finally:
+        _kill_all(tmp_path)
+
+
+def test_a_copy_started_as_the_first_ends_waits_for_its_lock_and_runs(tmp_path: Path) -> None:
+    """A resumable chain's successor starts the moment its predecessor's script ends, while the
+    processes that hold the bench dir's lock are still being ended (seen on the test cluster: the
+    successor refused with 75 and the chain stopped). A copy that finds the lock held waits for it
+    (GYM_JOB_LOCK_WAIT_SECONDS) and runs once the first copy's last process has gone."""
+    try:
+        config = _config(tmp_path, 1)
+        assert _submit(tmp_path, config).returncode == 0
+        (bench_dir,) = (tmp_path / "runs").glob("gym-job-*/b00")
+        first = _record(tmp_path)["b00"]["job_id"]
+        lock = bench_dir / ".gym_job.lock"
+        deadline = time.monotonic() + WAIT
+        while not lock.exists() or not lock.read_text().startswith(f"{first} "):
+            assert time.monotonic() < deadline, "the first copy never took its lock"
+            time.sleep(0.05)
+        env = {**os.environ, "GYM_JOB_LOCK_WAIT_SECONDS": str(WAIT)}
+        second = subprocess.Popen(
+            ["bash", str(bench_dir / "job.sh")],
+            cwd=bench_dir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            inode = f":{lock.stat().st_ino} "
+            deadline = time.monotonic() + WAIT
+            # /proc/locks shows a blocked request as `->`: the second copy is waiting for the lock.
+            while not any(
+                "->" in line and inode in line for line in Path("/proc/locks").read_text().splitlines()
+            ):
+                assert second.poll() is None, (
+                    f"the second copy gave up: {second.stderr.read() if second.stderr else ''}"
+                )
+                assert time.monotonic() < deadline, "the second copy never waited for the lock"
+                time.sleep(0.05)
+            os.killpg(int(first), signal.SIGKILL)  # the first copy ends, however it ends
+            deadline = time.monotonic() + WAIT
+            while not lock.read_text().startswith(f"{second.pid} "):  # a local job's id is its pid
+                assert second.poll() is None, (
+                    f"the second copy gave up: {second.stderr.read() if second.stderr else ''}"
+                )
+                assert time.monotonic() < deadline, "the second copy never took the lock"
+                time.sleep(0.05)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(second.pid, signal.SIGKILL)
+            second.wait(timeout=WAIT)
     finally:
         _kill_all(tmp_path)
 

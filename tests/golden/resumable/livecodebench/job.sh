@@ -33,18 +33,29 @@ gym_term_driver() {
 cd "$GYM_BENCH_DIR" || exit 1
 # One live copy of this job per bench dir: a second copy (the job started twice) exits 75 here, before
 # it touches anything. The lock is flock(2) on .gym_job.lock, open in this shell and so in every
-# process the job starts: the kernel drops it when the last of them ends, however it ends.
+# process the job starts: the kernel drops it when the last of them ends, however it ends. A job waits
+# for it up to GYM_JOB_LOCK_WAIT_SECONDS (default 120): a resumable chain's successor starts the
+# moment its predecessor's script ends, while Slurm is still ending the processes that hold the lock.
 exec {__gym_lock}>>.gym_job.lock || exit 1
+__gym_lock_wait=${GYM_JOB_LOCK_WAIT_SECONDS:-120}
+[[ $__gym_lock_wait =~ ^[0-9]+([.][0-9]+)?$ ]] || __gym_lock_wait=120
 if command -v flock >/dev/null 2>&1; then
-  flock -n -E 75 "$__gym_lock"
+  flock -w "$__gym_lock_wait" -E 75 "$__gym_lock"
 else  # no util-linux (macOS, a local job): Python's flock(2) on the same open file
-  python3 -c 'import fcntl, sys
-try: fcntl.flock(int(sys.argv[1]), fcntl.LOCK_EX | fcntl.LOCK_NB)
-except BlockingIOError: sys.exit(75)' "$__gym_lock"
+  python3 -c 'import fcntl, sys, time
+deadline = time.monotonic() + float(sys.argv[2])
+while True:
+    try:
+        fcntl.flock(int(sys.argv[1]), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        break
+    except BlockingIOError:
+        if time.monotonic() >= deadline:
+            sys.exit(75)
+        time.sleep(0.2)' "$__gym_lock" "$__gym_lock_wait"
 fi
 __gym_locked=$?
 if ((__gym_locked == 75)); then
-  echo "gym: job $(<.gym_job.lock) is still running in $GYM_BENCH_DIR (it holds .gym_job.lock): this second copy, job $GYM_JOB_ID, exits 75 and leaves it alone" >&2
+  echo "gym: job $(<.gym_job.lock) is still running in $GYM_BENCH_DIR (it held .gym_job.lock for ${__gym_lock_wait} s): this second copy, job $GYM_JOB_ID, exits 75 and leaves it alone" >&2
   exit 75
 elif ((__gym_locked != 0)); then
   echo "gym: warning: cannot lock $GYM_BENCH_DIR/.gym_job.lock (does its file system support flock?): a second copy of this job would not be refused" >&2
