@@ -50,7 +50,8 @@ piece = st.one_of(
 name = (
     st.lists(piece, min_size=1, max_size=6)
     .map("".join)
-    .filter(lambda n: n not in (".", "..") and len(n.encode()) < 200 and n.strip() == n and n)
+    # `*` does not match a hidden entry (as in the shell): a name starting with `.` is never swept.
+    .filter(lambda n: not n.startswith(".") and len(n.encode()) < 200 and n.strip() == n and n)
 )
 
 
