@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gymbuild import compare
-from gymbuild.errors import Inconclusive, UserError, escaped
+from gymbuild.errors import Inconclusive, UserError, printable
 
 if TYPE_CHECKING:
     from gymbuild.jobs import SubmissionRecord
@@ -207,7 +207,7 @@ def print_compare(s: Session) -> None:
     out = compare.to_json(comparison, dropped, gate) if s.inv.json else compare.format_table(comparison)
     sys.stdout.write(out)
     sys.stdout.flush()
-    unsure = "".join(f"\n  inconclusive: {escaped(u)}" for u in comparison.inconclusive)
+    unsure = "".join(f"\n  inconclusive: {printable(u, lines=False)}" for u in comparison.inconclusive)
     if dropped:
         raise UserError(
             f"error: {len(dropped)} benchmark(s) dropped by more than max_drop={s.inv.max_drop}:\n"

@@ -108,17 +108,3 @@ class Inconclusive(UserError):
     """A gate that cannot decide (compare max_drop=: a side failed, is partial or has nothing to pair):
     printed as its message alone, like any UserError, but the command exits 2, not 1, so a CI step can
     tell "could not tell" from "dropped" and from a mistake on the command line (task_kinds.py)."""
-
-
-def escaped(text: str) -> str:
-    """`text` with every control character (a newline, ESC, DEL...) written as its Python escape, so a
-    value from outside (a directory name, a file's line) echoed in a message cannot break its line or
-    drive the terminal."""
-    import unicodedata
-
-    if text.isprintable():
-        return text
-    return "".join(
-        ch.encode("unicode_escape").decode("ascii") if unicodedata.category(ch) in ("Cc", "Cs") else ch
-        for ch in text
-    )

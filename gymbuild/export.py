@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gymbuild.errors import UserError
+from gymbuild.errors import UserError, printable
 from gymbuild.series import Point
 
 if TYPE_CHECKING:
@@ -93,11 +93,6 @@ def shown_uri(uri: str) -> str:
     return re.sub(r"//[^/@]*@", "//", uri)
 
 
-def printable(text: str) -> str:
-    """`text` with its control characters escaped, as an echoed value must be."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def mlflow_uri() -> str:
     """MLFLOW_TRACKING_URI, required: without it MLflow would quietly make an mlflow.db in whatever
     directory export runs from, and the team would look for the runs elsewhere."""
@@ -114,7 +109,7 @@ def mlflow_uri() -> str:
 def refused_by_tracker(to: str, where: str, err: Exception) -> UserError:
     """The tracker's refusal as one message: its first sentence and the fix (MLflow's file store
     wants its opt-in; anything else is where, or with what, the environment points it)."""
-    said = printable(str(err).strip().split("\n")[0].split(". ")[0].rstrip("."))
+    said = printable(str(err).strip().split("\n")[0].split(". ")[0].rstrip("."), lines=False)
     if "MLFLOW_ALLOW_FILE_STORE" in str(err):
         fix = (
             "export MLFLOW_ALLOW_FILE_STORE=true to keep that file store, or point MLFLOW_TRACKING_URI "
@@ -138,7 +133,9 @@ def to_mlflow(experiment: str, found: Sequence[Checkpoint]) -> tuple[int, int, i
     try:
         return _log_mlflow(experiment, found)
     except MlflowException as err:
-        raise refused_by_tracker("mlflow", f"MLflow at {printable(shown_uri(uri))}", err) from None
+        raise refused_by_tracker(
+            "mlflow", f"MLflow at {printable(shown_uri(uri), lines=False)}", err
+        ) from None
 
 
 def _log_mlflow(experiment: str, found: Sequence[Checkpoint]) -> tuple[int, int, int]:
@@ -190,7 +187,7 @@ def to_wandb(project: str, found: Sequence[Checkpoint]) -> tuple[int, int, int]:
         return _log_wandb(wandb, project, found)
     except wandb.errors.Error as err:
         mode = os.environ.get("WANDB_MODE") or "online"
-        raise refused_by_tracker("wandb", f"W&B ({printable(mode)})", err) from None
+        raise refused_by_tracker("wandb", f"W&B ({printable(mode, lines=False)})", err) from None
 
 
 def _log_wandb(wandb: Any, project: str, found: Sequence[Checkpoint]) -> tuple[int, int, int]:
@@ -264,7 +261,7 @@ def export(s: Session) -> None:
     found = checkpoints(record["sweep_id"], rows, digests)
     if to == "mlflow":
         created, again, logged = to_mlflow(experiment, found)
-        where = f"MLflow at {printable(shown_uri(mlflow_uri()))}, experiment"
+        where = f"MLflow at {printable(shown_uri(mlflow_uri()), lines=False)}, experiment"
     else:
         mode = os.environ.get("WANDB_MODE") or "online"
         created, again, logged = to_wandb(experiment, found)

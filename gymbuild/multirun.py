@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gymbuild import day_two, pipeline, states
-from gymbuild.errors import UserError, escaped
+from gymbuild.errors import UserError, printable
 from gymbuild.jobs import SubmissionRecord
 from gymbuild.steps import show, stage
 from gymbuild.steps.queue import queued
@@ -152,9 +152,8 @@ def sessions_of(s: Session, cells: Sequence[Cell], overrides: Sequence[str] = ()
     for i in blamed(cells, {i: str(e) for i, e in errors.items()}, path_keys(overrides, str(s.inv.config))):
         lines = str(errors.pop(i)).strip().splitlines()  # a ConfigError's first problem, else its last line
         why = next((ln.strip()[2:] for ln in lines if ln.startswith("  - ")), lines[-1].strip())
-        print(
-            f"warning: skipped {escaped(names[i])}: its config does not load: {escaped(why)}", file=sys.stderr
-        )
+        said = printable(f"{names[i]}: its config does not load: {why}", lines=False)
+        print(f"warning: skipped {said}", file=sys.stderr)
         found[i] = None
     if errors:
         raise _combined([(names[i], err) for i, err in errors.items()])

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gymbuild.errors import ConfigError, Problem, UserError, escaped
+from gymbuild.errors import ConfigError, Problem, UserError, printable
 from gymbuild.shell import quote
 from gymbuild.workspace import Workspace, atomic_write, digest
 
@@ -215,7 +215,7 @@ def _unquoted(value: str) -> str:
 def header(cell: Cell, ident: str) -> str:
     """The comment heading a combination's resolved-config.yaml (a control character escaped: a
     value's newline must not end the comment)."""
-    values = "\n".join(f"#   {escaped(v)}" for v in cell.values) or "#   (no swept key)"
+    values = "\n".join(f"#   {printable(v, lines=False)}" for v in cell.values) or "#   (no swept key)"
     return f"# sweep {ident}, the combination:\n{values}\n"
 
 
@@ -317,7 +317,10 @@ class Globbed:
     def said(self, ready: Sequence[str], target: str, *, quiet: bool = False) -> list[str]:
         """Its lines for stderr: each name refused (escaped); unless `quiet` (the follower's every
         poll), each path waiting for its marker and each glob with nothing ready."""
-        out = [f"warning: skipped {escaped(p)}: {why}; rename it to evaluate it" for p, why in self.refused]
+        out = [
+            f"warning: skipped {printable(p, lines=False)}: {why}; rename it to evaluate it"
+            for p, why in self.refused
+        ]
         if not quiet:
             markers = " or ".join(ready)
             out += [f"waiting: {p} (no {markers} in it yet; ready=none takes it)" for p in self.waiting]
