@@ -283,6 +283,13 @@ def _answered(argv: Sequence[str] | None) -> int:
         return _reader_gone()
     except KeyboardInterrupt as err:
         return _interrupted(err if isinstance(err, interrupts.Interrupted) else None)
+    except RuntimeError as err:
+        # Python 3.11 wraps what a class's __set_name__ raises in a RuntimeError: a signal that lands
+        # while a late import defines a dataclass arrives so. It is still the signal.
+        cause = err.__cause__
+        if not isinstance(cause, KeyboardInterrupt):
+            raise
+        return _interrupted(cause if isinstance(cause, interrupts.Interrupted) else None)
 
 
 def _interrupted(err: interrupts.Interrupted | None) -> int:
