@@ -43,7 +43,8 @@ _SCRIPT_MODULES = (
     "executors/__init__.py",
     "executors/base.py",
     "executors/secrets.py",  # an executor's module imports it
-    "ids.py",  # executors/secrets.py checks the ids of what it removes
+    "state/__init__.py",
+    "state/ids.py",  # executors/secrets.py checks the ids of what it removes
 )
 
 

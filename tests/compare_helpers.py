@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gymbuild import compare
+from gymbuild.results import compare
 
 
 def rollouts(scores: dict[int, list[int]], agent: str = "agent", tokens: int | None = None) -> str:

@@ -21,7 +21,8 @@ import pytest
 from doit.doit_cmd import DoitMain
 from e2e_helpers import workspaces_home
 
-from gymbuild import cli, verbs
+from gymbuild import verbs
+from gymbuild.cli import main
 from gymbuild.invocation import Invocation
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,7 +31,11 @@ VERB_NAMES = [v.name for v in verbs.VERBS]
 
 def gymbuild(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "gymbuild.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "gymbuild.cli.main", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -168,7 +173,7 @@ def test_doits_own_help_and_commands_are_still_there(tmp_path: Path) -> None:
 
 
 def test_the_doit_commands_gymbuild_passes_on_are_doits() -> None:
-    assert {cmd.get_name() for cmd in DoitMain.DOIT_CMDS} == cli.DOIT_COMMANDS
+    assert {cmd.get_name() for cmd in DoitMain.DOIT_CMDS} == main.DOIT_COMMANDS
 
 
 def test_gymbuild_alone_is_the_dry_run_of_submit_yaml_or_the_help_without_one(tmp_path: Path) -> None:
@@ -206,20 +211,20 @@ def test_doit_runs_the_verbs_in_any_directory_with_the_one_installed_package(tmp
 
 
 def test_every_verb_is_a_doit_command_entry_point() -> None:
-    """pyproject.toml registers each verb of verbs.py as a doit command (gymbuild/doit_plugin.py),
+    """pyproject.toml registers each verb of verbs.py as a doit command (gymbuild/cli/doit_plugin.py),
     and no other; the installed package's metadata, which is what doit loads, says the same (a verb
     added since the install needs `pip install -e .` again before `doit VERB` knows it)."""
     from doit.cmd_base import Command
 
-    from gymbuild import doit_plugin
+    from gymbuild.cli import doit_plugin
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     points = project["entry-points"]["doit.COMMAND"]
-    assert points == {v.name: f"gymbuild.doit_plugin:{v.name.capitalize()}" for v in verbs.VERBS}
+    assert points == {v.name: f"gymbuild.cli.doit_plugin:{v.name.capitalize()}" for v in verbs.VERBS}
     for name, target in points.items():
         command = getattr(doit_plugin, target.split(":")[1])
         assert issubclass(command, Command) and command.name == name
-    ours = [p for p in entry_points(group="doit.COMMAND") if p.module == "gymbuild.doit_plugin"]
+    ours = [p for p in entry_points(group="doit.COMMAND") if p.module == "gymbuild.cli.doit_plugin"]
     installed = {p.name: p.value for p in ours}
     assert installed == points, "the installed entry points are stale: pip install -e . again"
 

@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from e2e_helpers import Run, gymbuild, gymbuild_argv, kill_local_jobs, slurm_config, user_env, write_config
 
-from gymbuild import watch
+from gymbuild.day_two import watch
+from gymbuild.day_two.states import BenchStatus, Tally, format_statuses
 from gymbuild.errors import UserError
-from gymbuild.states import BenchStatus, Tally, format_statuses
 
 if TYPE_CHECKING:
     from conftest import Cluster
@@ -73,7 +73,7 @@ def test_the_waits_can_be_set_and_a_bad_setting_is_one_clear_error() -> None:
 def test_a_state_nothing_can_tell_is_waited_out_a_few_looks_then_given_up() -> None:
     """A controller down for a moment: UNKNOWN, then the job's state again. A job nothing will ever
     describe again must not keep watch looking for ever."""
-    from gymbuild.jobs import BenchmarkJob, SubmissionRecord
+    from gymbuild.state.records import BenchmarkJob, SubmissionRecord
 
     record = SubmissionRecord(
         gym_job_id="gym-job-20260101T000000Z-abcdef",

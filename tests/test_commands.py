@@ -23,7 +23,7 @@ def gymbuild(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subpro
     """Run the console script's code in a fresh process; the secrets are set only when passed."""
     base = {k: v for k, v in os.environ.items() if k not in SECRETS}
     return subprocess.run(
-        [sys.executable, "-m", "gymbuild.cli", *args],
+        [sys.executable, "-m", "gymbuild.cli.main", *args],
         cwd=cwd,
         env={**base, **(env or {})},
         capture_output=True,
@@ -53,7 +53,17 @@ def test_the_staged_tree_is_readable_by_the_cluster_whatever_the_umask(tmp_path)
     collector's config 0644 even for a user whose umask is 077; job.sh alone is owner-only."""
     config = f"config={ROOT / 'examples/collector.yaml'}"
     done = subprocess.run(
-        ["bash", "-c", 'umask 077 && exec "$@"', "-", sys.executable, "-m", "gymbuild.cli", "render", config],
+        [
+            "bash",
+            "-c",
+            'umask 077 && exec "$@"',
+            "-",
+            sys.executable,
+            "-m",
+            "gymbuild.cli.main",
+            "render",
+            config,
+        ],
         cwd=tmp_path,
         env={**os.environ, "OTEL_TOKEN": "otel-token"},
         capture_output=True,

@@ -11,7 +11,7 @@ import pytest
 from compare_helpers import A, B, record, rollouts
 from e2e_helpers import gymbuild, user_env
 
-from gymbuild import compare, stats
+from gymbuild.results import compare, stats
 
 # 4 tasks x 2 repeats. Pairs (task, repeat): t1r0 and t3r0 go pass->fail, t2r1 fail->pass.
 BASE = {0: [1, 1], 1: [1, 0], 2: [0, 0], 3: [1, 1]}

@@ -21,10 +21,10 @@ from e2e_helpers import gymbuild, user_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gymbuild import compare_read
 from gymbuild.errors import Inconclusive, UserError
 from gymbuild.invocation import Invocation
-from gymbuild.session import Session
+from gymbuild.results import compare_read
+from gymbuild.submit.session import Session
 
 SAME = {t: [1, 0] for t in range(6)}
 

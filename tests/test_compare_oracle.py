@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gymbuild import compare
+from gymbuild.results import compare
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tests" / "oracle" / "scripts" / "compare_runs.py"

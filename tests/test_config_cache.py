@@ -1,4 +1,4 @@
-"""Validated configs kept between runs (gymbuild.cache): a warm run gives exactly the cold run's
+"""Validated configs kept between runs (gymbuild.state.config_cache): a warm run gives exactly the cold run's
 config, never a stale one, and keeps no secret and nothing that depends on the environment."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gymbuild.cache import ValidatedConfigs
 from gymbuild.config import load_config
 from gymbuild.errors import ConfigError
+from gymbuild.state.config_cache import ValidatedConfigs
 
 ROOT = Path(__file__).resolve().parent.parent
 MINIMAL = ROOT / "examples" / "minimal.yaml"
@@ -39,7 +39,7 @@ def test_a_warm_load_is_the_cold_load_and_skips_validation(tmp_path: Path) -> No
     assert load_config(path, environ={}) == cold  # and both are what no cache gives
     # The point of the cache: a warm load imports neither jsonschema nor omegaconf.
     probe = (
-        "import sys; from pathlib import Path; from gymbuild.cache import ValidatedConfigs; "
+        "import sys; from pathlib import Path; from gymbuild.state.config_cache import ValidatedConfigs; "
         "from gymbuild.config import load_config; "
         f"load_config({str(path)!r}, environ={{}}, cache=ValidatedConfigs(Path({str(cache.directory)!r}))); "
         "print(sorted(m for m in ('jsonschema', 'omegaconf', 'hydra') if m in sys.modules))"

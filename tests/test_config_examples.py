@@ -102,7 +102,7 @@ def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
     return subprocess.run(
-        [sys.executable, "-m", "gymbuild.cli", "resolve", *args],
+        [sys.executable, "-m", "gymbuild.cli.main", "resolve", *args],
         cwd=cwd,
         env=env,
         capture_output=True,

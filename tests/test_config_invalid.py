@@ -10,7 +10,7 @@ Each file starts with comment lines that say what to expect:
     # config: no-such.yaml                load this path (relative to tests/invalid/) instead of the file
 
 Every case runs in-process through `load_config`; a sample from each family also runs through the real
-command line (`python -m gymbuild.cli resolve`), concurrently, to prove exit status 1, an empty stdout
+command line (`python -m gymbuild.cli.main resolve`), concurrently, to prove exit status 1, an empty stdout
 and no traceback.
 """
 
@@ -138,7 +138,7 @@ def _run_cli(case: Case, workdir: Path) -> subprocess.CompletedProcess[str]:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
     # An unset secret stops only a verb that queues: resolve shows `host:VAR` masked and warns.
     verb = "submit" if case.name in QUEUING_ONLY else "resolve"
-    args = [sys.executable, "-m", "gymbuild.cli", verb, f"config={case.config}", *case.overrides]
+    args = [sys.executable, "-m", "gymbuild.cli.main", verb, f"config={case.config}", *case.overrides]
     return subprocess.run(args, cwd=workdir, env=env, capture_output=True, text=True, timeout=120)
 
 

@@ -47,7 +47,7 @@ from e2e_helpers import (
     write_config,
 )
 
-from gymbuild.workspace import Workspace
+from gymbuild.state.workspace import Workspace
 
 if TYPE_CHECKING:
     from conftest import Cluster

@@ -177,7 +177,7 @@ def test_a_workspace_held_by_another_run_is_one_message_without_traceback(tmp_pa
     """A second render while one holds the draft (or a submit while one holds the workspace): after
     the lock's wait, the holder and the fix, exit 1, from both entry points (gymbuild, and doit's
     command). A render while a submit holds the workspace goes on: it works in the draft."""
-    from gymbuild.workspace import Workspace, locked
+    from gymbuild.state.workspace import Workspace, locked
 
     workspace = tmp_path / "ws"
     config = str(EXAMPLES / "minimal.yaml")

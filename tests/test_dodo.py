@@ -73,7 +73,11 @@ def test_doit_info_shows_real_file_dep_and_targets(copy: Path) -> None:
     assert ".ci/run" in section(docs, "file_dep")  # a file the README links to
     assert section(docs, "targets") == ["build/doit/docs.stamp"]
     quick = section(doit(copy, "info", "test_quick").stdout, "file_dep")
-    package = {"gymbuild/cli.py", "gymbuild/render/templates/job.sh.j2", "schemas/submit-config.schema.json"}
+    package = {
+        "gymbuild/cli/main.py",
+        "gymbuild/render/templates/job.sh.j2",
+        "schemas/submit-config.schema.json",
+    }
     assert package | {"tests/test_cli.py", "examples/local.yaml", "tests/golden/local/demo/job.sh"} <= set(
         quick
     )

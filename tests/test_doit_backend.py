@@ -1,4 +1,4 @@
-"""doit's database survives a signal during its save (gymbuild/doit_backend.py).
+"""doit's database survives a signal during its save (gymbuild/cli/doit_backend.py).
 
 doit saves its json database at the end of a run by truncating the file and writing it again; a
 submit interrupted there (the model test of the promises met it on the cluster) left an empty file,
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from doit.dependency import JSONCodec
 
-from gymbuild.doit_backend import AtomicJsonDB
+from gymbuild.cli.doit_backend import AtomicJsonDB
 
 
 def _interrupt(signum: int, frame: object) -> None:

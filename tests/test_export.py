@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 from e2e_helpers import gymbuild_argv, kill_local_jobs, local_command_config, user_env, write_config
 
-from gymbuild import export
 from gymbuild.errors import UserError
+from gymbuild.sweep import export
 
 TOKEN = "tok-3b1f-never-shown"
 SCORE = '"$NEMO_GYM_BENCH_DIR/artifacts/metrics.json"'

@@ -21,8 +21,8 @@ from e2e_helpers import gymbuild_argv, kill_local_jobs, local_command_config, us
 from follow_helpers import Follower, wait_polls
 from results_helpers import Sessions
 
-from gymbuild import follow
 from gymbuild.errors import UserError
+from gymbuild.sweep import follow
 
 SCORE = '"$NEMO_GYM_BENCH_DIR/artifacts/metrics.json"'
 

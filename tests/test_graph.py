@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 import yaml
 
-from gymbuild import pipeline
 from gymbuild.invocation import Invocation
-from gymbuild.session import Session
-from gymbuild.workspace import Workspace
+from gymbuild.state.workspace import Workspace
+from gymbuild.submit import pipeline
+from gymbuild.submit.session import Session
 
 ROOT = Path(__file__).resolve().parents[1]
 

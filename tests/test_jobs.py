@@ -18,9 +18,9 @@ from e2e_helpers import user_env
 from jsonschema import Draft202012Validator
 
 import gymbuild
-from gymbuild import jobs
-from gymbuild.jobs import BenchmarkJob, RecordError, SubmissionRecord
 from gymbuild.resources import load_schema
+from gymbuild.state import records
+from gymbuild.state.records import BenchmarkJob, RecordError, SubmissionRecord
 
 DATA = Path(__file__).parent / "data"
 PACKAGE = Path(gymbuild.__file__).resolve().parent
@@ -49,13 +49,13 @@ def fixture_payload(name: str) -> dict:
 def make_record(**changes) -> SubmissionRecord:
     """A record as gymbuild writes it; a `gym_job_id` given names its run directory too."""
     now = FROZEN
-    job_id = changes.pop("gym_job_id", None) or jobs.new_gym_job_id(now)
+    job_id = changes.pop("gym_job_id", None) or records.new_gym_job_id(now)
     run_dir = f"/scratch/alice/runs/{job_id}"
     record = SubmissionRecord(
         gym_job_id=job_id,
         gym_version=gymbuild.__version__,
         gym_commit="0" * 40,
-        submitted_at=jobs.utc_timestamp(now),
+        submitted_at=records.utc_timestamp(now),
         run_dir=run_dir,
         cluster="eos",
         executor="slurm",
@@ -331,14 +331,14 @@ def test_with_jobs_replaces_entries_by_name_and_keeps_the_order() -> None:
 def test_local_index_dir_follows_xdg_cache_home_and_falls_back_to_home(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert jobs.local_index_dir() == tmp_path / "xdg" / "nemo-gym" / "jobs"
+    assert records.local_index_dir() == tmp_path / "xdg" / "nemo-gym" / "jobs"
 
     monkeypatch.delenv("XDG_CACHE_HOME")
-    assert jobs.local_index_dir() == tmp_path / "home" / ".cache" / "nemo-gym" / "jobs"
+    assert records.local_index_dir() == tmp_path / "home" / ".cache" / "nemo-gym" / "jobs"
 
     # The XDG spec says to ignore a relative value; it would scatter the index over working dirs.
     monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")
-    assert jobs.local_index_dir() == tmp_path / "home" / ".cache" / "nemo-gym" / "jobs"
+    assert records.local_index_dir() == tmp_path / "home" / ".cache" / "nemo-gym" / "jobs"
 
 
 def test_write_local_index_writes_the_manifest_bytes_and_nothing_else(monkeypatch, tmp_path, capsys) -> None:
@@ -398,12 +398,12 @@ def test_iter_local_index_lists_newest_first_and_skips_what_it_cannot_read(
     newer = make_record(gym_job_id="gym-job-20250301T000000Z-bbbbbb")
     older.write_local_index()
     newer.write_local_index()
-    index = jobs.local_index_dir()
+    index = records.local_index_dir()
     (index / "gym-job-20250201T000000Z-cccccc.json").write_text("{truncated", encoding="utf-8")
     from_the_future = json.loads(newer.dumps()) | {"schema_version": 2}
     (index / "gym-job-20250401T000000Z-dddddd.json").write_text(json.dumps(from_the_future), encoding="utf-8")
 
-    listed = list(jobs.iter_local_index())
+    listed = list(records.iter_local_index())
 
     assert [r.gym_job_id for r in listed] == [newer.gym_job_id, older.gym_job_id]
     warnings = capsys.readouterr().err.splitlines()
@@ -415,7 +415,7 @@ def test_iter_local_index_lists_newest_first_and_skips_what_it_cannot_read(
 
 def test_iter_local_index_of_a_machine_that_never_submitted_is_empty(monkeypatch, tmp_path, capsys) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "nothing-here"))
-    assert list(jobs.iter_local_index()) == []
+    assert list(records.iter_local_index()) == []
     assert capsys.readouterr().err == ""
 
 
@@ -424,8 +424,8 @@ def test_iter_local_index_of_a_machine_that_never_submitted_is_empty(monkeypatch
 
 
 def test_two_ids_made_in_the_same_frozen_second_differ(monkeypatch) -> None:
-    monkeypatch.setattr(jobs, "utc_now", lambda: FROZEN)
-    ids = [jobs.new_gym_job_id(jobs.utc_now()) for _ in range(3)]
+    monkeypatch.setattr(records, "utc_now", lambda: FROZEN)
+    ids = [records.new_gym_job_id(records.utc_now()) for _ in range(3)]
 
     assert len(set(ids)) == 3
     assert all(i.startswith("gym-job-20250611T142233Z-") for i in ids)
@@ -433,21 +433,21 @@ def test_two_ids_made_in_the_same_frozen_second_differ(monkeypatch) -> None:
 
 
 def test_timestamps_are_utc_seconds_with_a_z_whatever_the_zone() -> None:
-    assert jobs.utc_timestamp(FROZEN) == "2025-06-11T14:22:33Z"
+    assert records.utc_timestamp(FROZEN) == "2025-06-11T14:22:33Z"
     berlin_summer = FROZEN.astimezone(timezone(timedelta(hours=2)))
-    assert jobs.utc_timestamp(berlin_summer) == "2025-06-11T14:22:33Z"
-    assert jobs.new_gym_job_id(berlin_summer).startswith("gym-job-20250611T142233Z-")
+    assert records.utc_timestamp(berlin_summer) == "2025-06-11T14:22:33Z"
+    assert records.new_gym_job_id(berlin_summer).startswith("gym-job-20250611T142233Z-")
 
 
 def test_a_naive_datetime_is_refused_rather_than_guessed() -> None:
     with pytest.raises(ValueError, match="naive"):
-        jobs.utc_timestamp(datetime(2025, 6, 11, 14, 22, 33))
+        records.utc_timestamp(datetime(2025, 6, 11, 14, 22, 33))
     with pytest.raises(ValueError, match="naive"):
-        jobs.new_gym_job_id(datetime(2025, 6, 11, 14, 22, 33))
+        records.new_gym_job_id(datetime(2025, 6, 11, 14, 22, 33))
 
 
 def test_utc_now_is_aware_utc() -> None:
-    now = jobs.utc_now()
+    now = records.utc_now()
     assert now.utcoffset() == timedelta(0)
     assert abs(now - datetime.now(UTC)) < timedelta(seconds=5)
 
@@ -460,14 +460,14 @@ def test_gym_commit_in_this_checkout_is_its_head() -> None:
     head = subprocess.run(
         ["git", "-C", str(PACKAGE), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
     ).stdout.strip()
-    assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", jobs.gym_commit())
-    assert jobs.gym_commit().removesuffix("-dirty") == head
+    assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", records.gym_commit())
+    assert records.gym_commit().removesuffix("-dirty") == head
 
 
 def _commit_seen_by(package_parent: Path) -> str:
     """gym_commit() as a fresh process sees it, importing gymbuild from `package_parent`."""
     result = subprocess.run(
-        [sys.executable, "-c", "import gymbuild.jobs as j; print(j.gym_commit())"],
+        [sys.executable, "-c", "import gymbuild.state.records as j; print(j.gym_commit())"],
         capture_output=True,
         text=True,
         check=True,
@@ -541,9 +541,9 @@ def test_gym_commit_of_an_install_comes_from_its_direct_url(tmp_path, direct_url
 
 def test_importing_the_record_module_loads_no_executor_or_pipeline_module() -> None:
     code = (
-        "import gymbuild.jobs, sys; "
+        "import gymbuild.state.records, sys; "
         "print([m for m in sys.modules if m.startswith(('gymbuild.executors', 'gymbuild.config', "
-        "'gymbuild.render', 'gymbuild.tasks'))])"
+        "'gymbuild.render', 'gymbuild.cli.graph'))])"
     )
     result = subprocess.run(
         [sys.executable, "-c", code],
@@ -590,7 +590,7 @@ def test_the_schema_lists_every_field_and_requires_exactly_those_without_default
 
 
 @pytest.mark.parametrize(
-    ("cls", "shape"), [(SubmissionRecord, jobs._RECORD_SHAPE), (BenchmarkJob, jobs._BENCHMARK_SHAPE)]
+    ("cls", "shape"), [(SubmissionRecord, records._RECORD_SHAPE), (BenchmarkJob, records._BENCHMARK_SHAPE)]
 )
 def test_load_type_checks_every_field_it_reads(cls, shape) -> None:
     # A field load reads but does not check would let a wrong type through into the record.

@@ -10,10 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from gymbuild import jobs
-from gymbuild.ids import is_plain_name
-from gymbuild.jobs import BenchmarkJob, RecordError, SubmissionRecord
 from gymbuild.resources import load_schema
+from gymbuild.state import records as record_module
+from gymbuild.state.ids import is_plain_name
+from gymbuild.state.records import BenchmarkJob, RecordError, SubmissionRecord
 
 VALIDATOR = Draft202012Validator(load_schema("gym-job.v1.schema.json"))
 PLACES = ("gym_job_id: ", "run_dir: ", "benchmarks[")
@@ -48,14 +48,14 @@ def records(draw: st.DrawFn) -> SubmissionRecord:
     """Records as gymbuild's writers build them: id and time from one clock reading, the run directory
     named after the id under any absolute path, its benchmarks' directories in it; the rest free."""
     now = draw(moments)
-    gym_job_id = jobs.new_gym_job_id(now)
+    gym_job_id = record_module.new_gym_job_id(now)
     parents = draw(st.lists(names.filter(lambda n: n != ".."), max_size=3))
     run_dir = "/" + "/".join([*parents, gym_job_id])
     return SubmissionRecord(
         gym_job_id=gym_job_id,
         gym_version=draw(text),
         gym_commit=draw(maybe_text),
-        submitted_at=jobs.utc_timestamp(now),
+        submitted_at=record_module.utc_timestamp(now),
         run_dir=run_dir,
         cluster=draw(text),
         executor=draw(st.sampled_from(["slurm", "local"]) | text),
@@ -132,7 +132,7 @@ def test_load_accepts_exactly_the_payloads_the_schema_accepts(payload: dict) -> 
     if type(payload.get("schema_version")) is not int:
         return  # 1.0 is an integer to JSON Schema but not a version to load: tested in test_jobs.py
     # Beyond the shape, load checks where the record points (the id's format, the run directory
-    # named after it, the benchmarks' directories in it: jobs._check_places), which a schema cannot
+    # named after it, the benchmarks' directories in it: records._check_places), which a schema cannot
     # say across fields; such a refusal names the field it is about.
     try:
         SubmissionRecord.load(payload)

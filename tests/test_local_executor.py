@@ -23,8 +23,8 @@ import yaml
 from e2e_helpers import kill_local_jobs, wait_for_file
 from jsonschema import Draft202012Validator
 
-from gymbuild.jobs import SubmissionRecord
 from gymbuild.resources import load_schema
+from gymbuild.state.records import SubmissionRecord
 
 ECHO = 'python3 -m gymbuild.demo.echo_server --port "$GYM_PORT"'
 

@@ -1,7 +1,7 @@
 """The queue pipeline's error policy and crash recovery, in this process: no gymbuild subprocess, no
 cluster, a second or two a test.
 
-`gymbuild submit` runs through cli.main here, with the real Slurm executor (its attempt protocol,
+`gymbuild submit` runs through main.main here, with the real Slurm executor (its attempt protocol,
 queue log, revocation and lookup by name) in a real bash session on this machine. Only the scheduler
 is a stand-in: `sbatch`, `squeue` and `sacct` are bash functions exported into that session, keeping
 their queue in a file, so what was queued can be counted. A crash is the executor's `send` (the
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from e2e_helpers import slurm_config, write_config
 
-from gymbuild import cli
+from gymbuild.cli import main
 from gymbuild.executors import slurm
 
 # sbatch --parsable SCRIPT: queues it (an id from a counter, `id|name|workdir` in jobs), or refuses a
@@ -62,7 +62,7 @@ def user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
 
 def _submit(user: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    rc = cli.main(["submit", f"config={user['config']}"])
+    rc = main.main(["submit", f"config={user['config']}"])
     out, err = capsys.readouterr()
     return rc, out, err
 

@@ -31,7 +31,7 @@ from e2e_helpers import (
 from test_config_invalid import CASES
 from test_reliability_support import cancel, jobs_queued, start_gymbuild
 
-from gymbuild.jobs import SubmissionRecord
+from gymbuild.state.records import SubmissionRecord
 
 DATA = Path(__file__).resolve().parent / "data"
 

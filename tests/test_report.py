@@ -20,7 +20,7 @@ from test_series import three_checkpoints
 
 pytest.importorskip("matplotlib", reason="the report extra is not installed: pip install matplotlib")
 
-from gymbuild import report
+from gymbuild.sweep import report
 
 SCORE = '"$NEMO_GYM_BENCH_DIR/artifacts/metrics.json"'
 

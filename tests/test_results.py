@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from gymbuild import results
-from gymbuild.results import AGGREGATE_FILE, COMMAND_FILE, RunResult, bench_result
-from gymbuild.rollout_counts import Progress
+from gymbuild.results import table as tables
+from gymbuild.results.table import AGGREGATE_FILE, COMMAND_FILE, RunResult, bench_result
+from gymbuild.state.rollouts import Progress
 
 DATA = Path(__file__).resolve().parent / "data" / "nemo-gym-0.7.0-aggregate"
 
@@ -60,14 +60,14 @@ def run_b(model: str | None = "Qwen/Qwen3-32B") -> RunResult:
 
 
 def test_each_agent_of_a_nemo_gym_aggregate_is_read_with_its_own_key_metrics() -> None:
-    agents = results.parse_aggregate(aggregate("run-a", "weather")[AGGREGATE_FILE])
+    agents = tables.parse_aggregate(aggregate("run-a", "weather")[AGGREGATE_FILE])
     raw = {
         e["agent_ref"]["name"]: e["key_metrics"]
         for e in json.loads(aggregate("run-a", "weather")[AGGREGATE_FILE])
     }
     assert [a.agent for a in agents] == sorted(raw)  # NeMo Gym's order is the servers' answering order
     assert {a.agent: dict(a.metrics) for a in agents} == raw
-    mcqa = results.parse_aggregate(aggregate("run-a", "mcqa")[AGGREGATE_FILE])
+    mcqa = tables.parse_aggregate(aggregate("run-a", "mcqa")[AGGREGATE_FILE])
     assert [name for name, _ in mcqa[0].metrics][:3] == [
         "mean/reward",
         "pass@1[avg-of-2]/accuracy",
@@ -76,7 +76,7 @@ def test_each_agent_of_a_nemo_gym_aggregate_is_read_with_its_own_key_metrics() -
 
 
 def test_one_run_shows_every_benchmark_with_its_state_and_metrics_or_why_not() -> None:
-    text = results.format_table([run_a()])
+    text = tables.format_table([run_a()])
     lines = text.splitlines()
     run = "gym-job-20260101T000000Z-aaaaaa"
     assert lines[0] == f"{run}  slurm on cluster  policy Qwen/Qwen3-8B  /runs/{run}"
@@ -109,7 +109,7 @@ def test_a_metrics_file_that_does_not_parse_says_so_instead_of_a_score() -> None
 
 
 def test_two_runs_side_by_side_are_labelled_by_model_and_show_the_difference_from_the_first() -> None:
-    text = results.format_table([run_a(), run_b()])
+    text = tables.format_table([run_a(), run_b()])
     lines = [line.split() for line in text.splitlines()]
     assert lines[1] == ["BENCHMARK", "AGENT", "METRIC", "Qwen/Qwen3-8B", "Qwen/Qwen3-32B"]
     # Matched by name: weather's agents in both runs, the delta after the later run's value.
@@ -129,11 +129,11 @@ def test_two_runs_side_by_side_are_labelled_by_model_and_show_the_difference_fro
 
 @pytest.mark.parametrize("model", [None, "Qwen/Qwen3-8B"])
 def test_runs_of_the_same_or_an_unknown_model_are_labelled_by_their_ids(model: str | None) -> None:
-    assert results.labels([run_a(), run_b(model)]) == [run_a().gym_job_id, run_b().gym_job_id]
+    assert tables.labels([run_a(), run_b(model)]) == [run_a().gym_job_id, run_b().gym_job_id]
 
 
 def test_json_is_what_a_script_reads_with_jq() -> None:
-    payload = json.loads(results.to_json([run_a(), run_b()]))
+    payload = json.loads(tables.to_json([run_a(), run_b()]))
     first = {b["benchmark"]: b for b in payload["runs"][0]["benchmarks"]}
     raw = json.loads(aggregate("run-a", "weather")[AGGREGATE_FILE])
     assert [a["key_metrics"] for a in first["weather"]["agents"]] == [
@@ -161,8 +161,8 @@ def test_json_is_what_a_script_reads_with_jq() -> None:
 
 
 def test_csv_has_one_filled_line_per_run_benchmark_agent_and_metric() -> None:
-    table = list(csv.DictReader(io.StringIO(results.format_csv([run_a(), run_b()]))))
-    assert tuple(table[0]) == results.CSV_FIELDS
+    table = list(csv.DictReader(io.StringIO(tables.format_csv([run_a(), run_b()]))))
+    assert tuple(table[0]) == tables.CSV_FIELDS
     small = [r for r in table if r["agent"] == "weather_agent_small" and r["metric"] == "mean/reward"]
     assert (small[0]["label"], float(small[0]["value"]), small[0]["delta"]) == (
         "Qwen/Qwen3-8B",
@@ -178,7 +178,7 @@ def test_csv_has_one_filled_line_per_run_benchmark_agent_and_metric() -> None:
 
 
 def test_markdown_is_a_table_a_pull_request_renders() -> None:
-    text = results.format_markdown([run_a(), run_b()])
+    text = tables.format_markdown([run_a(), run_b()])
     lines = text.splitlines()
     assert lines[2] == "| BENCHMARK | AGENT | METRIC | Qwen/Qwen3-8B | Qwen/Qwen3-32B |"
     assert lines[3] == "| --- | --- | --- | ---: | ---: |"
@@ -187,14 +187,14 @@ def test_markdown_is_a_table_a_pull_request_renders() -> None:
 
 
 def test_numbers_are_shown_to_four_decimals_without_trailing_zeros() -> None:
-    assert [results.number(v) for v in (50.0, 2 / 3, 3, -0.00001, 1234.5)] == [
+    assert [tables.number(v) for v in (50.0, 2 / 3, 3, -0.00001, 1234.5)] == [
         "50",
         "0.6667",
         "3",
         "0",
         "1234.5",
     ]
-    assert results.signed(-0.25) == "-0.25" and results.signed(0.0) == "+0"
+    assert tables.signed(-0.25) == "-0.25" and tables.signed(0.0) == "+0"
 
 
 def test_the_file_a_real_gym_eval_run_wrote_reads_as_its_key_metrics() -> None:
@@ -211,7 +211,7 @@ def test_the_file_a_real_gym_eval_run_wrote_reads_as_its_key_metrics() -> None:
     ]
     rows = [
         line.split()
-        for line in results.format_table(
+        for line in tables.format_table(
             [RunResult("gym-job-x", "/r", "slurm", "c", None, (bench,))]
         ).splitlines()
     ]
@@ -220,7 +220,7 @@ def test_the_file_a_real_gym_eval_run_wrote_reads_as_its_key_metrics() -> None:
         entry["agent_ref"]["name"],
         "COMPLETED",
         "mean/reward",
-        results.number(entry["key_metrics"]["mean/reward"]),
+        tables.number(entry["key_metrics"]["mean/reward"]),
     ]
     # The aggregation that made the committed fixtures writes entries of the same layout.
     ours = json.loads(aggregate("run-a", "mcqa")[AGGREGATE_FILE])[0]
@@ -249,7 +249,7 @@ def test_one_run_shows_what_each_score_covers_and_marks_a_partial_one() -> None:
     2/3 partial beside it and said below, never as the benchmark's whole score."""
     run = covered(run_a(), mcqa=Progress(4, 4), weather=Progress(2, 3, 1))
     run = replace(run, benchmarks=(run.benchmarks[0], replace(run.benchmarks[1], state="FAILED")))
-    text = results.format_table([run])
+    text = tables.format_table([run])
     lines = [line.split() for line in text.splitlines()]
     assert lines[1] == ["BENCHMARK", "AGENT", "STATE", "SCORED", "METRIC", "VALUE"]
     assert lines[2][:5] == ["mcqa", "mcqa_simple_agent", "COMPLETED", "4/4", "mean/reward"]
@@ -257,17 +257,17 @@ def test_one_run_shows_what_each_score_covers_and_marks_a_partial_one() -> None:
     assert weather[2:5] == ["FAILED", "2/3", "partial"]
     assert "partial scores (not the whole benchmark):" in text
     assert "  weather: 2 of 3 rollouts scored (FAILED); the score is over those" in text.splitlines()
-    doc = json.loads(results.to_json([run]))
+    doc = json.loads(tables.to_json([run]))
     by_name = {b["benchmark"]: b for b in doc["runs"][0]["benchmarks"]}
     assert by_name["weather"]["coverage"] == {"scored": 2, "expected": 3, "failed": 1, "partial": True}
     assert by_name["mcqa"]["coverage"] == {"scored": 4, "expected": 4, "failed": 0, "partial": False}
-    table = list(csv.reader(io.StringIO(results.format_csv([run]))))
+    table = list(csv.reader(io.StringIO(tables.format_csv([run]))))
     assert {(r[2], r[9], r[10]) for r in table[1:]} == {("mcqa", "4", "4"), ("weather", "2", "3")}
 
 
 def test_a_partial_score_beside_a_complete_one_says_so() -> None:
     a = covered(run_a(), weather=Progress(3, 3))
     b = covered(run_b(), weather=Progress(1, 3))
-    lines = [line.split() for line in results.format_table([a, b]).splitlines()]
+    lines = [line.split() for line in tables.format_table([a, b]).splitlines()]
     assert ["weather_agent_small", "mean/reward", "0.3333", "0.6667", "(+0.3333)", "[1/3]"] in lines
     assert ["weather_agent_small", "mean/reward", "0.3333", "0.6667", "(+0.3333)"] not in lines

@@ -8,7 +8,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from gymbuild import results
+from gymbuild.results import table as tables
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "data" / "nemo-gym-0.7.0-aggregate"
@@ -27,15 +27,15 @@ def test_nemo_gym_makes_the_committed_aggregates_again(nemo_gym, tmp_path: Path)
     )
     assert done.returncode == 0, done.stderr[-3000:]
     for bench in ("run-a/mcqa", "run-a/weather", "run-b/weather"):
-        made = tmp_path / bench / "artifacts" / results.AGGREGATE_FILE
-        kept = FIXTURES / bench / "artifacts" / results.AGGREGATE_FILE
+        made = tmp_path / bench / "artifacts" / tables.AGGREGATE_FILE
+        kept = FIXTURES / bench / "artifacts" / tables.AGGREGATE_FILE
         assert _shape(made) == _shape(kept), bench
         # The rows the aggregation read are the committed ones too.
         assert (tmp_path / bench / "artifacts" / "rollouts.jsonl").read_text() == (
             FIXTURES / bench / "artifacts" / "rollouts.jsonl"
         ).read_text()
-        assert results.parse_aggregate(made.read_text()) == results.parse_aggregate(kept.read_text())
-    weather = results.parse_aggregate(
-        (tmp_path / "run-a" / "weather" / "artifacts" / results.AGGREGATE_FILE).read_text()
+        assert tables.parse_aggregate(made.read_text()) == tables.parse_aggregate(kept.read_text())
+    weather = tables.parse_aggregate(
+        (tmp_path / "run-a" / "weather" / "artifacts" / tables.AGGREGATE_FILE).read_text()
     )
     assert [a.agent for a in weather] == ["weather_agent_large", "weather_agent_small"]

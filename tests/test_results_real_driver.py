@@ -19,7 +19,7 @@ import pytest
 from e2e_helpers import gymbuild, job_ids, manifest, read_jsonl, wait_for_jobs
 from results_helpers import Sessions
 
-from gymbuild.results import number
+from gymbuild.results.table import number
 from tests.realgym.stage import submit_realgym
 
 pytestmark = pytest.mark.cluster

@@ -10,12 +10,12 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from gymbuild.day_two.states import BenchStatus, format_statuses, statuses_json
 from gymbuild.executors import local
 from gymbuild.executors.connection import Connection
-from gymbuild.jobs import SubmissionRecord
-from gymbuild.rollout_counts import Progress, Rates, count_command, dir_files, duration, parse_counts
 from gymbuild.shell import quote
-from gymbuild.states import BenchStatus, format_statuses, statuses_json
+from gymbuild.state.records import SubmissionRecord
+from gymbuild.state.rollouts import Progress, Rates, count_command, dir_files, duration, parse_counts
 
 
 def write_artifacts(bench_dir: Path, done: int, expected: int | None, failed: int = 0) -> None:

@@ -285,7 +285,7 @@ def test_workspace_naming_a_file_is_one_message(tmp_path: Path) -> None:
             [
                 sys.executable,
                 "-m",
-                "gymbuild.cli",
+                "gymbuild.cli.main",
                 verb,
                 f"config={config}",
                 f"workspace={tmp_path / 'afile'}",

@@ -5,7 +5,7 @@ Issue 45: a `gym-job.json` planted in a run directory under a shared output path
 (`rm -rf ~/.gymbuild-secrets/<gym_job_id>`); the same field steered `runs prune=` and `results`, and
 `run=` itself took `../` and absolute paths. Issue 40: `runs prune=` deleted NeMo Gym's own records.
 
-The searches run gymbuild in this process (cli.main, as a user's command line reaches it) over hostile
+The searches run gymbuild in this process (main.main, as a user's command line reaches it) over hostile
 ids, planted where each reader finds them: on the command line, in a run directory's record, in the
 local index. Each answer must be one line on stderr and status 1 (a listing: a warning, and the rest
 listed), with every sentinel outside intact. The regressions run the real `gymbuild` on a real local
@@ -28,10 +28,10 @@ from e2e_helpers import gymbuild, kill_local_jobs, user_env, write_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gymbuild import cli
+from gymbuild.cli import main
 
 DATA = Path(__file__).parent / "data"
-# The id format, spelled here independently of gymbuild/ids.py: what a hostile id must not be.
+# The id format, spelled here independently of gymbuild/state/ids.py: what a hostile id must not be.
 ID = re.compile(r"gym-job-[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}", re.ASCII)
 PLANTED = "gym-job-20260101T000000Z-abcdef"  # the run directory / index entry the user names
 OTHER = "gym-job-20260102T000000Z-fedcba"
@@ -147,7 +147,7 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Site:
 
 
 def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    rc = cli.main(list(args))
+    rc = main.main(list(args))
     out, err = capsys.readouterr()
     return rc, out, err
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from gymbuild import series
 from gymbuild.errors import UserError
-from gymbuild.results import AGGREGATE_FILE, COMMAND_FILE, RunResult, bench_result
-from gymbuild.rollout_counts import Progress
+from gymbuild.results.table import AGGREGATE_FILE, COMMAND_FILE, RunResult, bench_result
+from gymbuild.state.rollouts import Progress
+from gymbuild.sweep import series
 
 DATA = Path(__file__).resolve().parent / "data" / "nemo-gym-0.7.0-aggregate"
 

@@ -30,7 +30,7 @@ from e2e_helpers import gymbuild, kill_local_jobs, local_index_file, user_env, w
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from gymbuild.workspace import Workspace
+from gymbuild.state.workspace import Workspace
 
 LONG = "01:00:00"
 
@@ -304,7 +304,7 @@ def test_an_ended_submission_the_workspace_lost_does_not_block_a_submit(user: Us
 
 
 def test_a_later_submit_of_a_changed_config_keeps_the_first_resolved_config(user: User) -> None:
-    from gymbuild.jobs import SubmissionRecord
+    from gymbuild.state.records import SubmissionRecord
 
     config = local_config(user.home, {"a": {"command": "echo first"}, "b": {"command": "echo b"}})
     cfg = f"config={config}"

@@ -12,17 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from gymbuild import sweep
 from gymbuild.errors import ConfigError
-from gymbuild.results import CSV_FIELDS
+from gymbuild.results.table import CSV_FIELDS
+from gymbuild.sweep import expand
 
 
-def values(cells: list[sweep.Cell]) -> list[tuple[str, ...]]:
+def values(cells: list[expand.Cell]) -> list[tuple[str, ...]]:
     return [cell.values for cell in cells]
 
 
 def test_several_keys_give_their_product_in_command_line_order() -> None:
-    cells = sweep.expand(["a=1,2", "compute.c.walltime=01:00:00", "+b=x,y,z"], "eval.yaml")
+    cells = expand.expand(["a=1,2", "compute.c.walltime=01:00:00", "+b=x,y,z"], "eval.yaml")
     assert values(cells) == [
         ("a=1", "+b=x"),
         ("a=1", "+b=y"),
@@ -36,7 +36,7 @@ def test_several_keys_give_their_product_in_command_line_order() -> None:
 
 
 def test_range_and_choice_are_read_as_hydra_reads_them() -> None:
-    cells = sweep.expand(["x=range(0,3)", "y=choice(low,high)"], "eval.yaml")
+    cells = expand.expand(["x=range(0,3)", "y=choice(low,high)"], "eval.yaml")
     assert values(cells) == [
         ("x=0", "y=low"),
         ("x=0", "y=high"),
@@ -48,26 +48,26 @@ def test_range_and_choice_are_read_as_hydra_reads_them() -> None:
 
 
 def test_an_override_that_sweeps_nothing_keeps_its_interpolation_and_deletions() -> None:
-    (cell,) = sweep.expand(["a=${b}", "~c", "d=1"], "eval.yaml")
+    (cell,) = expand.expand(["a=${b}", "~c", "d=1"], "eval.yaml")
     assert cell.overrides == ("a=${b}", "~c", "d=1")
     assert cell.values == ()
 
 
 def test_a_later_override_of_a_key_replaces_the_earlier_one() -> None:
-    assert values(sweep.expand(["a=1,2", "a=3,4,5"], "eval.yaml")) == [("a=3",), ("a=4",), ("a=5",)]
+    assert values(expand.expand(["a=1,2", "a=3,4,5"], "eval.yaml")) == [("a=3",), ("a=4",), ("a=5",)]
 
 
 def test_one_more_value_keeps_every_earlier_combination_by_name() -> None:
-    before = {cell.key for cell in sweep.expand(["m=a,b", "t=1,2,3"], "eval.yaml")}
-    after = {cell.key for cell in sweep.expand(["m=a,b,c", "t=1,2,3"], "eval.yaml")}
+    before = {cell.key for cell in expand.expand(["m=a,b", "t=1,2,3"], "eval.yaml")}
+    after = {cell.key for cell in expand.expand(["m=a,b,c", "t=1,2,3"], "eval.yaml")}
     assert before < after and len(after - before) == 3
 
 
 def test_paths_are_the_found_paths_of_each_glob() -> None:
     overrides = ["services.policy.model=paths(/lustre/ckpts/iter_*)", "t=0,1"]
-    assert sweep.globs(overrides, "eval.yaml") == ["/lustre/ckpts/iter_*"]
+    assert expand.globs(overrides, "eval.yaml") == ["/lustre/ckpts/iter_*"]
     found = {"/lustre/ckpts/iter_*": ["/lustre/ckpts/iter_2", "/lustre/ckpts/iter_10"]}
-    cells = sweep.expand(overrides, "eval.yaml", found)
+    cells = expand.expand(overrides, "eval.yaml", found)
     assert values(cells) == [
         ("services.policy.model=/lustre/ckpts/iter_2", "t=0"),
         ("services.policy.model=/lustre/ckpts/iter_2", "t=1"),
@@ -75,11 +75,11 @@ def test_paths_are_the_found_paths_of_each_glob() -> None:
         ("services.policy.model=/lustre/ckpts/iter_10", "t=1"),
     ]
     # Nothing found yet (before the first checkpoint): no combination, and no error.
-    assert sweep.expand(overrides, "eval.yaml", {}) == []
+    assert expand.expand(overrides, "eval.yaml", {}) == []
 
 
 def test_the_probe_puts_each_sweep_at_its_first_value_and_a_glob_at_itself() -> None:
-    probe = sweep.probe_overrides(["m=paths(/ck/*)", "t=3,4", "compute.c.hostname=login"], "e.yaml")
+    probe = expand.probe_overrides(["m=paths(/ck/*)", "t=3,4", "compute.c.hostname=login"], "e.yaml")
     assert probe == ["m='/ck/*'", "t=3", "compute.c.hostname=login"]  # data: quoted for Hydra
 
 
@@ -96,7 +96,7 @@ def test_a_bad_sweep_expression_is_one_message_with_the_file_the_key_and_the_fix
     override: str, says: str
 ) -> None:
     with pytest.raises(ConfigError) as caught:
-        sweep.expand(["ok=1,2", override], "eval.yaml")
+        expand.expand(["ok=1,2", override], "eval.yaml")
     text = str(caught.value)
     assert text.startswith("error: eval.yaml: 1 problem in the config")
     assert f"  - a: override {override!r}" in text and says in text
@@ -106,13 +106,13 @@ def test_a_bad_sweep_expression_is_one_message_with_the_file_the_key_and_the_fix
 
 def test_a_continuous_interval_is_refused_with_discrete_values_as_the_fix() -> None:
     with pytest.raises(ConfigError) as caught:
-        sweep.expand(["lr=interval(0,1)"], "eval.yaml")
+        expand.expand(["lr=interval(0,1)"], "eval.yaml")
     assert "lr: override 'lr=interval(0,1)' is a continuous interval" in str(caught.value)
     assert "fix: sweep discrete values" in str(caught.value)
 
 
 def test_labels_are_the_swept_values_with_short_keys_where_unambiguous() -> None:
-    cells = sweep.expand(
+    cells = expand.expand(
         [
             "services.policy.model=a,b",
             "driver.benchmarks.g.run.temperature=0.5",
@@ -121,16 +121,16 @@ def test_labels_are_the_swept_values_with_short_keys_where_unambiguous() -> None
         ],
         "eval.yaml",
     )
-    assert sweep.labels(cells)[:2] == ["model=a x.limit=1 y.limit=2", "model=a x.limit=1 y.limit=3"]
-    (timed,) = sweep.expand(["compute.c.walltime=01:00:00,01:00:00"], "eval.yaml")
-    assert sweep.labels([timed]) == ["walltime=01:00:00"]  # Hydra's escapes are not shown
+    assert expand.labels(cells)[:2] == ["model=a x.limit=1 y.limit=2", "model=a x.limit=1 y.limit=3"]
+    (timed,) = expand.expand(["compute.c.walltime=01:00:00,01:00:00"], "eval.yaml")
+    assert expand.labels([timed]) == ["walltime=01:00:00"]  # Hydra's escapes are not shown
 
 
 def glob_with_bash(patterns: list[str]) -> dict[str, list[str]]:
     done = subprocess.run(
-        ["bash", "-c", sweep.glob_script(patterns)], capture_output=True, text=True, check=True
+        ["bash", "-c", expand.glob_script(patterns)], capture_output=True, text=True, check=True
     )
-    return sweep.parse_globbed(done.stdout, patterns).found
+    return expand.parse_globbed(done.stdout, patterns).found
 
 
 def test_the_glob_script_finds_every_match_of_every_glob_in_natural_order(tmp_path: Path) -> None:
@@ -153,12 +153,12 @@ def test_a_glob_naming_no_existing_path_finds_nothing_and_runs_nothing(tmp_path:
 
 
 def test_the_record_keeps_the_expansion_order_and_cells_no_longer_matched() -> None:
-    first = sweep.expand(["m=a,b"], "eval.yaml")
-    record = sweep.merged(
+    first = expand.expand(["m=a,b"], "eval.yaml")
+    record = expand.merged(
         None, "sweep-x", Path("eval.yaml"), ["m=a,b"], [(c, f"id-{c.values[0]}") for c in first]
     )
-    second = sweep.expand(["m=c,b"], "eval.yaml")
-    record = sweep.merged(
+    second = expand.expand(["m=c,b"], "eval.yaml")
+    record = expand.merged(
         record, "sweep-x", Path("eval.yaml"), ["m=c,b"], [(second[0], "id-c"), (second[1], None)]
     )
     assert [(c["values"], c["gym_job_id"]) for c in record["cells"]] == [

@@ -25,9 +25,9 @@ from e2e_helpers import gymbuild_argv, kill_local_jobs, local_command_config, us
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from gymbuild import multirun, sweep
 from gymbuild.invocation import Invocation
-from gymbuild.session import Session
+from gymbuild.submit.session import Session
+from gymbuild.sweep import batch, expand
 
 SECRET = "s3cr3t-value-never-in-a-job"
 
@@ -62,7 +62,7 @@ def dry_run(home: Path, ckpts: Path, *args: str) -> tuple[dict, str]:
     s = Session(Invocation.from_argv([*argv, f"services.policy.model=paths({ckpts}/*)"]))
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            multirun.render(s)
+            batch.render(s)
     finally:
         s.close()
     return json.loads(out.getvalue()), err.getvalue()
@@ -171,13 +171,13 @@ def test_the_readme_cron_line_takes_a_checkpoint_only_once_its_marker_is_there(t
 
 
 def test_ready_is_read_with_one_message_for_a_mistake() -> None:
-    assert sweep.ready_markers(None) == ("config.json", "metadata.json")
-    assert sweep.ready_markers("none") == () and sweep.ready_markers("DONE, meta.json") == (
+    assert expand.ready_markers(None) == ("config.json", "metadata.json")
+    assert expand.ready_markers("none") == () and expand.ready_markers("DONE, meta.json") == (
         "DONE",
         "meta.json",
     )
-    with pytest.raises(sweep.UserError) as caught:
-        sweep.ready_markers("a/b")
+    with pytest.raises(expand.UserError) as caught:
+        expand.ready_markers("a/b")
     assert "a marker is a file name in the checkpoint, not a/b" in str(caught.value)
 
 
@@ -203,16 +203,16 @@ def test_a_checkpoint_whose_config_fails_is_skipped_and_the_rest_goes_on(tmp_pat
 
 
 def test_only_a_failure_a_path_explains_is_skipped() -> None:
-    """sweep.blamed: a path's cell fails where its other values load elsewhere, or it has none; a typed
+    """expand.blamed: a path's cell fails where its other values load elsewhere, or it has none; a typed
     value that fails everywhere, or one message every cell shares (the config's), is still an error."""
-    cells = sweep.expand(["m=paths(/c/*)", "t=1,bad"], "e.yaml", {"/c/*": ["/c/a", "/c/b"]})
-    keys = sweep.path_keys(["m=paths(/c/*)", "t=1,bad"], "e.yaml")
+    cells = expand.expand(["m=paths(/c/*)", "t=1,bad"], "e.yaml", {"/c/*": ["/c/a", "/c/b"]})
+    keys = expand.path_keys(["m=paths(/c/*)", "t=1,bad"], "e.yaml")
     assert keys == {"m"} and [c.values for c in cells][:2] == [("m=/c/a", "t=1"), ("m=/c/a", "t=bad")]
     # /c/b fails with t=1, which loads with /c/a: the path is to blame. t=bad fails with both paths.
-    assert sweep.blamed(cells, {1: "bad t", 2: "bad mount", 3: "bad t"}, keys) == [2]
-    only = sweep.expand(["m=paths(/c/*)"], "e.yaml", {"/c/*": ["/c/a", "/c/b"]})
-    assert sweep.blamed(only, {1: "bad mount"}, keys) == [1]
-    assert sweep.blamed(only, {0: "only=x: no such benchmark", 1: "only=x: no such benchmark"}, keys) == []
+    assert expand.blamed(cells, {1: "bad t", 2: "bad mount", 3: "bad t"}, keys) == [2]
+    only = expand.expand(["m=paths(/c/*)"], "e.yaml", {"/c/*": ["/c/a", "/c/b"]})
+    assert expand.blamed(only, {1: "bad mount"}, keys) == [1]
+    assert expand.blamed(only, {0: "only=x: no such benchmark", 1: "only=x: no such benchmark"}, keys) == []
 
 
 @given(st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=30))
@@ -223,7 +223,7 @@ def test_a_found_path_is_read_back_by_hydra_and_omegaconf_as_itself(text: str) -
     from omegaconf import OmegaConf
 
     path = f"/ckpts/{text}"
-    (cell,) = sweep.expand(["m=paths(/ckpts/*)"], "e.yaml", {"/ckpts/*": [path]})
+    (cell,) = expand.expand(["m=paths(/ckpts/*)"], "e.yaml", {"/ckpts/*": [path]})
     (override,) = OverridesParser.create().parse_overrides(list(cell.overrides))
     assert OmegaConf.create({"m": override.value()}).m == path
-    assert sweep.unescaped(cell.values[0].split("=", 1)[1]) == path
+    assert expand.unescaped(cell.values[0].split("=", 1)[1]) == path

@@ -36,7 +36,7 @@ class Checked:
 
 
 class ConfigCache(Protocol):
-    """Where load_config may keep Checked trees between runs (the edge provides one: gymbuild.cache)."""
+    """Where load_config may keep Checked trees between runs (the edge gives one: state.config_cache)."""
 
     def get(self, source: Path, overrides: Sequence[str]) -> Checked | None: ...
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from gymbuild.executors.connection import Connection, Result
     from gymbuild.executors.secrets import SecretsFile
     from gymbuild.plan import BenchPlan, ExecutorTraits
-    from gymbuild.rollout_counts import Progress
+    from gymbuild.state.rollouts import Progress
 
 # The registry: a config's compute.type (and a record's `executor`) -> the executor's module, whose
 # folder also holds its template. Imported when asked: status on Slurm loads no local executor code.

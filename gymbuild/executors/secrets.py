@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gymbuild import ids
 from gymbuild.shell import SECRETS_DIR, join, secrets_path
+from gymbuild.state import ids
 
 if TYPE_CHECKING:
     from gymbuild.executors.connection import Connection, Result

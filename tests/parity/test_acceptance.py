@@ -194,7 +194,7 @@ def test_refusals_on_the_command_line_are_one_clear_message() -> None:
             [
                 sys.executable,
                 "-m",
-                "gymbuild.cli",
+                "gymbuild.cli.main",
                 "submit" if name in QUEUING_ONLY else "resolve",
                 f"config={case.path}",
             ],

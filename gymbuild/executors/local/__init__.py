@@ -150,7 +150,7 @@ def _status_script(jobs: Mapping[str, str]) -> str:
 
     Last, one `wc -l` of every job's rollout files, each of its lines as `count<TAB><wc line>`.
     """
-    from gymbuild.rollout_counts import count_command, dir_files  # status only: planning needs none
+    from gymbuild.state.rollouts import count_command, dir_files  # status only: planning needs none
 
     lines = []
     for bench_dir, job_id in jobs.items():
@@ -183,7 +183,7 @@ def states(conn: Connection, jobs: Mapping[str, str], since: str | None = None) 
     host = socket.gethostname()
     from dataclasses import replace
 
-    from gymbuild.rollout_counts import parse_counts
+    from gymbuild.state.rollouts import parse_counts
 
     marks: dict[str, str] = {}
     seen: list[tuple[str, str, str | None]] = []

@@ -168,7 +168,7 @@ def _status_script(parents: Sequence[str], job_ids: Iterable[str], since: str | 
     `<parent index> /counts <wc -l of its bench dirs' rollout files>`), then squeue's
     stdout and stderr, then sacct's. Uses the Connection session's `$__gym_tmp`.
     """
-    from gymbuild.rollout_counts import count_command, dir_files  # status only: planning needs none
+    from gymbuild.state.rollouts import count_command, dir_files  # status only: planning needs none
 
     tmp = '"$__gym_tmp"/status-'
     counts = count_command(dir_files('"$p"/*'))
@@ -223,7 +223,7 @@ def states(conn: Connection, jobs: Mapping[str, str], since: str | None = None) 
         return {}
     from dataclasses import replace
 
-    from gymbuild.rollout_counts import parse_counts
+    from gymbuild.state.rollouts import parse_counts
 
     places = {bench_dir: _place(bench_dir) for bench_dir in jobs}
     parents = list(dict.fromkeys(parent for parent, _ in places.values()))

@@ -1,0 +1,390 @@
+"""The doit task graph: file-targeted steps with their dependencies, and the verbs on top of them.
+
+Both entry points load it: the `gymbuild` console script, and `doit VERB` through it (doit_plugin.py),
+through doit's ModuleTaskLoader, each with the namespace `namespace(argv)` makes from the command
+line, parsed once: one run context (session.Session) per run, no module state.
+
+    resolve          -> resolved-config.yaml                     (file_dep: none; the config itself)
+    script_code      -> script-code                              (rewritten when the code that makes
+                                                                  scripts changes: templates, modules)
+    stage:<bench>    -> <bench>/job.sh [otel/collector.yaml]     (file_dep: resolved config, script-code)
+    sync             -> stamps/sync                              (file_dep: every staged file)
+    queue:<bench>    -> outcomes/<bench>.json                    (file_dep: its job.sh, stamps/sync)
+    record           -> the workspace's copy of gym-job.json     (file_dep: every outcome)
+    render <- stage; submit <- record; the day-two verbs stand alone
+
+Whether a step is up to date is decided from the workspace (stamps and outcome files) by its
+`uptodate` check, never from doit's database alone (doit saves that only when a run ends); file_dep
+and targets say what the step reads and writes, so `doit info`, `doit list --status` and `doit
+clean` tell the truth. Every step's action is idempotent against the workspace, so running it when
+doit's database is stale does nothing twice. Queueing is batched: the first queue:<bench> task runs
+the pipeline (pipeline.run) for every benchmark the run queues, and the tasks after it find theirs
+done. `doit clean` removes staged files of benchmarks not queued yet, never an outcome.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from doit.dependency import TimestampChecker
+from doit.exceptions import TaskFailed
+
+from gymbuild.cli.reporter import GymReporter
+from gymbuild.cli.task_kinds import TaskMaker, fail_with, verb_doc
+from gymbuild.errors import UserError
+from gymbuild.invocation import Invocation
+from gymbuild.resources import script_code_digest
+from gymbuild.state.workspace import atomic_write
+from gymbuild.submit import pipeline, queue, record, show, stage, sync
+from gymbuild.submit.session import Session, hold_workspace
+
+
+def namespace(argv: Sequence[str]) -> dict[str, Any]:
+    """What doit loads for the command line `argv` (after the program name): DOIT_CONFIG and the task
+    creators of one run context. Raises UserError when another run holds the workspace."""
+    inv = Invocation.from_argv(argv)
+    session = Session(inv)
+    config = doit_config(inv, session.workspace.lock_dir)
+    return {"DOIT_CONFIG": config, **Graph(session).creators()}
+
+
+def _check_workspace(root: Path) -> None:
+    """`workspace=` must name a directory, or a place one can be made: not a file, nor under one."""
+    for path in (root, *root.parents):
+        if path.exists():
+            if not path.is_dir():
+                raise UserError(
+                    f"error: workspace={root}: {path} is a file, not a directory\n"
+                    "    fix: pass workspace=<a directory> (it is made if missing), or leave it out"
+                )
+            return
+
+
+def doit_config(inv: Invocation, config_dir: Path) -> dict[str, Any]:
+    """DOIT_CONFIG for this run: doit's database in the workspace, json backend, `continue` on.
+
+    `continue` because one benchmark's failure must never stop the others; the json backend because
+    doit's default (dbm) falls back to dbm.dumb here and corrupts under concurrent runs (saved
+    through a rename, doit_backend.py: a signal during doit's own save truncated it); file_dep by
+    timestamp (WorkspaceFiles).
+
+    A run of read-only verbs holds no lock and keeps doit's database in memory: `status` must answer
+    while a long submit holds the workspace, and `status run=<id>` or `runs` must leave no
+    workspace behind. The lock and doit's database are the config's own (`config_dir`), so two
+    configs never wait for each other; `list` and `info` only look, and take no lock.
+    """
+    _check_workspace(inv.workspace)
+    if not inv.read_only and not inv.inspects:
+        hold_workspace(config_dir)
+    return {
+        "default_tasks": ["render"],  # bare `gymbuild` is the dry run, never a submit
+        "dep_file": ":memory:" if inv.read_only else str(config_dir / "doit-db.json"),
+        "backend": "sqlite3" if inv.read_only else "gymjson",  # json, saved atomically (doit_backend.py)
+        "check_file_uptodate": WorkspaceFiles,
+        "continue": True,
+        "verbosity": 2,
+        "reporter": GymReporter,
+    }
+
+
+class WorkspaceFiles(TimestampChecker):
+    """doit's file_dep check: by timestamp, because the steps' own uptodate checks already know what
+    changed (an md5 of the resolved config per stage task would cost seconds for a thousand
+    benchmarks); and a file that is not there yet, because a step held its error before writing it
+    (no sync stamp after an unreachable host), is "changed", never doit's own error: the held error
+    stays the verb's one message and exit 1."""
+
+    def info(self, file_path: str) -> os.stat_result | None:
+        try:
+            return os.stat(file_path)
+        except FileNotFoundError:
+            return None
+
+    def check_modified(self, file_path: str, file_stat: os.stat_result | None, state: Any) -> bool:
+        return file_stat is None or file_stat.st_mtime != state
+
+    def get_state(self, dep: str, current_state: Any) -> float | None:
+        try:
+            return os.path.getmtime(dep)
+        except FileNotFoundError:
+            return None  # nothing saved: the file counts as changed once it appears
+
+
+def _day_two() -> Any:
+    """gymbuild.day_two.verbs, imported when a day-two verb runs, not by every render and submit."""
+    from gymbuild.day_two import verbs as day_two
+
+    return day_two
+
+
+class Graph(TaskMaker):
+    """The task creators of one run, bound to its run context."""
+
+    def creators(self) -> dict[str, Callable[[], Any]]:
+        return {name: getattr(self, name) for name in dir(type(self)) if name.startswith("task_")}
+
+    def _pipeline_ready(self) -> bool:
+        """The run builds its pipeline tasks: not for read-only verbs (doit calls every task_*
+        generator before it runs anything, and `status` of a thousand jobs must not compose and
+        validate a thousand benchmarks), not for a sweep (its verbs hand the run to sweep.py), nor
+        when the config did not load (the verb says why)."""
+        inv = self.ctx.inv
+        return not inv.read_only and not inv.is_sweep and self.ctx.error is None
+
+    def _stops_at_stage(self) -> bool:
+        """No sync, queue or record task: the run's verbs stop at the staged tree, or it is a sweep."""
+        return self.ctx.inv.stage_only or self.ctx.inv.is_sweep
+
+    # --- the steps --------------------------------------------------------------------------------
+
+    def task_resolve(self) -> dict[str, Any]:
+        """Validate the config and print it resolved (YAML; json=1 for JSON). host: values stay
+        references. As a step it writes resolved-config.yaml into the staged tree, which every stage
+        task reads; printing is for a run that names the verb."""
+        ctx = self.ctx
+        printing = "resolve" in ctx.inv.verbs
+        if not printing:
+            if not self._pipeline_ready():
+                return {"doc": verb_doc("resolve"), "actions": []}
+            return {
+                "doc": verb_doc("resolve"),
+                **self.step(
+                    lambda: stage.write_resolved(ctx),
+                    lambda: stage.resolved_written(ctx),
+                    file_dep=[],
+                    targets=[stage.resolved_path(ctx)],
+                    clean=[lambda: stage.resolved_path(ctx).unlink(missing_ok=True)],
+                    teardown=False,
+                ),
+            }
+        # The verb: `gymbuild resolve` alone leaves no submission behind; with other verbs it also
+        # writes the file they read.
+        writes = any(v != "resolve" for v in ctx.inv.verbs)
+
+        def action() -> None:
+            if writes:
+                stage.write_resolved(ctx)
+            show.print_resolved(ctx)
+
+        task = self.verb("resolve", action)
+        if not ctx.inv.is_sweep and writes and ctx.error is None:
+            task["targets"] = [str(stage.resolved_path(ctx))]
+        return task
+
+    def stage_targets(self, bench: str) -> list[str]:
+        """The files stage:<bench> writes (render.render_job: job.sh, and the collector's config when
+        the config turns the collector on), known without planning anything."""
+        bench_dir = f"{self.ctx.workspace.stage}/{bench}"
+        with_collector = bool(self.ctx.config.otel.enabled)
+        return [f"{bench_dir}/job.sh", *([f"{bench_dir}/otel/collector.yaml"] if with_collector else [])]
+
+    def script_code_path(self) -> Path:
+        """Beside the stamps, not among them: a new submission empties stamps/, and this file is about
+        gymbuild's code, not the submission."""
+        return self.ctx.workspace.scratch / "script-code"
+
+    def task_script_code(self) -> dict[str, Any]:
+        """The digest of the code that makes job scripts (templates and modules), as one file that is
+        rewritten only when that code changes: every stage task reads it, so doit checks one file per
+        benchmark for them, not each of the templates."""
+        if not self._pipeline_ready():
+            return {"actions": []}
+        path = self.script_code_path()
+
+        def write() -> None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, script_code_digest(), durable=False)
+
+        def current() -> bool:
+            try:
+                return path.read_text() == script_code_digest()
+            except OSError:
+                return False
+
+        return self.step(write, current, file_dep=[], targets=[path], clean=[], teardown=False)
+
+    def task_stage(self) -> Any:
+        """Render each benchmark's job script into the staged tree (only what changed)."""
+        if not self._pipeline_ready():
+            return
+        ctx = self.ctx
+        inputs = [str(stage.resolved_path(ctx)), str(self.script_code_path())]
+        for bench in ctx.selected():
+            targets = self.stage_targets(bench)
+            step = self.step(
+                functools.partial(stage.stage_step, ctx, bench),
+                functools.partial(stage.staged, ctx, bench),
+                file_dep=inputs,
+                targets=targets,
+                clean=[functools.partial(stage.unstage, ctx, bench, targets)],
+                teardown=False,
+            )
+            yield {"name": bench, **step}
+
+    def task_render(self) -> dict[str, Any]:
+        """The dry run: print the remote run dir and every job script (secrets masked); queue nothing."""
+        return self.verb("render", self.verb_action(lambda: show.print_dry_run(self.ctx)), ["stage"])
+
+    def task_sync(self) -> dict[str, Any]:
+        """Check mounts and copy the staged tree to the run directory (only when something will be queued)."""
+        ctx = self.ctx
+        if self._stops_at_stage():
+            return {"actions": []}
+        if ctx.error is not None:
+            return {"actions": [fail_with(ctx.error)]}
+        if ctx.inv.submits:
+            ctx.connect_early()  # the SSH handshake overlaps the rendering (nothing opens on a no-op)
+        staged = [p for b in ctx.selected() for p in self.stage_targets(b)]
+        return self.step(
+            lambda: None if sync.synced(ctx) else sync.sync(ctx),
+            lambda: sync.synced(ctx),
+            file_dep=[stage.resolved_path(ctx), *staged],
+            targets=[ctx.workspace.stamps_dir / sync.SYNC_STAMP],
+            clean=[],  # the stamp says what the run directory holds: it outlives the staged files
+        )
+
+    def queue_step(self, bench: str) -> None:
+        """queue:<bench>'s action. The batched step, here only: the first queue task of a run runs the
+        pipeline for every benchmark the run queues (one pipelined pass), the tasks after it find
+        theirs done (a queued benchmark is never queued again)."""
+        ctx = self.ctx
+        if bench in ctx.queue_done or queue.queued(ctx, bench):
+            return
+        try:
+            pipeline.run(ctx)
+        except UserError:
+            if bench not in ctx.queue_done:
+                raise  # else the task of the benchmark it stopped at reports it when doit gets there
+
+    def task_queue(self) -> Any:
+        """Queue each benchmark that has no job id yet (one sbatch each, in the run's shell session)."""
+        ctx = self.ctx
+        if self._stops_at_stage() or ctx.error is not None:
+            return
+        synced, staged, outcomes = (
+            f"{ctx.workspace.stamps_dir}/{sync.SYNC_STAMP}",
+            ctx.workspace.stage,
+            ctx.workspace.outcomes_dir,
+        )
+        for bench in ctx.selected():
+            step = self.step(
+                functools.partial(self.queue_step, bench),
+                functools.partial(queue.queued, ctx, bench),
+                file_dep=[f"{staged}/{bench}/job.sh", synced],
+                targets=[f"{outcomes}/{bench}.json"],  # Workspace.outcome_path
+                task_dep=["sync"],
+                clean=[],  # an outcome holds the job id of a queued job: never removed
+            )
+            yield {"name": bench, **step}
+
+    def task_record(self) -> dict[str, Any]:
+        """Write the record: the local index first (best-effort), then gym-job.json in the run directory."""
+        ctx = self.ctx
+        if self._stops_at_stage():
+            return {"actions": []}
+        if ctx.error is not None:
+            return {"actions": [fail_with(ctx.error)]}
+        outcomes = [ctx.workspace.outcome_path(b) for b in ctx.selected()]
+
+        def up_to_date() -> bool:
+            # A benchmark never queued has no outcome file yet: the record is not up to date (and
+            # doit must not look for a file_dep that is not there).
+            return record.recorded(ctx) and all(p.exists() for p in outcomes)
+
+        return self.step(
+            lambda: None if record.recorded(ctx) else record.record(ctx),
+            up_to_date,
+            file_dep=outcomes,
+            targets=[record.manifest_copy(ctx)],
+            task_dep=[f"queue:{b}" for b in ctx.selected()],
+            clean=[],  # the copy of a submission's manifest: never removed
+            after_failure=True,
+        )
+
+    def task_submit(self) -> dict[str, Any]:
+        """Submit every benchmark not queued yet; print the run dir and each job id (json=1: the manifest)."""
+
+        def report() -> TaskFailed | None:
+            failure = show.report_submit(self.ctx)
+            return TaskFailed(failure) if failure else None
+
+        if self.ctx.inv.follow and not self.ctx.inv.is_sweep:
+            refused = UserError(
+                "error: follow=1 follows a sweep over paths(GLOB) as checkpoints appear; this is no sweep\n"
+                "    fix: add multirun=1 and sweep the checkpoint: 'services.policy.model=paths(/ckpts/*)'"
+            )
+            return {"doc": verb_doc("submit"), "actions": [fail_with(refused)], "uptodate": [False]}
+        return self.verb("submit", self.verb_action(report), ["record"])
+
+    # --- the day-two verbs --------------------------------------------------------------------------
+
+    def task_status(self) -> dict[str, Any]:
+        """Per benchmark: job id, state, exit code, elapsed, nodes (one squeue and one sacct per call)."""
+        return self.verb("status", lambda: _day_two().print_status(self.ctx), needs_config=False)
+
+    def task_logs(self) -> dict[str, Any]:
+        """Print (follow=1: follow) one benchmark's newest service and driver logs: only=<bench>."""
+        return self.verb("logs", lambda: _day_two().print_logs(self.ctx), needs_config=False)
+
+    def task_cancel(self) -> dict[str, Any]:
+        """Cancel the submission's pending and running jobs (only= narrows)."""
+        return self.verb("cancel", lambda: _day_two().cancel(self.ctx), needs_config=False)
+
+    def task_resubmit(self) -> dict[str, Any]:
+        """Re-queue the benchmarks whose job ended FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, PREEMPTED
+        or BOOT_FAIL, into the same run directory (the submit pipeline, for those benchmarks)."""
+        return self.verb("resubmit", lambda: _day_two().resubmit(self.ctx))
+
+    def task_results(self) -> dict[str, Any]:
+        """The score table (read.py); what the user sees is in verbs.py."""
+
+        def action() -> None:
+            from gymbuild.results import read
+
+            read.print_results(self.ctx)
+
+        return self.verb("results", action, needs_config=False)
+
+    def task_compare(self) -> dict[str, Any]:
+        """Two runs paired by task and repeat (compare_read.py); what the user sees is in verbs.py."""
+
+        def action() -> None:
+            from gymbuild.results import compare_read
+
+            compare_read.print_compare(self.ctx)
+
+        return self.verb("compare", action, needs_config=False)
+
+    def task_export(self) -> dict[str, Any]:
+        """A sweep's series to MLflow (export.py); what the user sees is in verbs.py."""
+
+        def action() -> None:
+            from gymbuild.sweep import export
+
+            export.export(self.ctx)
+
+        return self.verb("export", action, needs_config=False)
+
+    def task_report(self) -> dict[str, Any]:
+        """A sweep's series as one HTML page (report.py); what the user sees is in verbs.py."""
+
+        def action() -> None:
+            from gymbuild.sweep import report
+
+            report.report(self.ctx)
+
+        return self.verb("report", action, needs_config=False)
+
+    def task_runs(self) -> dict[str, Any]:
+        """List this machine's submissions from the local index, newest first (json=1 for scripts)."""
+
+        def action() -> None:
+            from gymbuild.day_two import runs
+
+            runs.print_runs(self.ctx)
+
+        return self.verb("runs", action, needs_config=False)

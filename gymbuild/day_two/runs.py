@@ -1,0 +1,178 @@
+"""`gymbuild runs`: this machine's submissions as a listing, each with the state its jobs ended in.
+
+The local index holds NeMo Gym's records (`gym-job.json` copies), which say what was queued, not what
+became of it: counting sbatch answers called a run whose benchmark FAILED "2 queued, 0 failed". So the
+listing asks the scheduler, once per host for every run listed (one squeue and one sacct, as `status`
+does for one run), and shows per run its state: RUNNING or PENDING while a job is live, COMPLETED when
+every benchmark completed, else FAILED (or UNKNOWN when a look could not tell).
+
+What a record does not carry (the config it came from, its policy model, the sweep combination) is
+noted beside the index when gymbuild records a run (`run_notes.note_run`), under the user's state directory:
+the index directory itself is NeMo Gym's, which reads every `*.json` in it as a record.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from gymbuild.errors import UserError
+from gymbuild.state.ids import id_path, shown
+from gymbuild.state.notes import note as _note
+from gymbuild.state.notes import notes_dir, run_state
+from gymbuild.state.notes import run_states as _states
+from gymbuild.state.records import SubmissionRecord, all_runs, local_index_dir
+
+if TYPE_CHECKING:
+    from gymbuild.submit.session import Session
+
+STATES = ("RUNNING", "PENDING", "COMPLETED", "FAILED", "UNKNOWN")
+
+
+def _older_than(record: SubmissionRecord, cutoff: datetime) -> bool:
+    try:
+        when = datetime.fromisoformat(record.submitted_at.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return when < cutoff
+
+
+def prune(days: str) -> tuple[list[str], str]:
+    """Remove gymbuild's own local index entries (and their notes) of submissions older than `days`
+    days: the index only grows otherwise. Run directories and jobs are left alone, and so is every
+    entry gymbuild did not write: the index directory is NeMo Gym's too.
+
+    gymbuild's receipt for an entry is its note (`note_run`, written with every entry gymbuild
+    writes, under gymbuild's own state directory): an entry without one is NeMo Gym's (or another
+    tool's) and stays, however old. Only files named after a checked id are touched (`ids.id_path`).
+    """
+    try:
+        limit = float(days)
+    except ValueError:
+        limit = -1.0
+    if not limit >= 0:  # also NaN
+        raise UserError(
+            f"error: prune={days if days.isprintable() else shown(days)}: not a number of days\n"
+            "    fix: prune=30 (entries older than 30 days)"
+        )
+    cutoff = datetime.now(UTC) - timedelta(days=min(limit, 1e6))
+    old = [r for r in all_runs() if _older_than(r, cutoff)]
+    gone = [r.gym_job_id for r in old if id_path(notes_dir(), r.gym_job_id).is_file()]
+    for gym_job_id in gone:
+        id_path(local_index_dir(), gym_job_id).unlink(missing_ok=True)
+        id_path(notes_dir(), gym_job_id).unlink(missing_ok=True)
+    kept = len(old) - len(gone)
+    lines = [
+        f"pruned {len(gone)} gymbuild submission(s) older than {days} days from {local_index_dir()} "
+        f"(and their notes in {notes_dir()}; run dirs and jobs kept)",
+        *(f"  removed {id_path(local_index_dir(), i)}" for i in gone),
+    ]
+    if kept:
+        entries = "entry" if kept == 1 else "entries"
+        lines.append(f"kept {kept} older {entries} gymbuild did not write (NeMo Gym's own)")
+    return gone, "\n".join(lines)
+
+
+def _limit(text: str | None) -> int | None:
+    if text is None:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise UserError(f"error: limit={text}: not a positive number\n    fix: limit=10 (the ten newest)")
+    return int(text)
+
+
+def listing(s: Session) -> list[dict[str, Any]]:
+    """The runs to list, newest first, filtered by config=, state= and limit=, with their states."""
+
+    inv = s.inv
+    wanted_state = (inv.extra.get("state") or "").upper() or None
+    if wanted_state is not None and wanted_state not in STATES:
+        raise UserError(
+            f"error: state={inv.extra['state']}: not a run state\n    fix: one of {', '.join(STATES)}"
+        )
+    limit = _limit(inv.extra.get("limit"))
+    records = all_runs()
+    notes = {r.gym_job_id: _note(r.gym_job_id) for r in records}
+    if inv.config_given:
+        config = str(inv.config.resolve())
+        records = [r for r in records if notes[r.gym_job_id].get("config") == config]
+    if wanted_state is None and limit is not None:
+        records = records[:limit]
+    counts = _states(records) if records else {}
+    rows = []
+    for r in records:
+        note = notes[r.gym_job_id]
+        rows.append(
+            {
+                "gym_job_id": r.gym_job_id,
+                "submitted_at": r.submitted_at,
+                "state": run_state(counts.get(r.gym_job_id, {})),
+                "benchmarks": counts.get(r.gym_job_id, {}),
+                "not_queued": len(r.failed),
+                "executor": r.executor,
+                "cluster": r.cluster,
+                "hostname": r.hostname,
+                "config": note.get("config"),
+                "policy_model": note.get("policy_model"),
+                "sweep": note.get("sweep"),
+                "run_dir": r.run_dir,
+            }
+        )
+    if wanted_state is not None:
+        rows = [row for row in rows if row["state"] == wanted_state][:limit]
+    return rows
+
+
+def _counts_text(counts: Mapping[str, int], not_queued: int) -> str:
+    parts = [f"{n} {kind}" for kind, n in counts.items()]
+    if not_queued:
+        parts.append(f"{not_queued} not queued")
+    return ", ".join(parts) or "-"
+
+
+def format_listing(rows: Sequence[Mapping[str, Any]]) -> str:
+    """A table with a header, one line per run, newest first."""
+    if not rows:
+        return f"no submissions in {local_index_dir()}\n"
+    header = (
+        "GYM_JOB_ID",
+        "SUBMITTED",
+        "WHERE",
+        "STATE",
+        "BENCHMARKS",
+        "POLICY MODEL",
+        "CONFIG",
+        "SWEEP",
+        "RUN DIR",
+    )
+    table = [header]
+    for row in rows:
+        where = f"{row['executor']}:{row['cluster']}" + (f"@{row['hostname']}" if row["hostname"] else "")
+        cells = (
+            row["gym_job_id"],
+            row["submitted_at"],
+            where,
+            row["state"],
+            _counts_text(row["benchmarks"], row["not_queued"]),
+            row["policy_model"] or "-",
+            row["config"] or "-",
+            row["sweep"] or "-",
+            row["run_dir"],
+        )
+        table.append(cells)
+    widths = [max(len(r[i]) for r in table) for i in range(len(header) - 1)]
+    lines = ["  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]) for r in table]
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def print_runs(s: Session) -> None:
+    inv = s.inv
+    if "prune" in inv.extra:
+        ids, text = prune(inv.extra["prune"])
+        sys.stdout.write(json.dumps({"pruned": ids}, indent=2) + "\n" if inv.json else text + "\n")
+        return
+    rows = listing(s)
+    sys.stdout.write(json.dumps(rows, indent=2) + "\n" if inv.json else format_listing(rows))

@@ -1,0 +1,224 @@
+"""`gymbuild compare`, the edge: find the two runs, read their rollouts, print, gate on max_drop.
+
+Cost: one round trip per host, reading every benchmark's rollouts of both runs at once (and the
+run's resolved config, for its label, when the workspace does not have it). Where the target has
+python3 each rollout is cut down there to what the comparison reads (its agent, task, repeat and
+numbers; a line of a thousand-token answer becomes a hundred bytes), and the materialized inputs
+and failures files are sent as their line counts; without python3 the files come whole.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from gymbuild.errors import Inconclusive, UserError, printable
+from gymbuild.results import compare
+
+if TYPE_CHECKING:
+    from gymbuild.state.records import SubmissionRecord
+    from gymbuild.submit.session import Session
+
+_BENCH_FILES = tuple(
+    f"artifacts/{n}" for n in (compare.ROLLOUTS_FILE, compare.MATERIALIZED_FILE, compare.FAILURES_FILE)
+)
+_RUN_FILES = ("resolved-config.yaml",)
+
+# Arguments: kind (b: bench dir, r: run dir) and dir, in pairs. Output: `<pair>\0<file>\0<text>\0`.
+_READER = f"""
+import json, os, sys
+a, out = sys.argv[1:], sys.stdout.buffer
+names = {{"b": {_BENCH_FILES!r}, "r": {_RUN_FILES!r}}}
+def small(line):
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return b""
+    keep = {{k: v for k, v in row.items() if k.startswith("_ng_") or k == "agent_ref"
+            or (isinstance(v, (int, float)) and not isinstance(v, bool))}}
+    usage = (row.get("response") or {{}}).get("usage") if isinstance(row.get("response"), dict) else None
+    if isinstance(usage, dict):
+        keep["response"] = {{"usage": usage}}
+    return json.dumps(keep).encode() + b"\\n"
+for i in range(0, len(a) - 1, 2):
+    for n in names.get(a[i], ()):
+        try:
+            f = open(os.path.join(a[i + 1], n), "rb")
+        except OSError:
+            continue
+        with f:
+            if n.endswith("rollouts.jsonl"):
+                data = b"".join(small(line) for line in f if line.strip())
+            elif n.endswith(".jsonl"):
+                data = b"{{}}\\n" * sum(1 for line in f if line.strip())
+            else:
+                data = f.read()
+        out.write(b"%d\\0%s\\0%s\\0" % (i // 2, n.encode(), data.replace(b"\\0", b"")))
+"""
+
+
+def read_script(pairs: Sequence[tuple[str, str]]) -> str:
+    from gymbuild.results import read
+
+    return read.read_script(pairs, _READER, read.bash_reader(_BENCH_FILES, _RUN_FILES))
+
+
+def parse_max_drop(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise UserError(
+            f"error: max_drop={text} is not a difference compare can gate on\n"
+            "    fix: a number of the metric's own unit, 0 or more: max_drop=0.02 fails when the reward "
+            "dropped by more than 0.02 with 95% confidence"
+        )
+    return value
+
+
+def _records(s: Session) -> list[SubmissionRecord]:
+    from gymbuild.results import read
+
+    records = read.find_records(s)
+    if len(records) != 2:
+        raise UserError(
+            f"error: compare compares two runs; {'run=' + s.inv.run if s.inv.run else 'the config'} names "
+            f"{len(records)}\n"
+            "    fix: run=<baseline gym_job_id>,<candidate gym_job_id> (`gymbuild runs` lists them)"
+        )
+    return records
+
+
+def _read(
+    s: Session, records: Sequence[SubmissionRecord]
+) -> tuple[list[dict[str, dict[str, str]]], list[str | None], list[dict[str, str]]]:
+    """Per record: benchmark -> its files; its policy model (None: unknown); and benchmark -> its job's
+    state. Per host, one status round trip per executor (states.py) and one reading the files."""
+    from gymbuild.day_two.states import states_of
+    from gymbuild.executors.connection import is_this_machine
+    from gymbuild.results import read
+
+    files: list[dict[str, dict[str, str]]] = [{} for _ in records]
+    models: list[str | None] = [read.local_policy_model(s, r) for r in records]
+    states: list[dict[str, str]] = [{} for _ in records]
+    by_host: dict[str | None, list[int]] = {}
+    for i, record in enumerate(records):
+        by_host.setdefault(None if is_this_machine(record.hostname) else record.hostname, []).append(i)
+    for host, indices in by_host.items():
+        pairs: list[tuple[str, str]] = []
+        wanted: list[tuple[int, str | None]] = []
+        for i in indices:
+            if models[i] is None:
+                pairs.append(("r", records[i].run_dir))
+                wanted.append((i, None))
+            for job in records[i].benchmarks:
+                pairs.append(("b", job.job_dir))
+                wanted.append((i, job.benchmark))
+        conn, own = read.connection_to(s, host)
+        try:
+            for i, rows in zip(indices, states_of(conn, [records[i] for i in indices]), strict=True):
+                states[i] = {row.benchmark: row.state for row in rows}
+            result = conn.run(read_script(pairs))
+        finally:
+            if own:
+                conn.close()
+        if not result.ok:
+            why = " ".join(result.stderr.split()) or f"the read exited {result.status}"
+            raise UserError(f"error: the runs' rollouts could not be read on {host or 'this machine'}: {why}")
+        for (i, bench), got in zip(wanted, read.parse_read(result.stdout, len(pairs)), strict=True):
+            if bench is None:
+                text = got.get(_RUN_FILES[0])
+                models[i] = read.policy_model_of(text) if text else None
+            else:
+                files[i][bench] = {name.rsplit("/", 1)[-1]: text for name, text in got.items()}
+    return files, models, states
+
+
+def asked(s: Session, records: Sequence[SubmissionRecord]) -> list[str]:
+    """The benchmarks to compare: only='s, else every benchmark either run has (the baseline's order,
+    then the candidate's own). only= naming one neither run has is a mistake, not "nothing to do"."""
+    every = list(dict.fromkeys(j.benchmark for r in records for j in r.benchmarks))
+    unknown = [b for b in s.inv.only if b not in every]
+    if unknown:
+        raise UserError(
+            f"error: only= names benchmark(s) neither run has: {', '.join(unknown)}\n"
+            f"    fix: pick from {', '.join(every) or '(the runs have no benchmark)'}"
+        )
+    return [b for b in every if not s.inv.only or b in s.inv.only]
+
+
+def build(s: Session) -> compare.Comparison:
+    """The comparison of the two runs, with every reason a benchmark asked for was not compared in full."""
+    from gymbuild.results import table
+
+    records = _records(s)
+    wanted = asked(s, records)
+    files, models, states = _read(s, records)
+    runs = [
+        table.RunResult(r.gym_job_id, r.run_dir, r.executor, r.cluster, m)
+        for r, m in zip(records, models, strict=True)
+    ]
+    names = table.labels(runs)
+    agents: list[compare.AgentDiff] = []
+    skipped: list[str] = []
+    short: list[str] = []
+    for bench in wanted:
+        base, cand = (
+            compare.Found(
+                bench in {j.benchmark for j in r.benchmarks},
+                st.get(bench),
+                compare.parse_side(f[bench]) if bench in f else None,
+            )
+            for r, f, st in zip(records, files, states, strict=True)
+        )
+        found: list[compare.AgentDiff] = []
+        if base.side is not None and cand.side is not None:
+            found, left_out = compare.diff_benchmark(bench, base.side, cand.side)
+            skipped += left_out
+            short += left_out  # an agent only one side has: nothing to pair it with
+        agents += found
+        short += compare.shortfalls(bench, base, cand, found)
+    if not agents:
+        short.append(compare.NOTHING)
+    return compare.Comparison(
+        names[0],
+        names[1],
+        records[0].gym_job_id,
+        records[1].gym_job_id,
+        tuple(agents),
+        tuple(skipped),
+        tuple(dict.fromkeys(short)),
+    )
+
+
+def print_compare(s: Session) -> None:
+    """The verb: the comparison on stdout. With max_drop= it is a gate: exit 1 (the drops on stderr)
+    when a benchmark's reward dropped by more than max_drop with confidence; else exit 2, INCONCLUSIVE
+    (the reasons on stderr, one line each), when any benchmark asked for was not compared in full; else 0."""
+    max_drop = parse_max_drop(s.inv.max_drop)
+    comparison = build(s)
+    dropped = compare.drops(comparison, max_drop) if max_drop is not None else []
+    gate = compare.verdict(comparison, dropped) if max_drop is not None else None
+    out = compare.to_json(comparison, dropped, gate) if s.inv.json else compare.format_table(comparison)
+    sys.stdout.write(out)
+    sys.stdout.flush()
+    unsure = "".join(f"\n  inconclusive: {printable(u, lines=False)}" for u in comparison.inconclusive)
+    if dropped:
+        raise UserError(
+            f"error: {len(dropped)} benchmark(s) dropped by more than max_drop={s.inv.max_drop}:\n"
+            + "\n".join(f"  {d}" for d in dropped)
+            + unsure
+        )
+    if gate == "inconclusive":
+        raise Inconclusive(
+            f"INCONCLUSIVE: compare cannot tell whether anything dropped by more than "
+            f"max_drop={s.inv.max_drop}: {len(comparison.inconclusive)} thing(s) were not compared in full"
+            + unsure
+            + "\n    fix: compare runs whose jobs all COMPLETED with every rollout (resubmit the failed or "
+            "partial side), or narrow with only="
+        )

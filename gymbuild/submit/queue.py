@@ -1,0 +1,182 @@
+"""Queue: one sbatch (or local start) per job, the outcomes of its benchmarks written the moment its
+answer is read, and the recovery of what a killed run left in flight.
+
+The one batched step: every benchmark a run queues goes through one pipelined pass (queue_many) in
+the run's shell, whatever doit task or verb asked for it (pipeline.py).
+"""
+
+from __future__ import annotations
+
+import collections
+import secrets
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from gymbuild import interrupts
+from gymbuild.executors.base import Answer, Queued
+from gymbuild.state.workspace import Outcome
+from gymbuild.submit.record import keep_benchmark_order
+
+if TYPE_CHECKING:
+    from gymbuild.executors.secrets import SecretsFile
+    from gymbuild.plan.job import JobPlan
+    from gymbuild.submit.session import Session
+
+IO_THREADS = 4  # outcome and stamp writes (each fsynced) at once while sbatch calls are in flight
+QUEUE_PIPELINE = 16  # sbatch calls in flight at once in the run's shell (a few KB of pipe either way)
+
+
+def queued(ctx: Session, bench: str) -> bool:
+    """`bench` has a job id in the current submission (its outcome file, queue:<bench>'s target)."""
+    outcome = ctx.current_outcome(bench)
+    return outcome is not None and outcome.job_id is not None
+
+
+def queue_many(ctx: Session, benches: list[str]) -> None:
+    """sbatch the job of each of `benches` (once a job) and write its outcomes the moment its answer
+    is read.
+
+    Up to QUEUE_PIPELINE sbatch calls are in flight in the run's shell at once (each still its own
+    command, with its own status and output), so writing outcomes and stamps here overlaps sbatch
+    there: one at a time, a thousand benchmarks waited for ~10 ms of local work per sbatch. Each
+    in-flight stamp is durable before its sbatch is sent, so a run killed with calls in flight
+    leaves the next one what it needs to recover them (the executor's `recover_lost`); the stamps of the next
+    few benchmarks and the outcomes are written (and fsynced) on IO threads, because two fsyncs a
+    benchmark in this thread were most of a submit's local time.
+    """
+    executor = ctx.executor
+    keep_benchmark_order(ctx)
+    # Packed once for the pass; a job's state (its in-flight stamp) is its first benchmark's.
+    jobs = {job.key: job for job in map(ctx.plans.job, ctx.freeze_packing().jobs(benches))}
+    benches = list(jobs)
+    if ctx.queue_total is None:  # once per run: reading every outcome per sbatch was O(N^2)
+        ctx.queue_total = len(ctx.to_queue())
+    run_dir = ctx.submission().run_dir
+    executor.hold_queue(ctx.connection(), run_dir)
+    # Read before any new stamp is written: these are the attempts of a killed run.
+    lost = {b: a for b in benches if (a := ctx.workspace.stamp(f"inflight-{b}")) is not None}
+    earlier_outcomes = ctx.workspace.outcomes()  # once: only this run writes them (it holds the lock)
+    fresh = collections.deque(b for b in benches if b not in lost)
+    stamped: collections.deque[tuple[str, str, Future[None]]] = collections.deque()
+    in_flight: collections.deque[tuple[str, Outcome | None, Answer]] = collections.deque()
+    with ThreadPoolExecutor(IO_THREADS, thread_name_prefix="gymbuild-io") as io:
+        writes: list[Future[None]] = []
+
+        def stamp(bench: str) -> tuple[str, Future[None]]:
+            attempt = secrets.token_hex(6)
+            return attempt, io.submit(ctx.workspace.set_stamp, f"inflight-{bench}", attempt)
+
+        def done(bench: str, earlier: Outcome | None, result: Queued) -> None:
+            writes.append(io.submit(_queued, ctx, jobs[bench], earlier, result))
+
+        def receive_one() -> None:
+            bench, earlier, answer = in_flight.popleft()
+            done(bench, earlier, answer())
+
+        answered: set[str] = set()
+        try:
+            for bench, job in jobs.items():
+                if interrupts.pending():  # a signal: start nothing more, read what is in flight
+                    break
+                answered.add(bench)
+                script = f"{job.plan.bench_dir}/job.sh"
+                earlier = earlier_outcomes.get(bench)
+                if bench in lost:
+                    while in_flight:  # answers come back in order: read those sent before
+                        receive_one()
+                    known = frozenset(earlier.previous_job_ids) if earlier else frozenset()
+                    adopted = executor.recover_lost(ctx.connection(), script, lost[bench], job.plan, known)
+                    if adopted is not None:
+                        done(bench, earlier, adopted)
+                        continue
+                    attempt, stamp_written = stamp(bench)
+                else:
+                    # A few benchmarks ahead are stamped at once, no more: a run killed now
+                    # leaves each stamped benchmark one recovery round trip for the next run.
+                    while fresh and len(stamped) < QUEUE_PIPELINE:
+                        ahead = fresh.popleft()
+                        stamped.append((ahead, *stamp(ahead)))
+                    _, attempt, stamp_written = stamped.popleft()
+                stamp_written.result()  # durable before the command is sent
+                answer = executor.send(ctx.connection(), script, secrets_file(ctx, job), attempt)
+                in_flight.append((bench, earlier, answer))
+                if len(in_flight) >= QUEUE_PIPELINE:
+                    receive_one()
+            while in_flight:
+                receive_one()
+        finally:
+            for write in writes:  # every answer read is on disk before anything else is said
+                write.result()
+            if interrupts.pending():
+                _not_started(ctx, [jobs[b] for b in jobs if b not in answered], earlier_outcomes)
+                for ahead, _, stamp_written in stamped:  # stamped, never sent: no attempt to recover
+                    stamp_written.result()
+                    (ctx.workspace.stamps_dir / f"inflight-{ahead}").unlink(missing_ok=True)
+
+
+def _queued(ctx: Session, job: JobPlan, earlier: Outcome | None, result: Queued) -> None:
+    """Write what queueing `job` gave (on an IO thread): every member gets its id. Then drop its
+    in-flight stamp. `earlier`: the outcome of its first benchmark before."""
+    from gymbuild.state.records import utc_now, utc_timestamp
+
+    bench, members = job.key, job.members
+    for member in members:
+        before = earlier if member == bench else ctx.workspace.outcome(member)
+        ctx.workspace.save_outcome(
+            Outcome(
+                benchmark=member,
+                job_id=result.job_id,
+                error=result.error,
+                script_digest=ctx.plans.stage_digest(member),
+                at=utc_timestamp(utc_now()),
+                previous_job_ids=before.previous_job_ids if before else (),
+            )
+        )
+    (ctx.workspace.stamps_dir / f"inflight-{bench}").unlink(missing_ok=True)
+    with ctx.progress_lock:
+        ctx.queue_done.update(members)
+        ctx.queued_now.extend(members)
+        ctx.progress.show(f"queued {len(ctx.queued_now)}/{ctx.queue_total}")
+
+
+NOT_STARTED = "not queued: the submit was interrupted before its job started (`gymbuild submit` queues it)"
+
+
+def _not_started(ctx: Session, jobs: list[JobPlan], earlier: dict[str, Outcome]) -> None:
+    """The outcome of each benchmark an interrupted pass never started: no job id, and why, so that
+    the record and `status` list it (as NOT QUEUED) beside those it did start. An earlier job id is
+    never overwritten; a killed run's attempt keeps its in-flight stamp, for the next run to recover."""
+    from gymbuild.state.records import utc_now, utc_timestamp
+
+    for job in jobs:
+        for member in job.members:
+            before = earlier.get(member)
+            if before is not None and before.job_id is not None:
+                continue
+            ctx.workspace.save_outcome(
+                Outcome(
+                    benchmark=member,
+                    job_id=None,
+                    error=NOT_STARTED,
+                    script_digest=ctx.plans.stage_digest(member),
+                    at=utc_timestamp(utc_now()),
+                    previous_job_ids=before.previous_job_ids if before else (),
+                )
+            )
+            ctx.queued_now.append(member)
+
+
+def secrets_file(ctx: Session, job: JobPlan) -> SecretsFile:
+    """The job's secrets file, written just before its job is queued (and again by each
+    resubmit): its `host:` values and the collector's ingest token, which DESIGN keeps out of the
+    run directory, the batch script and sbatch's environment, all of which Slurm stores."""
+    from gymbuild.executors.secrets import SecretsFile
+    from gymbuild.render import secret_values
+
+    assert ctx.resolved is not None
+    plan = job.plan  # a shared job's file is its own, named as the job reads it
+    values = secret_values(plan, ctx.resolved.secrets)
+    return SecretsFile(ctx.submission().gym_job_id, plan.bench, values, tuple(sorted(ctx.resolved.secrets)))
+
+
+# --- record --------------------------------------------------------------------------------

@@ -1,0 +1,137 @@
+"""Record: the submission record (gym-job.json) built from the workspace's outcome files, written to
+the local index, the run directory, and a copy in the workspace.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gymbuild.errors import UserError
+from gymbuild.state.workspace import atomic_write, digest
+
+if TYPE_CHECKING:
+    from gymbuild.state.records import SubmissionRecord
+    from gymbuild.submit.session import Session
+
+ORDER_STAMP = "benchmark-order"
+RECORD_STAMP = "record"
+
+
+def manifest_copy(ctx: Session) -> Path:
+    """The workspace's copy of the run directory's gym-job.json, written once the manifest is
+    (Workspace.start removes it with the rest of a submission)."""
+    return ctx.workspace.dir / "gym-job.json"
+
+
+def benchmark_order(ctx: Session) -> list[str]:
+    """The config's benchmark order as of the last queueing, kept in the workspace so that status
+    can list a record in config order without loading the config."""
+    return json.loads(ctx.workspace.stamp(ORDER_STAMP) or "[]")
+
+
+def keep_benchmark_order(ctx: Session) -> None:
+    names = list(ctx.config.driver.benchmarks)
+    kept = benchmark_order(ctx)
+    order = [*names, *(b for b in kept if b not in names)]
+    if order != kept:
+        ctx.workspace.set_stamp(ORDER_STAMP, json.dumps(order))
+
+
+def _note(ctx: Session, gym_job_id: str) -> None:
+    """What `gymbuild runs` shows beside the record: the config, its policy model, the sweep's values."""
+    from gymbuild.state.notes import note_run
+
+    config = ctx.config
+    service = config.services.get(config.driver.policy_model) if config.driver.policy_model else None
+    model = getattr(service, "model", None) if service is not None else None
+    note_run(ctx.inv.config, str(model) if model else None, ctx.sweep_values, gym_job_id)
+
+
+def build_record(ctx: Session, *, commit: bool = True) -> SubmissionRecord:
+    """The submission record from the workspace. `commit=False` leaves gym_commit None for a record
+    that is only read here (status, the plain submit report): finding the commit runs git three
+    times in a checkout, a tenth of a no-op submit."""
+    from gymbuild import __version__
+    from gymbuild.executors.base import executor_for
+    from gymbuild.state.records import BenchmarkJob, SubmissionRecord, gym_commit
+
+    sub = ctx.submission()
+    outcomes = ctx.workspace.outcomes()
+    order = [b for b in benchmark_order(ctx) if b in outcomes]
+    order += [b for b in outcomes if b not in order]
+    return SubmissionRecord(
+        gym_job_id=sub.gym_job_id,
+        gym_version=__version__,
+        gym_commit=gym_commit() if commit else None,
+        submitted_at=sub.submitted_at,
+        run_dir=sub.run_dir,
+        cluster=sub.cluster,
+        executor=sub.executor,
+        hostname=sub.hostname,
+        submitted_by=sub.submitted_by,
+        executor_metadata=_metadata(ctx, executor_for(sub.executor).metadata()),
+        benchmarks=tuple(
+            BenchmarkJob(
+                benchmark=b,
+                job_dir=f"{sub.run_dir}/{b}",
+                job_id=outcomes[b].job_id,
+                error=outcomes[b].error,
+                previous_job_ids=outcomes[b].previous_job_ids,
+            )
+            for b in order
+        ),
+    )
+
+
+def _metadata(ctx: Session, metadata: dict[str, str]) -> dict[str, str]:
+    """The executor's metadata, and the resolved configs when a later submit of a changed config
+    staged more than the first (stage.resolved_target): `resolved_configs`, their names in the run
+    directory, oldest first, comma-separated (the schema's metadata values are strings)."""
+    from gymbuild.submit.stage import resolved_names
+
+    names = sorted(set(resolved_names(ctx).values()), key=_resolved_order)
+    return {**metadata, "resolved_configs": ",".join(names)} if len(names) > 1 else metadata
+
+
+def _resolved_order(name: str) -> int:
+    number = name.removeprefix("resolved-config.").removesuffix(".yaml")
+    return int(number) if number.isdigit() else 1
+
+
+def _record_digest(ctx: Session) -> str:
+    """What the record says of each benchmark (not the outcome files whole: serialising 1000 of
+    them again was a tenth of a no-op submit)."""
+    sub = ctx.submission()
+    outcomes = ctx.workspace.outcomes().values()
+    said = [(o.benchmark, o.job_id, o.error, o.previous_job_ids) for o in outcomes]
+    return digest(sub.gym_job_id, said)  # a new resolved config comes only with a queue: its outcomes
+
+
+def recorded(ctx: Session) -> bool:
+    """The run directory's manifest (and its local copy) says what the outcomes say."""
+    return ctx.workspace.stamp(RECORD_STAMP) == _record_digest(ctx)
+
+
+def record(ctx: Session) -> None:
+    """Local index first (it cannot fail the submit), then the manifest in the run directory, then its
+    copy in the workspace (record's doit target)."""
+    from gymbuild.state.records import MANIFEST_NAME
+
+    record = build_record(ctx)
+    record.write_local_index()
+    _note(ctx, record.gym_job_id)
+    text = record.dumps()
+    sub = ctx.submission()
+    result = ctx.connection().write_file(f"{sub.run_dir}/{MANIFEST_NAME}", text.encode())
+    if not result.ok:
+        queued = " ".join(f"{j.benchmark}={j.job_id}" for j in record.benchmarks if j.job_id)
+        raise UserError(
+            f"error: the jobs are queued but {sub.run_dir}/{MANIFEST_NAME} could not be written on "
+            f"{ctx.connection().target}: {result.stderr.strip()}\n"
+            f"    queued: {queued or 'none'}\n"
+            "    fix: note these job ids; run `gymbuild submit` again to rewrite the record"
+        )
+    atomic_write(manifest_copy(ctx), text)
+    ctx.workspace.set_stamp(RECORD_STAMP, _record_digest(ctx))

@@ -1,0 +1,401 @@
+"""The run context: what one gymbuild run shares (its invocation, workspace, loaded config,
+submission and its one connection), and what the run's steps remember between them.
+
+The steps themselves are functions in gymbuild/submit/ that take this context; gymbuild/submit/pipeline.py
+runs them in order, and the doit tasks in tasks.py name them as file-targeted steps. State that
+decides what is up to date lives in the workspace (outcome files and stamps), so a killed run loses
+nothing and the next one carries on from what really happened.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import getpass
+import sys
+import threading
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gymbuild.errors import UserError, printable
+from gymbuild.executors.base import Executor, executor_for
+from gymbuild.invocation import Invocation
+from gymbuild.progress import Progress, on_a_terminal
+from gymbuild.state.workspace import Outcome, Submission, Workspace, locked
+
+if TYPE_CHECKING:
+    from gymbuild.config import Resolved
+    from gymbuild.config.model import Config
+    from gymbuild.executors.connection import Connection
+    from gymbuild.plan.job import Packing
+    from gymbuild.render import RenderedJob
+    from gymbuild.submit.plans import RunPlans
+
+_HELD: contextlib.ExitStack | None = None
+
+
+def hold_workspace(root: Path) -> None:
+    """Hold the workspace lock until the process ends (or the next run in this process starts)."""
+    global _HELD
+    if _HELD is not None:
+        _HELD.close()
+    _HELD = contextlib.ExitStack()
+    _HELD.enter_context(locked(root, " ".join(sys.argv[:3])))
+    atexit.register(_HELD.close)
+
+
+def _where(sub: Submission) -> tuple[str, str, str, str | None]:
+    """Where a submission goes: its output path, cluster, executor and host."""
+    return (str(Path(sub.run_dir).parent), sub.cluster, sub.executor, sub.hostname)
+
+
+def _err(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+class Link:
+    """One connection, opened on first use (or early, in the background) and closed by its owner.
+
+    A run has one; the runs of a batch (a sweep's combinations) are given their base run's, so they
+    all go over one SSH connection and none of them closes it.
+    """
+
+    def __init__(self) -> None:
+        self._conn: Connection | None = None
+        self._opening: tuple[Connection, threading.Thread, list[BaseException]] | None = None
+
+    @property
+    def used(self) -> bool:
+        """Opened, or being opened: a run with nothing to do has neither."""
+        return self._conn is not None or self._opening is not None
+
+    def start(self, hostname: str | None) -> None:
+        """Start opening the connection to `hostname` in the background."""
+        from gymbuild.executors.connection import Connection
+
+        if self.used:
+            return
+        conn = Connection(hostname)
+        failed: list[BaseException] = []
+
+        def open_it() -> None:
+            try:
+                conn.open()
+            except BaseException as err:  # handed to the main thread in get()
+                failed.append(err)
+
+        thread = threading.Thread(target=open_it, name="gymbuild-connect", daemon=True)
+        thread.start()
+        self._opening = (conn, thread, failed)
+
+    def _opened_early(self) -> None:
+        opening, self._opening = self._opening, None
+        if opening is None:
+            return
+        conn, thread, failed = opening
+        thread.join()
+        if failed:
+            conn.close()
+            raise failed[0]
+        self._conn = conn
+
+    def get(self, hostname: str | None) -> Connection:
+        """The connection, opened to `hostname` now if it is not open yet (the first caller's host)."""
+        self._opened_early()
+        if self._conn is None:
+            from gymbuild.executors.connection import Connection
+
+            conn = Connection(hostname)
+            conn.open()
+            self._conn = conn
+        return self._conn
+
+    def close(self) -> None:
+        with contextlib.suppress(UserError):
+            self._opened_early()  # opened for nothing (a render failed): closed all the same
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+
+class Session:
+    """The run context of one gymbuild run; built lazily so `doit list` touches nothing remote, and
+    `status`, `logs` and `cancel`, which read the workspace, never load the config at all."""
+
+    def __init__(
+        self, inv: Invocation, *, workspace: Workspace | None = None, link: Link | None = None
+    ) -> None:
+        self.inv = inv
+        self.workspace = workspace or Workspace(inv.workspace, inv.config)
+        if inv.drafts:  # render and resolve stage into the draft: looking changes no submission
+            self.workspace = self.workspace.as_draft()
+        self.link = link or Link()  # a lent link (a sweep's cell) is closed by its owner
+        self._owns_link = link is None
+        # User errors of the steps between the config and the verb (stage, sync, queue, record): kept
+        # for the verb to report, so doit sees no failed dependency (it would exit 2, not the user's 1).
+        self.held: list[UserError] = []
+        self.queued_now: list[str] = []  # benchmarks whose outcome this run wrote, in that order
+        self.progress = Progress(on_a_terminal(json=inv.json))  # "queued 350/1000", on a terminal only
+        self._submission: Submission | None = None
+        # What the steps remember for the rest of the run (gymbuild/submit/).
+        self.rendered: dict[str, RenderedJob] = {}  # job dir -> its files as staged (no secret value)
+        self._queue_packing: Packing | None = None  # the packing a queue pass started with
+        self.queue_total: int | None = None
+        self.queue_done: set[str] = set()  # benchmarks this run has queued (or tried to)
+        self.progress_lock = threading.Lock()  # outcomes are written on IO threads
+        self.sweep_values: tuple[str, ...] = ()  # a sweep's combination: its swept key=values (sweep.py)
+
+    # --- the config, loaded on first need ---------------------------------------------------------
+
+    @cached_property
+    def _loaded(self) -> tuple[Resolved | None, UserError | None]:
+        """The config, or why it did not load. Composing and validating a thousand benchmarks costs
+        seconds, so only the verbs that use the config pay for it."""
+        from gymbuild.config import load_config
+        from gymbuild.resources import user_cache_home
+        from gymbuild.state.config_cache import ValidatedConfigs
+
+        cache = ValidatedConfigs(user_cache_home() / "gymbuild" / "configs")
+        try:
+            resolved = load_config(
+                self.inv.config, self.inv.overrides, cache=cache, secrets_needed=self.inv.queues
+            )
+            self._check_only(resolved.config)
+        except UserError as err:
+            return None, err
+        return resolved, None
+
+    @property
+    def resolved(self) -> Resolved | None:
+        return self._loaded[0]
+
+    @property
+    def error(self) -> UserError | None:
+        return self._loaded[1]
+
+    # --- what the run covers -----------------------------------------------------------------------
+
+    @property
+    def config(self) -> Config:
+        assert self.resolved is not None
+        return self.resolved.config
+
+    @cached_property
+    def resolved_yaml(self) -> str:
+        """The resolved config as YAML, host: values kept as references (once a run: the dump of
+        1000 benchmarks takes a twentieth of a second)."""
+        from gymbuild.config.output import dump_tree
+
+        assert self.resolved is not None
+        return dump_tree(self.resolved.tree)
+
+    @cached_property
+    def resolved_digest(self) -> str:
+        """A digest of the resolved tree: what the staged resolved-config.yaml is stamped with (not
+        its YAML text, whose dump for 1000 benchmarks is a tenth of a render)."""
+        from gymbuild.config.model import thaw
+        from gymbuild.state.workspace import digest
+
+        assert self.resolved is not None
+        return digest(thaw(self.resolved.tree))
+
+    def _check_only(self, config: Config) -> None:
+        unknown = [b for b in self.inv.only if b not in config.driver.benchmarks]
+        if unknown:
+            known = ", ".join(config.driver.benchmarks)
+            raise UserError(
+                f"error: {self.inv.config}: only= names benchmark(s) the config does not have: "
+                f"{', '.join(unknown)}\n    fix: pick from {known}"
+            )
+
+    def selected(self) -> list[str]:
+        """The benchmarks this run acts on: `only=` when given, else every benchmark, in config order."""
+        names = list(self.config.driver.benchmarks)
+        return [b for b in names if b in self.inv.only] if self.inv.only else names
+
+    def warn(self, *, executor: bool = False) -> None:
+        """The config's warnings; with `executor`, also what its executor will not do (render, submit)."""
+        assert self.resolved is not None
+        extra = self.executor.warnings(self.config) if executor else ()
+        for warning in (*self.resolved.warnings, *extra):
+            _err(printable(f"warning: {warning}"))
+
+    # --- the submission's identity ----------------------------------------------------------------
+
+    @property
+    def executor_name(self) -> str:
+        return self.config.compute.type
+
+    @property
+    def executor(self) -> Executor:
+        """The config's executor (executor_for); day two asks the record's instead."""
+        return executor_for(self.config)
+
+    @property
+    def output_path(self) -> str:
+        """job.output_path. For the local executor a relative path is taken from the config file's
+        directory, as the submission's state is (invocation.default_workspace): the example's `gym-runs`
+        works from a fresh clone without setup, and the same config submitted from another directory
+        is the same submission. On a cluster it would mean the login shell's home, so it is left to
+        the remote shell there."""
+        path = Path(self.config.job.output_path).expanduser()
+        if self.executor.RUNS_HERE and not path.is_absolute():
+            path = self.inv.config.resolve().parent / path
+        return str(path)
+
+    def adopt_submission(self, submission: Submission) -> None:
+        """Work on `submission` as it was submitted (day two: its host and run dir, even if the config
+        has been edited since), without settling the config's own."""
+        self._submission = submission
+
+    def submission(self) -> Submission:
+        """The current submission of this config, allocated on first need (or fresh with new=1)."""
+        if self._submission is not None:
+            return self._submission
+        from gymbuild.executors.connection import is_this_machine
+
+        compute = self.config.compute
+        hostname = None if is_this_machine(compute.hostname) else compute.hostname
+        current = self.workspace.submission()
+        where = (self.output_path, compute.name, self.executor_name, hostname)
+        if current is not None and not self.inv.new:
+            was = _where(current)
+            if was == where:
+                self._submission = current
+                return current
+            if any(o.job_id for o in self.workspace.outcomes().values()):
+                raise UserError(
+                    f"error: {self.inv.config}: the config now submits to {where[1]}:{where[0]}, but its "
+                    f"current submission {current.gym_job_id} went to {was[1]}:{was[0]}\n"
+                    "    fix: pass new=1 to start a fresh submission"
+                )
+        if current is None and not self.inv.new:
+            elsewhere = self.workspace.claimed_elsewhere()
+            if elsewhere is not None:
+                raise UserError(
+                    f"error: {self.inv.config}: its submission {elsewhere[1]} was queued from the "
+                    f"workspace {elsewhere[0]}, not this one ({self.workspace.dir})\n"
+                    "    fix: drop workspace= (or give that one) to carry on with it, or pass new=1 "
+                    "for a fresh submission"
+                )
+            if self.inv.starts_submissions:
+                self._refuse_live_in_index()
+        if self.inv.drafts:
+            draft = self.workspace.draft_submission()
+            if draft is None or _where(draft) != where:
+                draft = self._mint(hostname)
+            self.workspace.begin_draft(draft)
+            self._submission = draft
+            return draft
+        fresh = self._mint(hostname)
+        if self.inv.starts_submissions:  # `status`, `list --status` and `info` look: they start nothing
+            self.workspace.start(fresh)
+        self._submission = fresh
+        return fresh
+
+    def _mint(self, hostname: str | None) -> Submission:
+        """A fresh submission of the config, stamped now."""
+        from gymbuild.state.records import new_gym_job_id, utc_now, utc_timestamp
+
+        now = utc_now()
+        gym_job_id = new_gym_job_id(now)
+        return Submission(
+            gym_job_id=gym_job_id,
+            run_dir=str(Path(self.output_path) / gym_job_id),
+            cluster=self.config.compute.name,
+            executor=self.executor_name,
+            hostname=hostname,
+            submitted_at=utc_timestamp(now),
+            submitted_by=getpass.getuser(),
+        )
+
+    def _refuse_live_in_index(self) -> None:
+        """The local index as a second guard: a submission of this config (its real path, and a
+        sweep's combination) that this workspace does not know, and whose jobs still run or wait,
+        is never queued again silently (its workspace was deleted, or is on another machine)."""
+        from gymbuild.state.notes import live_submissions
+
+        known = {sub.gym_job_id for sub in self.workspace.history()}
+        live = live_submissions(self.inv.config, self.sweep_values, known)
+        if live:
+            gym_job_id, state = live[0]
+            raise UserError(
+                f"error: {self.inv.config}: its submission {gym_job_id} is {state} (`gymbuild runs` "
+                f"shows it) but the workspace {self.workspace.dir} does not know it\n"
+                f"    fix: `gymbuild status run={gym_job_id}` (or cancel, logs) to carry on with it, or "
+                "pass new=1 to queue a fresh submission beside it"
+            )
+
+    # --- the plans ----------------------------------------------------------------------------------
+
+    @cached_property
+    def plans(self) -> RunPlans:
+        """The submission's plans (planning.py), made once its submission is settled."""
+        from gymbuild.executors.base import planning_traits
+        from gymbuild.submit.plans import RunPlans
+
+        assert self.resolved is not None
+        return RunPlans(self.resolved, self.submission(), planning_traits(self.config), self.inv.config)
+
+    def packing(self) -> Packing:
+        """Which of the benchmarks to queue now share a job; while a queue pass runs, the packing it
+        started with (the outcomes it writes shrink what is left to queue, not the jobs it queues)."""
+        if self._queue_packing is not None:
+            return self._queue_packing
+        if not self.config.driver.shares_jobs:
+            from gymbuild.plan.job import Packing
+
+            return Packing()
+        return self.plans.packing(self.to_queue())
+
+    def freeze_packing(self) -> Packing:
+        """The packing of a queue pass, kept for the rest of the run."""
+        self._queue_packing = None
+        self._queue_packing = self.packing()
+        return self._queue_packing
+
+    # --- the connection ------------------------------------------------------------------------
+
+    def connect_early(self) -> None:
+        """Start opening the run's connection in the background when this run will queue something.
+
+        The SSH handshake and the remote shell's start take about half a second of waiting, which
+        the stage tasks' rendering can fill; a run with nothing to queue opens nothing. A failure is
+        raised where the connection is first used, as if it had been opened there.
+        """
+        if self.link.used:
+            return
+        try:
+            if not self.to_queue():
+                return
+        except UserError:  # e.g. the config now submits elsewhere: the step that needs it says so
+            return
+        self.link.start(self.config.compute.hostname)
+
+    def connection(self, hostname: str | None = None, *, use_config: bool = True) -> Connection:
+        """The run's one connection (its link's), opened on first use and closed by the tasks'
+        teardown. It goes to the config's compute host, or to `hostname` for a record found by `run=`."""
+        if self.link.used:  # open (or opening) already: where to is settled; the config is not loaded
+            return self.link.get(hostname)
+        return self.link.get(self.config.compute.hostname if use_config else hostname)
+
+    def close(self) -> None:
+        """Save what the steps stamped; close the connection unless it is lent (a sweep's cell)."""
+        self.workspace.save_stage_stamps()
+        if self._owns_link:
+            self.link.close()
+
+    # --- what the submission still needs -------------------------------------------------------
+
+    def current_outcome(self, bench: str) -> Outcome | None:
+        """The bench's outcome in the current submission. The submission is settled first: with new=1
+        that empties the outcomes, which an uptodate check must not read before (it would find the
+        old submission's job ids, skip every step, and write a record into a run dir never made)."""
+        self.submission()
+        return self.workspace.outcome(bench)
+
+    def to_queue(self) -> list[str]:
+        self.submission()
+        outcomes = self.workspace.outcomes()
+        return [b for b in self.selected() if not (b in outcomes and outcomes[b].job_id)]

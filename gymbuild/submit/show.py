@@ -1,0 +1,114 @@
+"""Show: what the verbs print about the pipeline: the resolved config, the dry run, the submit report."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from gymbuild.executors.base import executor_for
+from gymbuild.submit.record import build_record
+
+if TYPE_CHECKING:
+    from gymbuild.state.workspace import Outcome
+    from gymbuild.submit.session import Session
+
+
+def _err(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def print_resolved(ctx: Session) -> None:
+    from gymbuild.config.output import dump_tree
+
+    assert ctx.resolved is not None
+    ctx.warn()
+    sys.stdout.write(dump_tree(ctx.resolved.tree, as_json=ctx.inv.json))
+
+
+def print_dry_run(ctx: Session) -> None:
+    """The job of every selected benchmark (once a job, keyed by its directory relative to the run
+    dir), rendered with secrets masked; nothing is queued or recorded. A job this run staged is
+    printed as staged: its job.sh holds no secret value."""
+    from gymbuild import render
+    from gymbuild.render.shared import render_job_plan
+    from gymbuild.submit.plans import keep_compiled_templates
+
+    assert ctx.resolved is not None
+    ctx.warn(executor=True)
+    keep_compiled_templates()
+    mask = render.mask_secrets(ctx.resolved.secrets)
+    plans, selected = ctx.plans, ctx.selected()
+    jobs = {}
+    for group in plans.packing(selected).jobs(selected):
+        job = plans.job(group)
+        jobs[job.rel_dir] = ctx.rendered.get(job.rel_dir) or render_job_plan(job, mask)
+    run_dir = ctx.submission().run_dir
+    if ctx.inv.json:
+        payload = {
+            "run_dir": run_dir,
+            "benchmarks": {b: {rel: f.text for rel, f in j.files.items()} for b, j in jobs.items()},
+        }
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+    else:
+        for chunk in render.dry_run_chunks(run_dir, jobs):  # doit's stdout Writer has no writelines
+            sys.stdout.write(chunk)
+
+
+def _changed_since_queued(ctx: Session, benches: Iterable[str]) -> Iterator[tuple[str, Outcome]]:
+    for bench in benches:
+        outcome = ctx.workspace.outcome(bench)
+        if (
+            outcome
+            and outcome.job_id
+            and bench not in ctx.queued_now
+            and outcome.script_digest != ctx.plans.stage_digest(bench)
+        ):
+            yield bench, outcome
+
+
+def report_submit(ctx: Session, benches: Sequence[str] | None = None) -> str | None:
+    """Print what the run queued (json=1: the manifest) and the notes on what it left alone; return
+    the failure to report (exit 1) when a benchmark of `benches` (default: the selection) has no job
+    id."""
+    ctx.progress.done()
+    ctx.warn(executor=True)
+    record = build_record(ctx, commit=ctx.inv.json)  # json=1 prints it as the manifest
+    # resubmit reports on what it re-queued; a benchmark it was not asked about fails nothing.
+    selected = set(ctx.selected() if benches is None else benches)
+    jobs = [j for j in record.benchmarks if j.benchmark in selected]
+    label = executor_for(record.executor).JOB_LABEL
+    if ctx.inv.json:
+        sys.stdout.write(record.dumps())
+    elif not ctx.queued_now and all(j.job_id for j in jobs):
+        print(
+            f"nothing to submit: {_all_queued(len(jobs))} ({record.gym_job_id}); one that failed "
+            f"is re-queued by `gymbuild resubmit config={ctx.inv.config}` (a cancelled one: add only=NAME), "
+            "a fresh submission of all by new=1"
+        )
+    else:
+        print(f"run dir: {record.run_dir}")
+        for job in jobs:
+            if job.benchmark not in ctx.queued_now:
+                continue
+            if job.job_id:
+                print(f"submitted {job.benchmark} -> {label} {job.job_id}")
+            else:
+                print(f"failed {job.benchmark}: {job.error}")
+    for bench, outcome in _changed_since_queued(ctx, [b for b in ctx.selected() if b in selected]):
+        _err(
+            f"note: {bench} changed since it was queued as job {outcome.job_id}; it was left alone "
+            "(new=1 submits everything again as a fresh submission)"
+        )
+    failed = [j.benchmark for j in jobs if not j.job_id]
+    if failed:
+        return (
+            f"error: {len(failed)} of {len(jobs)} benchmarks have no job id: {', '.join(failed)}\n"
+            "    fix: correct the cause above and run `gymbuild submit` again: it queues only these"
+        )
+    return None
+
+
+def _all_queued(count: int) -> str:
+    return "the benchmark is queued" if count == 1 else f"all {count} benchmarks are queued"

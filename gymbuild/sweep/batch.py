@@ -1,0 +1,499 @@
+"""The verbs of a sweep (multirun=1): each combination's submission is a Session of its own, and the
+verbs act on them as a batch through the same code as on one submission (pipeline.run_batch,
+states.states_of, day_two.requeue), over the base run's one connection (its Link, lent to every
+cell). What is a sweep's own (expanding it, its record, which one a verb means) is in sweep.py;
+what is here is the batch and its output: each cell's under a heading naming its values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from gymbuild.day_two import states
+from gymbuild.day_two import verbs as day_two
+from gymbuild.errors import UserError, printable
+from gymbuild.state.records import SubmissionRecord
+from gymbuild.state.workspace import Workspace
+from gymbuild.submit import pipeline, show, stage
+from gymbuild.submit.queue import queued
+from gymbuild.sweep.expand import (
+    Cell,
+    Records,
+    blamed,
+    cells_of,
+    expand,
+    expression,
+    find_sweep,
+    glob_script,
+    globs,
+    header,
+    labels,
+    merged,
+    parse_globbed,
+    path_keys,
+    probe_overrides,
+    ready_markers,
+)
+
+if TYPE_CHECKING:
+    from gymbuild.results.table import RunResult
+    from gymbuild.submit.session import Session
+
+
+# --- the cells as sessions -----------------------------------------------------------------------
+
+
+def cell_session(s: Session, cell: Cell) -> Session:
+    """The cell's own Session: the config with the cell's overrides, its own corner of the workspace,
+    and the base run's connection (closed by the base run, not the cell)."""
+    from gymbuild.submit.session import Session
+
+    inv = replace(s.inv, overrides=cell.overrides, multirun=False, sweep=None)
+    cs = Session(inv, workspace=Workspace(s.inv.workspace, s.inv.config, cell=cell.key), link=s.link)
+    cs.sweep_values = cell.values  # `gymbuild runs` names the combination
+    return cs
+
+
+def _combined(errors: Sequence[tuple[str, UserError]]) -> UserError:
+    texts = dict.fromkeys(str(err) for _, err in errors)
+    where = ", ".join(label for label, _ in errors)
+    return UserError(
+        "\n".join(texts) + f"\n    (in the sweep's combination{'s' if len(errors) > 1 else ''}: {where})"
+    )
+
+
+# --- output --------------------------------------------------------------------------------------
+
+
+def _each(
+    s: Session,
+    cells: Sequence[Cell],
+    act: Callable[[Session], object],
+    *,
+    ident: str,
+    as_json: bool,
+    field: str,
+) -> None:
+    """`act` on each cell's session (sharing the one connection): each cell's output under a heading
+    naming its values, or (json=1) one JSON document with each cell's under `field`."""
+    docs, failures, said = [], [], io.StringIO()
+    for cell, label in zip(cells, labels(cells), strict=True):
+        cs = cell_session(s, cell)
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(said):
+                act(cs)
+        except UserError as err:
+            failures.append((label, err))
+        finally:
+            cs.close()
+        current = cs.workspace.submission()
+        gym_job_id = current.gym_job_id if current else None
+        if as_json:
+            text = out.getvalue().strip()
+            doc = json.loads(text) if text.startswith(("{", "[")) else (text or None)
+            docs.append({"label": label, "values": list(cell.values), "gym_job_id": gym_job_id, field: doc})
+        else:
+            sys.stdout.write(f"== {label}  ({gym_job_id or 'not submitted'})\n{out.getvalue()}")
+    _say_once(said)
+    if as_json:
+        sys.stdout.write(json.dumps({"sweep_id": ident, "cells": docs}, indent=2) + "\n")
+    if failures:
+        raise _combined(failures)
+
+
+def _say_once(said: io.StringIO) -> None:
+    """What the cells printed on stderr (their warnings are the config's, the same for each), once."""
+    for line in dict.fromkeys(said.getvalue().splitlines()):
+        print(line, file=sys.stderr)
+
+
+# --- submit ----------------------------------------------------------------------------------------
+
+
+def expand_for_submit(s: Session, overrides: Sequence[str], *, quiet: bool = False) -> list[Cell]:
+    """The cells of the overrides; `paths(...)` globs expanded on the submit target in one round trip,
+    taking only the paths a ready marker says are complete (`ready=`, sweep.ready_markers). What is
+    waiting for its marker, and a name no job can carry, is named on stderr, one line each (`quiet`,
+    the follower's every poll: only the names refused)."""
+    from gymbuild.config import load_config
+
+    source = str(s.inv.config)
+    ready = ready_markers(s.inv.extra.get("ready"))
+    patterns = globs(overrides, source)
+    found: dict[str, list[str]] = {}
+    if patterns:
+        probe = load_config(s.inv.config, probe_overrides(overrides, source), secrets_needed=False)
+        conn = s.connection(probe.config.compute.hostname, use_config=False)
+        result = conn.run(glob_script(patterns, ready))
+        if not result.ok:
+            raise UserError(
+                f"error: {source}: expanding {', '.join(f'paths({p})' for p in patterns)} on {conn.target} "
+                f"failed: {result.stderr.strip()}\n    fix: check that the glob names a readable directory"
+            )
+        globbed = parse_globbed(result.stdout, patterns)
+        found = globbed.found
+        for line in globbed.said(ready, conn.target, quiet=quiet):
+            print(line, file=sys.stderr)
+    return expand(overrides, source, found)
+
+
+def sessions_of(s: Session, cells: Sequence[Cell], overrides: Sequence[str] = ()) -> list[Session]:
+    """Each cell's session with its config loaded; every cell's mistakes at once, before anything is
+    done. With the sweep's `overrides`, a cell that fails only because of a path its paths() found
+    (sweep.blamed) is skipped with one warning, and left out: `cell_of` names the cells kept."""
+    found: list[Session | None] = [cell_session(s, cell) for cell in cells]
+    names, errors = labels(cells), {i: cs.error for i, cs in enumerate(found) if cs and cs.error}
+    for i in blamed(cells, {i: str(e) for i, e in errors.items()}, path_keys(overrides, str(s.inv.config))):
+        lines = str(errors.pop(i)).strip().splitlines()  # a ConfigError's first problem, else its last line
+        why = next((ln.strip()[2:] for ln in lines if ln.startswith("  - ")), lines[-1].strip())
+        said = printable(f"{names[i]}: its config does not load: {why}", lines=False)
+        print(f"warning: skipped {said}", file=sys.stderr)
+        found[i] = None
+    if errors:
+        raise _combined([(names[i], err) for i, err in errors.items()])
+    sessions = [cs for cs in found if cs is not None]
+    hosts = {cs.config.compute.hostname or "" for cs in sessions}
+    if len(hosts) > 1:
+        raise UserError(
+            f"error: {s.inv.config}: the sweep's combinations submit to different hosts "
+            f"({', '.join(sorted(hosts))})\n"
+            "    fix: sweep compute.*.hostname in separate sweeps: a sweep uses one connection"
+        )
+    return sessions
+
+
+def cell_of(cs: Session) -> Cell:
+    """The combination a cell's session submits (cell_session's inverse)."""
+    return Cell(tuple(cs.inv.overrides), cs.sweep_values)
+
+
+def _report(
+    s: Session,
+    ident: str,
+    cells: Sequence[Cell],
+    sessions: Sequence[Session],
+    benches: Sequence[list[str] | None],
+) -> None:
+    """Each cell's submit report under its heading (json=1: one document of manifests); the warnings
+    the cells share are said once."""
+    docs, failures, said = [], [], io.StringIO()
+    queued = sum(len(cs.queued_now) for cs in sessions)
+    if not s.inv.json:
+        plural = "s" if len(cells) != 1 else ""
+        print(f"sweep {ident}: {len(cells)} combination{plural}, {queued} job(s) queued now")
+    for cell, label, cs, picked in zip(cells, labels(cells), sessions, benches, strict=True):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(said):
+            failed = show.report_submit(cs, picked)
+        if failed is not None:
+            failures.append((label, UserError(failed)))
+        gym_job_id = cs.submission().gym_job_id
+        if s.inv.json:
+            manifest = json.loads(out.getvalue())
+            docs.append({"label": label, "values": list(cell.values), "gym_job_id": gym_job_id, **manifest})
+        else:
+            sys.stdout.write(f"== {label}  ({gym_job_id})\n{out.getvalue()}")
+    _say_once(said)
+    if s.inv.json:
+        sys.stdout.write(json.dumps({"sweep_id": ident, "cells": docs}, indent=2) + "\n")
+    if failures:
+        raise _combined(failures)
+
+
+def close_all(sessions: Sequence[Session]) -> None:
+    for cs in sessions:
+        cs.close()
+
+
+def submit(s: Session) -> None:
+    """submit multirun=1: every cell's benchmarks that have no job id yet (with new=1: every cell
+    afresh), in one pipeline; the sweep record lists the cells and their gym_job_ids."""
+    ident, overrides = expression(s)
+    cells = expand_for_submit(s, overrides)
+    records = Records(s.workspace)
+    if not cells:
+        records.save(merged(records.load(ident), ident, s.inv.config, overrides, []))
+        if s.inv.json:
+            sys.stdout.write(json.dumps({"sweep_id": ident, "cells": []}, indent=2) + "\n")
+        else:
+            print(f"nothing to submit: the sweep {ident} has no combination yet")
+        return
+    sessions = sessions_of(s, cells, overrides)
+    cells = [cell_of(cs) for cs in sessions]
+    try:
+        todo = [[b for b in cs.selected() if not queued(cs, b)] for cs in sessions]
+        try:
+            pipeline.run_batch(sessions, todo, [header(cell, ident) for cell in cells])
+        finally:
+            records.save(merged(records.load(ident), ident, s.inv.config, overrides, _ids(cells, sessions)))
+        _report(s, ident, cells, sessions, [None] * len(cells))
+    finally:
+        close_all(sessions)
+
+
+def _ids(cells: Sequence[Cell], sessions: Sequence[Session]) -> list[tuple[Cell, str | None]]:
+    found = []
+    for cell, cs in zip(cells, sessions, strict=True):
+        current = cs.workspace.submission()
+        found.append((cell, current.gym_job_id if current else None))
+    return found
+
+
+# --- the other verbs -------------------------------------------------------------------------------
+
+
+def resolve(s: Session) -> None:
+    ident, overrides = expression(s)
+    cells = [cell_of(cs) for cs in sessions_of(s, expand_for_submit(s, overrides), overrides)]
+    _each(s, cells, show.print_resolved, ident=ident, as_json=s.inv.json, field="config")
+
+
+def render(s: Session) -> None:
+    """The dry run of each combination (its globs expanded on the target): nothing is copied or queued."""
+    ident, overrides = expression(s)
+    cells = [cell_of(cs) for cs in sessions_of(s, expand_for_submit(s, overrides), overrides)]
+
+    def dry_run(cs: Session) -> None:
+        stage.stage_all(cs)
+        show.print_dry_run(cs)
+
+    _each(s, cells, dry_run, ident=ident, as_json=s.inv.json, field="dry_run")
+
+
+def _submitted(record: dict[str, Any]) -> list[Cell]:
+    cells = cells_of(record)
+    if not cells:
+        raise UserError(
+            f"error: the sweep {record['sweep_id']} has no combination yet\n"
+            "    fix: submit it again once its paths() match something"
+        )
+    return cells
+
+
+def records_of(s: Session, cells: Sequence[Cell]) -> list[SubmissionRecord | None]:
+    """Each cell's submission record from its workspace corner (None: never submitted); no I/O remote."""
+    found: list[SubmissionRecord | None] = []
+    for cell in cells:
+        cs = cell_session(s, cell)
+        submitted = cs.workspace.submission() is not None and cs.workspace.has_outcomes()
+        found.append(day_two.find_record(cs, "", connect=False) if submitted else None)
+    return found
+
+
+def _check_only(s: Session, records: Sequence[SubmissionRecord | None]) -> None:
+    have = {job.benchmark for r in records if r is not None for job in r.benchmarks}
+    unknown = [b for b in s.inv.only if b not in have]
+    if unknown:
+        raise UserError(
+            f"error: only= names benchmark(s) the sweep does not have: {', '.join(unknown)}\n"
+            f"    fix: pick from {', '.join(sorted(have))}"
+        )
+
+
+def look_at(s: Session, records: Sequence[SubmissionRecord | None]) -> list[list[states.BenchStatus]]:
+    """One look at every job of the sweep, shared jobs' members included (states.py): one status
+    round trip per executor, however many cells."""
+    present = [r for r in records if r is not None]
+    if not present:
+        return [[] for _ in records]
+    found = iter(states.states_of(s.connection(present[0].hostname, use_config=False), present))
+    rows = [next(found) if r is not None else [] for r in records]
+    return [[r for r in cell if r.benchmark in s.inv.only] if s.inv.only else cell for cell in rows]
+
+
+def _tables(
+    cells: Sequence[Cell],
+    records: Sequence[SubmissionRecord | None],
+    rows: Sequence[list[states.BenchStatus]],
+    live: frozenset[str],
+) -> str:
+    """Every combination's table under its heading, as `status` shows one submission's."""
+    out = []
+    for label, found, cell_rows in zip(labels(cells), records, rows, strict=True):
+        if found is None:
+            out.append(f"== {label}  (not submitted)\n")
+        else:
+            table = states.format_statuses(found, cell_rows, states.tally(cell_rows, live))
+            out.append(f"== {label}  ({found.gym_job_id})\n{table}\n")
+    return "".join(out)
+
+
+def status(s: Session) -> None:
+    """Every combination's table under its heading, and the sweep's summary line; one look for all
+    of them (watch=1: looks again, as `status watch=1` does, until every job has ended)."""
+    import dataclasses
+
+    from gymbuild.day_two import watch
+    from gymbuild.executors.base import executor_for
+
+    record = find_sweep(s)
+    cells = _submitted(record)
+    records = records_of(s, cells)
+    _check_only(s, records)
+    live = frozenset().union(*(executor_for(r.executor).LIVE for r in records if r is not None))
+    rows = look_at(s, records)
+    looks = None
+    if s.inv.watch:
+
+        def look() -> list[states.BenchStatus]:
+            rows[:] = look_at(s, records)
+            return [row for cell_rows in rows for row in cell_rows]
+
+        _, total, looks = watch.watch(
+            look,
+            live,
+            as_json=s.inv.json,
+            draw=lambda _rows, _summary: _tables(cells, records, rows, live),
+            what=f"the sweep {record['sweep_id']}",
+        )
+    total = states.tally([row for cell_rows in rows for row in cell_rows], live)
+    if s.inv.json:
+        docs = []
+        for cell, label, found, cell_rows in zip(cells, labels(cells), records, rows, strict=True):
+            summary = states.tally(cell_rows, live)
+            doc = json.loads(states.statuses_json(found, cell_rows, summary)) if found else None
+            docs.append(
+                {"label": label, "values": list(cell.values), "gym_job_id": found and found.gym_job_id}
+                | {"status": doc}
+            )
+        payload = {"sweep_id": record["sweep_id"], "cells": docs, "summary": dataclasses.asdict(total)}
+        sys.stdout.write(json.dumps(payload | ({"looks": looks} if looks else {}), indent=2) + "\n")
+    else:
+        sys.stdout.write(_tables(cells, records, rows, live))
+        watched = f" (watched: {looks} looks)" if looks else ""
+        print(f"sweep {record['sweep_id']}: {len(cells)} combinations, {total.line()}{watched}")
+    if s.inv.watch and (total.failed or total.unknown):
+        raise UserError(
+            f"error: not every benchmark of the sweep {record['sweep_id']} completed: {total.line()}\n"
+            "    fix: see the tables above; `gymbuild resubmit ... multirun=1` re-queues what failed"
+        )
+
+
+def cancel(s: Session) -> None:
+    record = find_sweep(s)
+    _each(s, _submitted(record), day_two.cancel, ident=record["sweep_id"], as_json=s.inv.json, field="cancel")
+
+
+def resubmit(s: Session) -> None:
+    """Re-queue each cell's benchmarks that ended in a retryable state, as `resubmit` does for one
+    submission (day_two.requeue): one look, one copy, one sbatch per job re-queued."""
+    record = find_sweep(s)
+    cells = _submitted(record)
+    if s.inv.dry_run:  # each combination's dry run (day_two.py): nothing is released or queued
+        _each(s, cells, day_two.resubmit, ident=record["sweep_id"], as_json=s.inv.json, field="resubmit")
+        return
+    sessions = sessions_of(s, cells)
+    try:
+        mine = [i for i, cs in enumerate(sessions) if cs.workspace.submission() is not None]
+        found = [day_two.find_record(sessions[i], "") for i in mine]
+        picked = day_two.requeue([sessions[i] for i in mine], found, s.inv.only)
+        if not any(picked):
+            said = (
+                f"nothing to resubmit: no benchmark of the sweep {record['sweep_id']} ended in a "
+                "retryable state"
+            )
+            if s.inv.json:
+                print(said, file=sys.stderr)
+                sys.stdout.write(json.dumps({"sweep_id": record["sweep_id"], "cells": []}, indent=2) + "\n")
+            else:
+                print(said)
+            return
+        busy = [(i, p) for i, p in zip(mine, picked, strict=True) if p]
+        _report(
+            s,
+            record["sweep_id"],
+            [cells[i] for i, _ in busy],
+            [sessions[i] for i, _ in busy],
+            [p for _, p in busy],
+        )
+    finally:
+        close_all(sessions)
+
+
+def gathered(s: Session) -> tuple[dict[str, Any], list[Cell], list[RunResult]]:
+    """The sweep's record, its submitted combinations and their results (one status and one read
+    round trip for every combination; what is cached is not read again)."""
+    from gymbuild.resources import user_cache_home
+    from gymbuild.results import read
+
+    record = find_sweep(s)
+    cells = _submitted(record)
+    records = records_of(s, cells)
+    found = [r for r in records if r is not None]
+    names = [label for label, r in zip(labels(cells), records, strict=True) if r is not None]
+    if not found:
+        raise UserError(
+            f"error: no combination of the sweep {record['sweep_id']} has been submitted yet\n"
+            "    fix: submit it first"
+        )
+    if s.inv.only:
+        _check_only(s, found)
+        found = [
+            replace(r, benchmarks=tuple(j for j in r.benchmarks if j.benchmark in s.inv.only)) for r in found
+        ]
+    cache = read.Cache(user_cache_home() / "gymbuild" / "results")
+    runs = [replace(run, label=name) for run, name in zip(read.gather(s, cache, found), names, strict=True)]
+    submitted = [cell for cell, r in zip(cells, records, strict=True) if r is not None]
+    return record, submitted, runs
+
+
+def results(s: Session) -> None:
+    """One column per combination, labelled by its values; series=1: a row per combination and
+    metric, the swept values and the training step as columns (series.py)."""
+    from gymbuild.results import table as tables
+    from gymbuild.sweep import series
+
+    fmt = s.inv.format or "table"
+    if fmt not in tables.FORMATS:
+        raise UserError(
+            f"error: format={fmt} is not a format results prints\n"
+            f"    fix: use one of {', '.join(tables.FORMATS)}"
+        )
+    pattern = series.step_pattern(s.inv.step)
+    record, cells, runs = gathered(s)
+    if s.inv.series:
+        rows = series.points([c.values for c in cells], runs, pattern)
+        sys.stdout.write(series.render(record["sweep_id"], rows, as_json=s.inv.json, fmt=fmt))
+        return
+    sys.stdout.write(tables.render(runs, as_json=s.inv.json, fmt=fmt))
+
+
+def logs(s: Session) -> None:
+    """Logs are one submission's: with run=<gym_job_id> they are shown; else the sweep's ids are named."""
+    if s.inv.run:
+        return day_two.print_logs(s)
+    record = find_sweep(s)
+    cells = _submitted(record)
+    named = [
+        f"  {label}: run={c.get('gym_job_id') or '(not submitted)'}"
+        for label, c in zip(labels(cells), record["cells"], strict=True)
+    ]
+    raise UserError(
+        f"error: logs shows one submission's logs, and the sweep {record['sweep_id']} has {len(cells)}:\n"
+        + "\n".join(named)
+        + "\n    fix: name one: gymbuild logs run=<gym_job_id> only=<benchmark>"
+    )
+
+
+VERBS: dict[str, Callable[[Session], None]] = {
+    "logs": logs,
+    "resolve": resolve,
+    "render": render,
+    "submit": submit,
+    "status": status,
+    "cancel": cancel,
+    "resubmit": resubmit,
+    "results": results,
+}
+
+
+def verb_action(name: str, s: Session) -> Callable[[], None]:
+    """The action of verb `name` on the sweep of this run (tasks.py's hook)."""
+    return lambda: VERBS[name](s)

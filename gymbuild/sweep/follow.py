@@ -1,0 +1,251 @@
+"""Follow a training run: `submit multirun=1 follow=1` keeps a sweep over `paths(GLOB)` evaluating
+each checkpoint as it lands, until SIGINT or SIGTERM.
+
+Each poll is one round trip when nothing is new and nothing is in flight: the glob, which also checks
+the ready markers (`ready=`, default config.json or metadata.json), so a checkpoint directory still
+being written is left for a later poll. A checkpoint found complete is submitted as any sweep cell
+is (batch.py: its own submission, queued once). While some of its jobs are in flight, a poll
+looks at their states too (one more round trip, whatever their number): a checkpoint whose jobs all
+completed is done; one whose jobs failed is re-queued (day_two.requeue) up to `retries=` times and
+then given up on, said on stdout and kept in the state file.
+
+The state file, `<config corner>/follow/<sweep id>.json`, remembers per checkpoint its gym_job_id,
+its attempts and where it stands, so a follower restarted after a crash or a reboot submits nothing
+twice and gives up on nothing early; the workspace's outcomes would refuse a second queue anyway.
+A signal only sets a flag: the poll under way ends (no checkpoint is left half-queued), then the
+follower says what it did and exits 0.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gymbuild.errors import UserError
+from gymbuild.state.workspace import atomic_write
+
+if TYPE_CHECKING:
+    from gymbuild.submit.session import Session
+    from gymbuild.sweep.expand import Cell
+
+DEFAULT_EVERY = 300.0
+DEFAULT_RETRIES = 2
+
+SUBMITTED, COMPLETED, GAVE_UP = "submitted", "completed", "gave up"
+
+
+@dataclass(frozen=True)
+class Options:
+    every: float  # seconds between polls
+    ready: tuple[str, ...]  # marker files: any one present makes a checkpoint complete (none: any match)
+    retries: int  # re-queues of a checkpoint whose jobs failed, before it is given up on
+
+
+def options(extra: dict[str, str]) -> Options:
+    """every=, ready=, retries= read and checked: a mistake is one message with the fix."""
+
+    def number(name: str, default: float, kind: type) -> Any:
+        text = extra.get(name)
+        if text is None:
+            return kind(default)
+        try:
+            value = kind(text)
+        except ValueError:
+            value = -1
+        if value < 0 or (name == "every" and value == 0):
+            raise UserError(
+                f"error: {name}={text} is not a {'number of seconds' if name == 'every' else 'count'}\n"
+                f"    fix: e.g. {name}={'300' if name == 'every' else '2'}"
+            )
+        return value
+
+    from gymbuild.sweep.expand import ready_markers
+
+    ready = ready_markers(extra.get("ready"))
+    return Options(number("every", DEFAULT_EVERY, float), ready, number("retries", DEFAULT_RETRIES, int))
+
+
+class State:
+    """The follower's memory of a sweep: per checkpoint (cell key) its values, gym_job_id, attempts
+    and where it stands; and how many polls have been made (what a test or a user waits on)."""
+
+    def __init__(self, path: Path, ident: str) -> None:
+        self.path = path
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            data = {}
+        self.ident = ident
+        self.polls: int = int(data.get("polls", 0))
+        self.checkpoints: dict[str, dict[str, Any]] = dict(data.get("checkpoints", {}))
+
+    def save(self) -> None:
+        doc = {"sweep_id": self.ident, "polls": self.polls, "checkpoints": self.checkpoints}
+        atomic_write(self.path, json.dumps(doc, indent=2) + "\n")
+
+    def with_state(self, state: str) -> list[str]:
+        return [key for key, entry in self.checkpoints.items() if entry["state"] == state]
+
+
+def _say(text: str) -> None:
+    print(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}  {text}", flush=True)
+
+
+def _name(cell: Cell) -> str:
+    from gymbuild.sweep.expand import unescaped
+
+    return " ".join(unescaped(v.split("=", 1)[1]) for v in cell.values) or "(no swept key)"
+
+
+@contextmanager
+def _stoppable() -> Iterator[threading.Event]:
+    """SIGINT and SIGTERM set the event (the poll under way finishes); the handlers before are back
+    after."""
+    stop = threading.Event()
+
+    def handler(signum: int, frame: object) -> None:
+        stop.set()
+
+    before = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, old in before.items():
+            signal.signal(sig, old)
+
+
+def follow(s: Session) -> None:
+    """The verb: poll until a signal, then one summary line (and what was given up on)."""
+    from gymbuild.sweep.expand import expression, globs
+
+    ident, overrides = expression(s)
+    opts = options(s.inv.extra)
+    if not globs(overrides, str(s.inv.config)):
+        raise UserError(
+            f"error: {s.inv.config}: follow=1 follows checkpoints as they appear; the sweep has no paths()\n"
+            "    fix: sweep the checkpoint over a glob: 'services.policy.model=paths(/lustre/ckpts/iter_*)'"
+        )
+    state = State(s.workspace.config_dir / "follow" / f"{ident}.json", ident)
+    markers = ", ".join(opts.ready) or "none"
+    _say(
+        f"following sweep {ident} every {opts.every:g} s (ready markers: {markers}; retries: {opts.retries})"
+    )
+    with _stoppable() as stop:
+        while not stop.is_set():
+            try:
+                poll(s, ident, overrides, opts, state)
+            except UserError as err:  # a network blip must not end a follower that runs for days
+                print(f"poll failed, trying again in {opts.every:g} s: {err}", file=sys.stderr, flush=True)
+                # The connection may be what failed (sshd restarted, the link dropped): the next
+                # poll opens a new one rather than asking a dead one forever.
+                s.link.close()
+            state.polls += 1
+            state.save()
+            stop.wait(opts.every)
+    given_up = state.with_state(GAVE_UP)
+    _say(
+        f"stopped following sweep {ident}: {len(state.checkpoints)} checkpoint(s) submitted, "
+        f"{len(state.with_state(COMPLETED))} completed, {len(given_up)} given up on"
+    )
+    for key in given_up:
+        entry = state.checkpoints[key]
+        print(f"  gave up on {entry['name']} ({entry['gym_job_id']}): {entry.get('why', '')}", flush=True)
+
+
+def poll(s: Session, ident: str, overrides: Sequence[str], opts: Options, state: State) -> None:
+    """One look: submit the complete checkpoints not submitted yet, then settle the ones in flight."""
+    from gymbuild.sweep import batch
+    from gymbuild.sweep.expand import Records, merged
+
+    cells = batch.expand_for_submit(s, overrides, quiet=True)
+    fresh = [cell for cell in cells if cell.key not in state.checkpoints]
+    if fresh:
+        _submit(s, fresh, ident, state, overrides)
+        records = Records(s.workspace)
+        ids = [(cell, state.checkpoints.get(cell.key, {}).get("gym_job_id")) for cell in cells]
+        records.save(merged(records.load(ident), ident, s.inv.config, overrides, ids))
+    in_flight = [cell for cell in cells if state.checkpoints.get(cell.key, {}).get("state") == SUBMITTED]
+    if in_flight:
+        _settle(s, in_flight, opts, state)
+
+
+def _submit(s: Session, cells: Sequence[Cell], ident: str, state: State, overrides: Sequence[str]) -> None:
+    from gymbuild.submit import pipeline
+    from gymbuild.submit.queue import queued
+    from gymbuild.sweep import batch
+    from gymbuild.sweep.expand import header
+
+    sessions = batch.sessions_of(s, cells, overrides)  # a checkpoint whose config fails: skipped
+    cells = [batch.cell_of(cs) for cs in sessions]
+    try:
+        todo = [[b for b in cs.selected() if not queued(cs, b)] for cs in sessions]
+        try:
+            pipeline.run_batch(sessions, todo, [header(cell, ident) for cell in cells])
+        finally:
+            for cell, cs in zip(cells, sessions, strict=True):
+                current = cs.workspace.submission()
+                if current is None or not cs.workspace.has_outcomes():
+                    continue  # nothing reached the scheduler: the next poll tries it again
+                state.checkpoints[cell.key] = {
+                    "name": _name(cell),
+                    "values": list(cell.values),
+                    "gym_job_id": current.gym_job_id,
+                    "attempts": 1,
+                    "state": SUBMITTED,
+                }
+                how = f"{len(cs.queued_now)} job(s) queued" if cs.queued_now else "queued before"
+                _say(f"submitted {_name(cell)} ({current.gym_job_id}): {how}")
+            state.save()
+    finally:
+        batch.close_all(sessions)
+
+
+def _settle(s: Session, cells: Sequence[Cell], opts: Options, state: State) -> None:
+    """One look at the jobs of the checkpoints in flight: completed, re-queued, or given up on."""
+    from gymbuild.day_two import states
+    from gymbuild.day_two import verbs as day_two
+    from gymbuild.executors.base import executor_for
+    from gymbuild.sweep import batch
+
+    records = batch.records_of(s, cells)
+    looks = batch.look_at(s, records)
+    retry: list[int] = []
+    for i, (cell, record, rows) in enumerate(zip(cells, records, looks, strict=True)):
+        if record is None:
+            continue
+        executor = executor_for(record.executor)
+        total = states.tally(rows, executor.LIVE)
+        if not total.ended:
+            continue
+        entry = state.checkpoints[cell.key]
+        failed = [r for r in rows if r.state != states.COMPLETED]
+        if not failed:
+            entry["state"] = COMPLETED
+            _say(f"completed {entry['name']} ({record.gym_job_id})")
+        elif entry["attempts"] <= opts.retries and all(r.state in executor.RETRYABLE for r in failed):
+            retry.append(i)
+        else:
+            entry["state"] = GAVE_UP
+            entry["why"] = ", ".join(f"{r.benchmark} {r.state}" for r in failed)
+            tries = entry["attempts"]
+            _say(f"gave up on {entry['name']} ({record.gym_job_id}) after {tries} attempt(s): {entry['why']}")
+    if retry:
+        sessions = batch.sessions_of(s, [cells[i] for i in retry])
+        try:
+            found = [records[i] for i in retry]
+            picked = day_two.requeue(sessions, [r for r in found if r is not None], s.inv.only)
+        finally:
+            batch.close_all(sessions)
+        for i, benches in zip(retry, picked, strict=True):
+            entry = state.checkpoints[cells[i].key]
+            entry["attempts"] += 1
+            _say(f"re-queued {entry['name']} (attempt {entry['attempts']}): {', '.join(benches)}")
+    state.save()

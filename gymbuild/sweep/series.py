@@ -1,0 +1,239 @@
+"""A sweep's results as a series: one row per (combination, benchmark, agent, metric). Pure: no I/O.
+
+`results multirun=1` puts the combinations side by side, which is what two models need and not what
+forty checkpoints of one training run need: there the swept value is the x axis, so it must be a
+column of its own, and the training step (parsed from the checkpoint's path) the number to plot
+against. The rows here are what `results series=1` prints and what a report or an exporter reads.
+
+The step comes from the first swept value that names one: `step_1200`, `global_step1200`,
+`iter_0001200`, `checkpoint-1200`, `ckpt_1200` (the last such component of a path), or the user's
+regular expression (`step=REGEX`, its first group, or the group named `step`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from gymbuild.errors import UserError
+from gymbuild.results.table import RunResult, Value, clean, number
+from gymbuild.state.rollouts import Progress
+
+# The spellings training frameworks give a checkpoint: Megatron's iter_0001200, NeMo's and DeepSpeed's
+# step_1200 / global_step1200, Hugging Face Trainer's checkpoint-1200.
+DEFAULT_STEP = re.compile(r"(?:global_step|step|iter|iteration|checkpoint|ckpt)[_\-=]?(\d+)", re.IGNORECASE)
+FORMATS = ("table", "csv", "markdown")
+
+
+def step_pattern(text: str | None) -> re.Pattern[str]:
+    """The step= regular expression, compiled; a mistake in it is one message with the fix."""
+    if not text:
+        return DEFAULT_STEP
+    try:
+        pattern = re.compile(text)
+    except re.error as err:
+        raise UserError(
+            f"error: step={text} is not a regular expression Python reads ({err})\n"
+            r"    fix: give one with a group around the number, e.g. step='ep(\d+)'"
+        ) from None
+    if pattern.groups < 1:
+        raise UserError(
+            f"error: step={text} has no group: gymbuild cannot tell which part is the step\n"
+            rf"    fix: put the number in a group, e.g. step='{text}(\d+)' or step='(?P<step>\d+)'"
+        )
+    return pattern
+
+
+def step_of(value: str, pattern: re.Pattern[str] = DEFAULT_STEP) -> int | None:
+    """The training step a swept value names, or None. The last path component that names one wins
+    (`/ckpts/run_3/iter_0001200/hf` is 1200, not 3)."""
+    for part in reversed([p for p in value.split("/") if p]):
+        found = list(pattern.finditer(part)) if pattern is DEFAULT_STEP else [pattern.search(part)]
+        for match in reversed([m for m in found if m is not None]):
+            text = match.group("step") if "step" in pattern.groupindex else match.group(1)
+            if text is not None and text.isdigit():
+                return int(text)
+    return None
+
+
+def short(values: Sequence[str]) -> list[str]:
+    """Each value without what every one shares at its start and end, cut at a `/` so a name stays
+    whole (`/lustre/ckpts/iter_20/hf`, `/lustre/ckpts/iter_100/hf` are `iter_20`, `iter_100`). One
+    value, or values that would become empty or clash, stay as they are."""
+    if len(values) < 2:
+        return list(values)
+    split = [v.split("/") for v in values]
+    head = 0
+    while all(len(p) > head + 1 for p in split) and len({p[head] for p in split}) == 1:
+        head += 1
+    tail = 0
+    while all(len(p) > head + tail + 1 for p in split) and len({p[-1 - tail] for p in split}) == 1:
+        tail += 1
+    out = ["/".join(p[head : len(p) - tail]) for p in split]
+    return out if all(out) and len(set(out)) == len(set(values)) else list(values)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One row: a combination's metric. `swept` holds the swept keys (short names) and their values
+    as given; `label` is the combination's short name; `value` is None for a benchmark with no metric
+    (then `why` says why). `coverage` is what the value covers, rollouts scored of those gym set out
+    to run (None for a command benchmark, which writes no rollouts): a checkpoint whose job stopped
+    short has a score over part of the benchmark, and a curve must not pass it off as a whole one."""
+
+    label: str
+    step: int | None
+    swept: dict[str, str]
+    gym_job_id: str
+    benchmark: str
+    agent: str | None
+    metric: str | None
+    value: Value | None
+    state: str
+    model: str | None
+    why: str | None = None
+    coverage: Progress | None = None
+
+    @property
+    def partial(self) -> bool:
+        return self.coverage is not None and self.coverage.partial
+
+    def scored(self) -> str:
+        """`5/5`, `3/5 partial`, or `-` where nothing was counted."""
+        return self.coverage.scored() if self.coverage else "-"
+
+
+def swept_columns(cells_values: Sequence[Sequence[str]]) -> list[tuple[str, str]]:
+    """(key as typed, column name) of every swept key: the key's last dotted part where that is
+    unambiguous (sweep.labels' rule)."""
+    keys = list(dict.fromkeys(v.split("=", 1)[0].lstrip("+~") for vals in cells_values for v in vals))
+    last = [k.rsplit(".", 1)[-1] for k in keys]
+    return [(k, s if last.count(s) == 1 else k) for k, s in zip(keys, last, strict=True)]
+
+
+def points(
+    cells_values: Sequence[Sequence[str]], runs: Sequence[RunResult], pattern: re.Pattern[str] = DEFAULT_STEP
+) -> list[Point]:
+    """The rows of the runs (one per submitted combination, `cells_values[i]` its swept `key=value`s),
+    ordered by step where every combination names one, else in the sweep's order."""
+    from gymbuild.sweep.expand import unescaped
+
+    columns = swept_columns(cells_values)
+    given = [
+        {
+            name: unescaped(v.split("=", 1)[1])
+            for v in vals
+            for key, name in columns
+            if v.split("=", 1)[0].lstrip("+~") == key
+        }
+        for vals in cells_values
+    ]
+    shorts = {name: short([g.get(name, "") for g in given]) for _, name in columns}
+    labels = [
+        " ".join(shorts[name][i] for _, name in columns if name in g) or run.gym_job_id
+        for i, (g, run) in enumerate(zip(given, runs, strict=True))
+    ]
+    steps = [
+        next((s for s in (step_of(v, pattern) for v in g.values()) if s is not None), None) for g in given
+    ]
+    order = list(range(len(runs)))
+    if all(s is not None for s in steps):
+        order.sort(key=lambda i: steps[i] or 0)
+    out: list[Point] = []
+    for i in order:
+        run = runs[i]
+        lead = {"label": labels[i], "step": steps[i], "swept": given[i], "gym_job_id": run.gym_job_id}
+        for b in run.benchmarks:
+            common = {**lead, "benchmark": b.benchmark, "state": b.state, "model": run.policy_model}
+            if not b.agents:
+                out.append(Point(**common, agent=None, metric=None, value=None, why=b.why))  # type: ignore[arg-type]
+            for a in b.agents:
+                for metric, value in a.metrics:
+                    out.append(
+                        Point(**common, agent=a.agent, metric=metric, value=clean(value), coverage=b.coverage)  # type: ignore[arg-type]
+                    )
+    return out
+
+
+# --- formatting ----------------------------------------------------------------------------------
+
+
+def _fields(rows: Sequence[Point]) -> list[str]:
+    swept = list(dict.fromkeys(k for r in rows for k in r.swept))
+    return [
+        *("label", "step", *swept, "benchmark", "agent", "metric", "value"),
+        *("scored", "expected", "state", "gym_job_id", "why"),
+    ]
+
+
+def _as_dict(row: Point) -> dict[str, object]:
+    """The row as JSON carries it: its coverage as `results json=1` shows one (scored, expected,
+    failed, partial)."""
+    return {**asdict(row), "coverage": row.coverage.as_json() if row.coverage else None}
+
+
+def _flat(row: Point) -> dict[str, object]:
+    flat = {k: v for k, v in asdict(row).items() if k not in ("swept", "coverage")}
+    cover = row.coverage
+    counts = {"scored": cover.done, "expected": cover.expected} if cover else {}
+    return {**flat, **counts, **row.swept}
+
+
+def to_csv(rows: Sequence[Point]) -> str:
+    """The long form a spreadsheet or pandas reads: a column per swept key, the step, the value."""
+    out = io.StringIO()
+    fields = _fields(rows)
+    writer = csv.DictWriter(out, fields, lineterminator="\n", extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: "" if v is None else v for k, v in _flat(row).items()})
+    return out.getvalue()
+
+
+def to_json(ident: str, rows: Sequence[Point]) -> str:
+    return json.dumps({"sweep_id": ident, "rows": [_as_dict(r) for r in rows]}, indent=2) + "\n"
+
+
+def _grid(rows: Sequence[Point]) -> tuple[list[str], list[list[str]]]:
+    head = ["STEP", "LABEL", "BENCHMARK", "AGENT", "METRIC", "VALUE", "SCORED"]
+    body = []
+    for r in rows:
+        value = number(r.value) if r.metric is not None else f"({r.state})"
+        step = "-" if r.step is None else str(r.step)
+        body.append([step, r.label, r.benchmark, r.agent or "-", r.metric or "-", value, r.scored()])
+    return head, body
+
+
+def to_table(ident: str, rows: Sequence[Point]) -> str:
+    head, body = _grid(rows)
+    table = [head, *body]
+    widths = [max(len(line[i]) for line in table) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in table]
+    why = [f"  {r.label} {r.benchmark}: {r.why}" for r in rows if r.why]
+    return (
+        "\n".join([f"sweep {ident} as a series", *lines, *(["", "no metrics:", *why] if why else [])]) + "\n"
+    )
+
+
+def to_markdown(ident: str, rows: Sequence[Point]) -> str:
+    head, body = _grid(rows)
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    rule = ["---:" if i in (0, 5) else "---" for i in range(len(head))]
+    return "\n".join([f"**sweep {ident} as a series**", "", line(head), line(rule), *map(line, body)]) + "\n"
+
+
+def render(ident: str, rows: Sequence[Point], *, as_json: bool, fmt: str) -> str:
+    if as_json:
+        return to_json(ident, rows)
+    if fmt == "csv":
+        return to_csv(rows)
+    if fmt == "markdown":
+        return to_markdown(ident, rows)
+    return to_table(ident, rows)
