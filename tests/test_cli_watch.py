@@ -32,8 +32,9 @@ import pytest
 from e2e_helpers import Run, gymbuild, gymbuild_argv, kill_local_jobs, slurm_config, user_env, write_config
 
 from gymbuild.day_two import watch
-from gymbuild.day_two.states import BenchStatus, Tally, format_statuses
+from gymbuild.day_two.status import format_statuses
 from gymbuild.errors import UserError
+from gymbuild.executors.states import BenchStatus, Tally
 
 if TYPE_CHECKING:
     from conftest import Cluster

@@ -10,9 +10,10 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from gymbuild.day_two.states import BenchStatus, format_statuses, statuses_json
+from gymbuild.day_two.status import format_statuses, statuses_json
 from gymbuild.executors import local
 from gymbuild.executors.connection import Connection
+from gymbuild.executors.states import BenchStatus
 from gymbuild.shell import quote
 from gymbuild.state.records import SubmissionRecord
 from gymbuild.state.rollouts import Progress, Rates, count_command, dir_files, duration, parse_counts

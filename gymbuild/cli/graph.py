@@ -35,6 +35,7 @@ from doit.exceptions import TaskFailed
 
 from gymbuild.cli.reporter import GymReporter
 from gymbuild.cli.task_kinds import TaskMaker, fail_with, verb_doc
+from gymbuild.day_two import act, logs, status
 from gymbuild.errors import UserError
 from gymbuild.invocation import Invocation
 from gymbuild.resources import script_code_digest
@@ -112,13 +113,6 @@ class WorkspaceFiles(TimestampChecker):
             return os.path.getmtime(dep)
         except FileNotFoundError:
             return None  # nothing saved: the file counts as changed once it appears
-
-
-def _day_two() -> Any:
-    """gymbuild.day_two.verbs, imported when a day-two verb runs, not by every render and submit."""
-    from gymbuild.day_two import verbs as day_two
-
-    return day_two
 
 
 class Graph(TaskMaker):
@@ -324,20 +318,20 @@ class Graph(TaskMaker):
 
     def task_status(self) -> dict[str, Any]:
         """Per benchmark: job id, state, exit code, elapsed, nodes (one squeue and one sacct per call)."""
-        return self.verb("status", lambda: _day_two().print_status(self.ctx), needs_config=False)
+        return self.verb("status", lambda: status.print_status(self.ctx), needs_config=False)
 
     def task_logs(self) -> dict[str, Any]:
         """Print (follow=1: follow) one benchmark's newest service and driver logs: only=<bench>."""
-        return self.verb("logs", lambda: _day_two().print_logs(self.ctx), needs_config=False)
+        return self.verb("logs", lambda: logs.print_logs(self.ctx), needs_config=False)
 
     def task_cancel(self) -> dict[str, Any]:
         """Cancel the submission's pending and running jobs (only= narrows)."""
-        return self.verb("cancel", lambda: _day_two().cancel(self.ctx), needs_config=False)
+        return self.verb("cancel", lambda: act.cancel(self.ctx), needs_config=False)
 
     def task_resubmit(self) -> dict[str, Any]:
         """Re-queue the benchmarks whose job ended FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, PREEMPTED
         or BOOT_FAIL, into the same run directory (the submit pipeline, for those benchmarks)."""
-        return self.verb("resubmit", lambda: _day_two().resubmit(self.ctx))
+        return self.verb("resubmit", lambda: act.resubmit(self.ctx))
 
     def task_results(self) -> dict[str, Any]:
         """The score table (read.py); what the user sees is in verbs.py."""

@@ -20,10 +20,11 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from gymbuild.errors import UserError
+from gymbuild.executors.states import run_state
+from gymbuild.executors.states import run_states as _states
 from gymbuild.state.ids import id_path, shown
 from gymbuild.state.notes import note as _note
-from gymbuild.state.notes import notes_dir, run_state
-from gymbuild.state.notes import run_states as _states
+from gymbuild.state.notes import notes_dir
 from gymbuild.state.records import SubmissionRecord, all_runs, local_index_dir
 
 if TYPE_CHECKING:

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TextIO
 
 from gymbuild import interrupts
-from gymbuild.day_two import states
 from gymbuild.errors import UserError
+from gymbuild.executors import states
 from gymbuild.progress import on_a_terminal
 from gymbuild.state.records import SubmissionRecord
 

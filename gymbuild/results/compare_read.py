@@ -99,8 +99,8 @@ def _read(
 ) -> tuple[list[dict[str, dict[str, str]]], list[str | None], list[dict[str, str]]]:
     """Per record: benchmark -> its files; its policy model (None: unknown); and benchmark -> its job's
     state. Per host, one status round trip per executor (states.py) and one reading the files."""
-    from gymbuild.day_two.states import states_of
     from gymbuild.executors.connection import is_this_machine
+    from gymbuild.executors.states import states_of
     from gymbuild.results import read
 
     files: list[dict[str, dict[str, str]]] = [{} for _ in records]

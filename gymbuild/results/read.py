@@ -21,7 +21,7 @@ from gymbuild.results import table
 from gymbuild.state import ids
 
 if TYPE_CHECKING:
-    from gymbuild.day_two.states import BenchStatus
+    from gymbuild.executors.states import BenchStatus
     from gymbuild.state.records import SubmissionRecord
     from gymbuild.state.rollouts import Progress
     from gymbuild.submit.session import Session
@@ -143,31 +143,31 @@ class _Run:
 def find_records(s: Session) -> list[SubmissionRecord]:
     """`run=<id>,<id>,...` in that order; `run=all`: every submission of the config, oldest first;
     else the config's current submission."""
-    from gymbuild.day_two import verbs as day_two
+    from gymbuild.day_two import find
 
     if s.inv.run == "all":
         return _config_records(s)
     # Each id whole (no strip): one that is not an id is refused before it is echoed or read.
     named = [ids.gym_job_id(i, "run=") for i in (s.inv.run or "").split(",") if i]
     if not named:
-        return [day_two.find_record(s, connect=False)]
+        return [find.find_record(s, connect=False)]
     if len(set(named)) != len(named):
         raise UserError(f"error: run= names a run twice: {','.join(named)}\n    fix: name each run once")
-    return [day_two.find_record(s, i, connect=False) for i in named]
+    return [find.find_record(s, i, connect=False) for i in named]
 
 
 def _config_records(s: Session) -> list[SubmissionRecord]:
     """The config's submissions from its workspace: the current one as the workspace knows it, the
     earlier ones from the local index (one missing there is named on stderr and left out)."""
-    from gymbuild.day_two import verbs as day_two
+    from gymbuild.day_two import find
 
-    current = day_two.find_record(s, "", connect=False)  # no submission yet: its message
+    current = find.find_record(s, "", connect=False)  # no submission yet: its message
     records = []
     for sub in s.workspace.history():
         if sub.gym_job_id == current.gym_job_id:
             records.append(current)
             continue
-        record = day_two.record_from_index(sub.gym_job_id) if ids.is_gym_job_id(sub.gym_job_id) else None
+        record = find.record_from_index(sub.gym_job_id) if ids.is_gym_job_id(sub.gym_job_id) else None
         if record is None:
             print(f"note: {sub.gym_job_id} is not in this machine's local index; left out", file=sys.stderr)
         else:
@@ -238,8 +238,8 @@ def _to_ask(run: _Run) -> list[Any]:
 def _read_remote(s: Session, host: str | None, runs: Sequence[_Run]) -> None:
     """One status round trip per executor (and one for the members of shared jobs: states.py), then
     one round trip reading every file wanted."""
-    from gymbuild.day_two.states import states_of
     from gymbuild.executors.base import executor_for
+    from gymbuild.executors.states import states_of
 
     conn, own = connection_to(s, host)
     try:

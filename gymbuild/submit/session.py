@@ -314,7 +314,7 @@ class Session:
         """The local index as a second guard: a submission of this config (its real path, and a
         sweep's combination) that this workspace does not know, and whose jobs still run or wait,
         is never queued again silently (its workspace was deleted, or is on another machine)."""
-        from gymbuild.state.notes import live_submissions
+        from gymbuild.submit.live import live_submissions
 
         known = {sub.gym_job_id for sub in self.workspace.history()}
         live = live_submissions(self.inv.config, self.sweep_values, known)

@@ -15,9 +15,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from gymbuild.day_two import states
-from gymbuild.day_two import verbs as day_two
+from gymbuild.day_two import act, find
+from gymbuild.day_two.logs import print_logs
+from gymbuild.day_two.status import format_statuses, statuses_json
 from gymbuild.errors import UserError, printable
+from gymbuild.executors import states
 from gymbuild.state.records import SubmissionRecord
 from gymbuild.state.workspace import Workspace
 from gymbuild.submit import pipeline, show, stage
@@ -283,7 +285,7 @@ def records_of(s: Session, cells: Sequence[Cell]) -> list[SubmissionRecord | Non
     for cell in cells:
         cs = cell_session(s, cell)
         submitted = cs.workspace.submission() is not None and cs.workspace.has_outcomes()
-        found.append(day_two.find_record(cs, "", connect=False) if submitted else None)
+        found.append(find.find_record(cs, "", connect=False) if submitted else None)
     return found
 
 
@@ -320,7 +322,7 @@ def _tables(
         if found is None:
             out.append(f"== {label}  (not submitted)\n")
         else:
-            table = states.format_statuses(found, cell_rows, states.tally(cell_rows, live))
+            table = format_statuses(found, cell_rows, states.tally(cell_rows, live))
             out.append(f"== {label}  ({found.gym_job_id})\n{table}\n")
     return "".join(out)
 
@@ -358,7 +360,7 @@ def status(s: Session) -> None:
         docs = []
         for cell, label, found, cell_rows in zip(cells, labels(cells), records, rows, strict=True):
             summary = states.tally(cell_rows, live)
-            doc = json.loads(states.statuses_json(found, cell_rows, summary)) if found else None
+            doc = json.loads(statuses_json(found, cell_rows, summary)) if found else None
             docs.append(
                 {"label": label, "values": list(cell.values), "gym_job_id": found and found.gym_job_id}
                 | {"status": doc}
@@ -378,7 +380,7 @@ def status(s: Session) -> None:
 
 def cancel(s: Session) -> None:
     record = find_sweep(s)
-    _each(s, _submitted(record), day_two.cancel, ident=record["sweep_id"], as_json=s.inv.json, field="cancel")
+    _each(s, _submitted(record), act.cancel, ident=record["sweep_id"], as_json=s.inv.json, field="cancel")
 
 
 def resubmit(s: Session) -> None:
@@ -387,13 +389,13 @@ def resubmit(s: Session) -> None:
     record = find_sweep(s)
     cells = _submitted(record)
     if s.inv.dry_run:  # each combination's dry run (day_two.py): nothing is released or queued
-        _each(s, cells, day_two.resubmit, ident=record["sweep_id"], as_json=s.inv.json, field="resubmit")
+        _each(s, cells, act.resubmit, ident=record["sweep_id"], as_json=s.inv.json, field="resubmit")
         return
     sessions = sessions_of(s, cells)
     try:
         mine = [i for i, cs in enumerate(sessions) if cs.workspace.submission() is not None]
-        found = [day_two.find_record(sessions[i], "") for i in mine]
-        picked = day_two.requeue([sessions[i] for i in mine], found, s.inv.only)
+        found = [find.find_record(sessions[i], "") for i in mine]
+        picked = act.requeue([sessions[i] for i in mine], found, s.inv.only)
         if not any(picked):
             said = (
                 f"nothing to resubmit: no benchmark of the sweep {record['sweep_id']} ended in a "
@@ -468,7 +470,7 @@ def results(s: Session) -> None:
 def logs(s: Session) -> None:
     """Logs are one submission's: with run=<gym_job_id> they are shown; else the sweep's ids are named."""
     if s.inv.run:
-        return day_two.print_logs(s)
+        return print_logs(s)
     record = find_sweep(s)
     cells = _submitted(record)
     named = [

@@ -210,8 +210,8 @@ def _submit(s: Session, cells: Sequence[Cell], ident: str, state: State, overrid
 
 def _settle(s: Session, cells: Sequence[Cell], opts: Options, state: State) -> None:
     """One look at the jobs of the checkpoints in flight: completed, re-queued, or given up on."""
-    from gymbuild.day_two import states
-    from gymbuild.day_two import verbs as day_two
+    from gymbuild.day_two import act
+    from gymbuild.executors import states
     from gymbuild.executors.base import executor_for
     from gymbuild.sweep import batch
 
@@ -241,7 +241,7 @@ def _settle(s: Session, cells: Sequence[Cell], opts: Options, state: State) -> N
         sessions = batch.sessions_of(s, [cells[i] for i in retry])
         try:
             found = [records[i] for i in retry]
-            picked = day_two.requeue(sessions, [r for r in found if r is not None], s.inv.only)
+            picked = act.requeue(sessions, [r for r in found if r is not None], s.inv.only)
         finally:
             batch.close_all(sessions)
         for i, benches in zip(retry, picked, strict=True):

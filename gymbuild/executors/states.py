@@ -17,18 +17,19 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import json
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from gymbuild.errors import UserError
 from gymbuild.executors.base import JobState, executor_for
 from gymbuild.plan.shared import job_rel_dir
 
 if TYPE_CHECKING:
     from gymbuild.executors.connection import Connection
     from gymbuild.state.records import BenchmarkJob, SubmissionRecord
-    from gymbuild.state.rollouts import Progress, Rates
+    from gymbuild.state.rollouts import Progress
 
 Group = tuple[str, ...]
 
@@ -287,86 +288,57 @@ def _own_state(
     return job_state.state, None  # the job itself waits (PENDING, ...)
 
 
-def format_statuses(
-    record: SubmissionRecord,
-    rows: Sequence[BenchStatus],
-    summary: Tally | None = None,
-    looks: int | None = None,
-    rates: Rates | None = None,
-) -> str:
-    """The submission, one row per benchmark, then why a benchmark has no job or no known state, and
-    the summary line last (where a watching eye finds it), with how many looks a watch took.
-    A ROLLOUTS column (done/expected, failed) when some benchmark has gym's rollout files; with
-    `rates` (watch=1 on a terminal) a bar and the time left for each running one.
-
-    The reasons go below the table, not in it: an sbatch error is a long line, and in the STATE
-    column it would push every other row's EXIT, ELAPSED and NODES off the screen.
-    """
-    head = f"{record.gym_job_id}  {record.executor} on {record.cluster}  {record.run_dir}"
-    table: list[tuple[str, ...]] = [("BENCHMARK", "JOB", "STATE", "EXIT", "ELAPSED", "NODES")]
-    shared = any(row.job_state for row in rows)  # a shared job's state goes beside its benchmarks'
-    if shared:
-        table = [("BENCHMARK", "JOB", "STATE", "EXIT", "JOB STATE", "ELAPSED", "NODES")]
-    counted = any(row.progress for row in rows)
-    if counted:
-        table[0] = (*table[0][:-1], "ROLLOUTS", table[0][-1])
-    for row in rows:
-        cells: tuple[str | None, ...] = (row.job_id, row.state, row.exit_code, row.elapsed, row.nodes)
-        if shared:
-            cells = (row.job_id, row.state, row.exit_code, row.job_state, row.elapsed, row.nodes)
-        if counted:
-            cells = (*cells[:-1], _rollouts_cell(row, rates), cells[-1])
-        table.append((row.benchmark, *(c or "-" for c in cells)))
-    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]) - 1)]
-    lines = ["  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]) for r in table]
-    for title, notes in (
-        ("not queued (`gymbuild submit` queues these again)", [r for r in rows if r.error and not r.job_id]),
-        ("state unknown", [r for r in rows if r.error and r.job_id]),
-    ):
-        if notes:
-            lines += ["", f"{title}:", *(f"  {r.benchmark}: {r.error}" for r in notes)]
-    if summary is not None:
-        lines += ["", summary.line() + (f" (watched: {looks} looks)" if looks else "")]
-    return head + "\n" + "\n".join(line.rstrip() for line in lines) + "\n"
+def run_state(counts: Mapping[str, int]) -> str:
+    """One run's state from its benchmarks' (day_two.tally's kinds)."""
+    for kind, state in (("running", "RUNNING"), ("pending", "PENDING"), ("unknown", "UNKNOWN")):
+        if counts.get(kind):
+            return state
+    return "FAILED" if counts.get("failed") else "COMPLETED"
 
 
-def _rollouts_cell(row: BenchStatus, rates: Rates | None) -> str | None:
-    """`3/5 (1 failed)`; a bar and the time left while it runs and is watched; `3/5 partial` for a
-    job that ended without them all (gym's `EVAL FAILED: 3/5 samples completed`)."""
-    if row.progress is None:
-        return None
-    if row.state in WAITING or row.state in (COMPLETED, UNKNOWN):
-        return row.progress.text()
-    if rates is not None and row.exit_code is None:  # live: an executor gives no exit code yet
-        return rates.bar(row.benchmark, row.job_id, row.progress)
-    if row.exit_code is not None and row.progress.partial:
-        return f"{row.progress.text()} partial"
-    return row.progress.text()
+def run_states(records: Sequence[SubmissionRecord]) -> dict[str, dict[str, int]]:
+    """gym_job_id -> its benchmarks' counts by kind: per host, one status round trip for all."""
+    from gymbuild.executors import states
+    from gymbuild.executors.base import EXECUTORS, executor_for
+    from gymbuild.executors.connection import Connection
 
-
-def statuses_json(
-    record: SubmissionRecord,
-    rows: Sequence[BenchStatus],
-    summary: Tally | None = None,
-    looks: int | None = None,
-) -> str:
-    payload: dict[str, Any] = {
-        "gym_job_id": record.gym_job_id,
-        "executor": record.executor,
-        "cluster": record.cluster,
-        "run_dir": record.run_dir,
-        "benchmarks": [_row_json(row) for row in rows],
-    }
-    if summary is not None:
-        payload["summary"] = dataclasses.asdict(summary)
-    if looks is not None:
-        payload["looks"] = looks  # status watch=1: how many status round trips it took
-    return json.dumps(payload, indent=2) + "\n"
-
-
-def _row_json(row: BenchStatus) -> dict[str, Any]:
-    """A row as JSON: a shared job's state and the rollout counts only where there are some."""
-    doc = {k: v for k, v in row.__dict__.items() if k not in ("job_state", "progress") or v}
-    if row.progress is not None:
-        doc["progress"] = dataclasses.asdict(row.progress)
-    return doc
+    by_host: dict[str | None, list[SubmissionRecord]] = {}
+    counts: dict[str, dict[str, int]] = {}
+    foreign: dict[str, int] = {}
+    for record in records:
+        if record.executor in EXECUTORS:
+            by_host.setdefault(record.hostname, []).append(record)
+        else:  # NeMo Gym's newer executors (kubernetes, ...): listed, never asked
+            counts[record.gym_job_id] = {"unknown": len(record.benchmarks)}
+            foreign[record.executor] = foreign.get(record.executor, 0) + 1
+    for name, n in foreign.items():
+        runs, their = ("run was", "its") if n == 1 else ("runs were", "their")
+        print(
+            f"warning: {n} {runs} submitted with NeMo Gym's '{name}' executor, which gymbuild cannot ask; "
+            f"{their} state is UNKNOWN",
+            file=sys.stderr,
+        )
+    for host, group in by_host.items():
+        conn = Connection(host)
+        try:
+            conn.open()
+        except UserError as err:
+            why = " ".join(str(err).split())[:200]
+            print(f"warning: {host}: {why}; its runs' state is UNKNOWN", file=sys.stderr)
+            for record in group:
+                counts[record.gym_job_id] = {"unknown": len(record.benchmarks)}
+            continue
+        try:
+            for name in dict.fromkeys(r.executor for r in group):
+                executor = executor_for(name)
+                mine = [r for r in group if r.executor == name]
+                jobs = {j.job_dir: j.job_id for r in mine for j in r.benchmarks if j.job_id}
+                since = min(r.submitted_at for r in mine)
+                found = executor.states(conn, jobs, since=since) if jobs else {}
+                for record in mine:
+                    rows = states.status_rows(record.benchmarks, found)
+                    tally = states.tally(rows, executor.LIVE)
+                    counts[record.gym_job_id] = {k: v for k, v in tally.__dict__.items() if v}
+        finally:
+            conn.close()
+    return counts

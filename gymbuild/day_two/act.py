@@ -1,0 +1,211 @@
+"""Acting on a submission: `cancel` its live jobs, `resubmit` the benchmarks that ended in a retryable
+state (through the one submit pipeline), and `requeue`, which a sweep and `submit follow=1` share."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from gymbuild.day_two.find import find_checked, find_record, no_submission
+from gymbuild.day_two.status import current_statuses, look
+from gymbuild.errors import UserError
+from gymbuild.executors.base import executor_for
+from gymbuild.executors.states import (
+    NOT_RUN,
+    BenchStatus,
+    shared_job_dirs,
+    shared_jobs,
+    states_of,
+)
+from gymbuild.state.records import SubmissionRecord
+from gymbuild.submit import pipeline, show
+
+if TYPE_CHECKING:
+    from gymbuild.submit.session import Session
+
+
+def to_resubmit(rows: Sequence[BenchStatus], only: Sequence[str], retryable: frozenset[str]) -> list[str]:
+    """Benchmarks whose newest job ended in a state worth retrying; CANCELLED only when named."""
+    picked = []
+    for row in rows:
+        if only and row.benchmark not in only:
+            continue
+        # NOT RUN: its shared job ended before it started (states.py)
+        if (
+            row.state in retryable
+            or row.state == NOT_RUN
+            or (row.state == "CANCELLED" and row.benchmark in only)
+        ):
+            picked.append(row.benchmark)
+    return picked
+
+
+def live_job_ids(rows: Sequence[BenchStatus], only: Sequence[str], live: frozenset[str]) -> list[str]:
+    # A benchmark waiting in its running shared job is live through its job (states.py).
+    return list(
+        dict.fromkeys(
+            r.job_id
+            for r in rows
+            if r.job_id and (r.state in live or r.job_state in live) and (not only or r.benchmark in only)
+        )
+    )
+
+
+def cancel(s: Session) -> None:
+    """Cancel the submission's live jobs; dry_run=1 (--dry-run) names them, and touches nothing."""
+    record, rows = current_statuses(s)
+    executor = executor_for(record.executor)
+    live = live_job_ids(rows, s.inv.only, executor.LIVE)
+    if s.inv.dry_run:
+        named = [f"{job} ({_benches_of(rows, job)})" for job in live]
+        message = (
+            f"would cancel {len(live)} job(s) of {record.gym_job_id}: {', '.join(named)} "
+            "(dry run: none cancelled)"
+            if live
+            else f"nothing to cancel: no job of {record.gym_job_id} is pending or running"
+        )
+        _said(s, record, [], message, would_cancel=live)
+        return
+    if not live:
+        # A job killed without its EXIT trap (SIGKILL, a lost node) left its secrets file behind.
+        executor.forget_secrets(s.connection(), record.gym_job_id, _secret_names(s, record, rows))
+        _said(s, record, [], f"nothing to cancel: no job of {record.gym_job_id} is pending or running")
+        return
+    job_dirs = {j.benchmark: j.job_dir for j in record.benchmarks}
+    # A shared job is cancelled at its own directory (states.py), where status reads its marks.
+    shared = shared_job_dirs(record)
+    dirs = {shared.get(r.job_id, job_dirs[r.benchmark]): r.job_id for r in rows if r.job_id in live}
+    result = executor.cancel(s.connection(), dirs)
+    if not result.ok:
+        raise UserError(f"error: cancelling {', '.join(live)} failed: {result.stderr.strip()}")
+    # Their successors are cancelled too, so no later run reads these benchmarks' secrets again.
+    executor.forget_secrets(s.connection(), record.gym_job_id, _secret_names(s, record, rows))
+    _said(s, record, live, f"cancelled {len(live)} job(s) of {record.gym_job_id}: {', '.join(live)}")
+
+
+def _benches_of(rows: Sequence[BenchStatus], job_id: str) -> str:
+    """`gpqa RUNNING`, or for a shared job each of its benchmarks with its state."""
+    return ", ".join(f"{r.benchmark} {r.state}" for r in rows if r.job_id == job_id)
+
+
+def requeue(
+    runs: Sequence[Session], records: Sequence[SubmissionRecord], only: Sequence[str]
+) -> list[list[str]]:
+    """Release each run's benchmarks whose newest job ended in a retryable state (one look for all
+    the runs) and queue them again in one pipeline (pipeline.run_batch): per run, what it re-queued."""
+    if not runs:
+        return []
+    conn = runs[0].connection(records[0].hostname, use_config=False)
+    picked = []
+    for ctx, record, rows in zip(runs, records, states_of(conn, records), strict=True):
+        chosen = to_resubmit(rows, only, executor_for(record.executor).RETRYABLE)
+        states = {r.benchmark: r.state for r in rows}
+        for bench in chosen:
+            ctx.workspace.release(bench, states[bench])
+        picked.append(chosen)
+    pipeline.run_batch(runs, picked)
+    return picked
+
+
+def resubmit(s: Session) -> None:
+    """Re-queue what ended FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, PREEMPTED or BOOT_FAIL.
+
+    Each such benchmark's outcome gives up its job id (kept in its history), then the submit
+    pipeline runs for exactly those benchmarks (requeue, as for every cell of a sweep).
+    """
+    if s.error is not None:
+        raise s.error
+    if s.inv.run:  # a record that is refused (ids.py) is refused before a submission is started
+        find_record(s, connect=False)
+    if s.workspace.submission() is None:  # nothing to resubmit, and no fresh submission started for it
+        raise no_submission(s)
+    # A config that now submits elsewhere asks for new=1 before anything is re-queued.
+    current = s.submission()
+    record = find_checked(s)
+    if record.gym_job_id != current.gym_job_id:
+        raise UserError(
+            f"error: resubmit works on the config's current submission ({current.gym_job_id}),"
+            f" not {record.gym_job_id}\n    fix: drop run=, or submit that config again"
+        )
+    if s.inv.dry_run:
+        return _would_resubmit(s, record)
+    (picked,) = requeue([s], [record], s.inv.only)
+    if not picked:
+        # one more look, only when nothing was re-queued: to name the cancelled
+        message = _nothing_to_resubmit(s, record, look(s, record))
+        if s.inv.json:  # the manifest, and nothing else on stdout, as a resubmit that re-queued prints
+            print(message, file=sys.stderr)
+            sys.stdout.write(record.dumps())
+        else:
+            print(message)
+        return
+    failure = show.report_submit(s, picked)
+    if failure is not None:
+        raise UserError(failure)
+
+
+def _nothing_to_resubmit(s: Session, record: SubmissionRecord, rows: Sequence[BenchStatus]) -> str:
+    """Why nothing is re-queued, naming the cancelled benchmarks (re-queued only when named)."""
+    cancelled = [r.benchmark for r in rows if r.state == "CANCELLED" and r.benchmark not in s.inv.only]
+    hint = (
+        f"; cancelled: {', '.join(cancelled)}, re-queued only when named: "
+        f"gymbuild resubmit config={s.inv.config} only={','.join(cancelled)}"
+        if cancelled
+        else ""
+    )
+    return f"nothing to resubmit: no benchmark of {record.gym_job_id} ended in a retryable state{hint}"
+
+
+def _would_resubmit(s: Session, record: SubmissionRecord) -> None:
+    """resubmit's dry run: one look, and what it would re-queue with why (each one's state and job);
+    nothing is released, copied or queued."""
+    rows = look(s, record)
+    picked = set(to_resubmit(rows, s.inv.only, executor_for(record.executor).RETRYABLE))
+    would = [
+        {"benchmark": r.benchmark, "job_id": r.job_id, "state": r.state}
+        for r in rows
+        if r.benchmark in picked
+    ]
+    named = ", ".join(f"{w['benchmark']} ({w['state']}, job {w['job_id'] or 'none'})" for w in would)
+    message = (
+        f"would re-queue {len(would)} benchmark(s) of {record.gym_job_id}: {named} (dry run: none queued)"
+        if would
+        else _nothing_to_resubmit(s, record, rows)
+    )
+    if s.inv.json:
+        doc = {"gym_job_id": record.gym_job_id, "dry_run": True, "would_resubmit": would, "message": message}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        print(message)
+
+
+def _said(
+    s: Session, record: SubmissionRecord, cancelled: Sequence[str], message: str, **dry_run: object
+) -> None:
+    """cancel's (and a dry run's) answer: its line, or (json=1) one JSON document naming the jobs it
+    cancelled; a dry run's says `"dry_run": true` and what it would have done."""
+    if s.inv.json:
+        doc: dict[str, object] = {
+            "gym_job_id": record.gym_job_id,
+            "cancelled": list(cancelled),
+            "message": message,
+        }
+        if s.inv.dry_run:
+            doc = {**doc, "dry_run": True, **dry_run}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        print(message)
+
+
+def _secret_names(s: Session, record: SubmissionRecord, rows: Sequence[BenchStatus]) -> list[str]:
+    """The secrets files `cancel` removes: the named benchmarks', or (without only=) every name the
+    submission's files can have (each benchmark's, each shared job's). Named, never the directory
+    whole: what else is there is not gymbuild's (executors/secrets.py)."""
+    if s.inv.only:
+        return [r.benchmark for r in rows]
+    from gymbuild.plan.shared import shared_job_name
+
+    groups = shared_jobs(record.benchmarks).values()
+    return [*(j.benchmark for j in record.benchmarks), *(shared_job_name(g) for g in groups)]

@@ -1,0 +1,83 @@
+"""`gymbuild logs`: a benchmark's driver log (or a shared job's), read or followed over the run's
+connection."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING
+
+from gymbuild import interrupts
+from gymbuild.day_two.status import current_statuses
+from gymbuild.errors import UserError
+from gymbuild.executors.states import (
+    shared_job_dirs,
+)
+
+if TYPE_CHECKING:
+    from gymbuild.executors.connection import Connection
+    from gymbuild.submit.session import Session
+
+
+def show_logs(
+    conn: Connection, job_dir: str, job_id: str, *, follow: bool, shared_dir: str | None = None
+) -> None:
+    """Print (or follow) the job's service and driver logs: `logs/*-<job id>.log` of its newest job
+    (and of its shared job's own directory, where the services' logs are, for a benchmark in one)."""
+    import subprocess
+
+    from gymbuild.shell import quote
+
+    pattern = " ".join(f"{quote(d)}/logs/*-{quote(job_id)}.log" for d in (shared_dir, job_dir) if d)
+    if follow:
+        # The driver's log is named even before it exists: the driver starts after the services are
+        # healthy, and a glob expanded when tail starts would leave it out for good. POSIX sh only:
+        # over SSH this runs in the login shell, whatever it is.
+        driver = quote(f"{job_dir}/logs/driver-{job_id}.log")
+        argv = conn.command_argv(
+            f'set -- {pattern}; [ -e "$1" ] || shift; '
+            f'case " $* " in *" "{driver}" "*) ;; *) set -- "$@" {driver} ;; esac; '
+            'exec tail -n 50 -F "$@"'
+        )
+        try:
+            subprocess.run(argv, check=False)  # killed on the way out when interrupted
+        except KeyboardInterrupt as err:  # Ctrl-C is how a user stops following: not an error
+            sys.stdout.flush()
+            if not interrupts.by_the_user(err):
+                raise
+        return
+    result = conn.run(f"tail -n 200 {pattern}")
+    if not result.ok and not result.stdout:
+        raise UserError(f"error: no logs for job {job_id} in {job_dir}/logs yet: {result.stderr.strip()}")
+    sys.stdout.write(result.stdout)
+
+
+# --- the verbs, on the run's Session ----------------------------------------------------------
+
+
+def print_logs(s: Session) -> None:
+    if s.inv.json and s.inv.follow:
+        raise UserError(
+            "error: logs json=1 prints one JSON document, and follow=1 never ends\n"
+            "    fix: drop follow=1 for the logs as JSON, or json=1 to follow them"
+        )
+    record, rows = current_statuses(s)
+    if len(rows) != 1:  # only=<bench>, or a submission of one benchmark
+        names = ", ".join(r.benchmark for r in rows)
+        raise UserError(f"error: name one benchmark with only=<bench> (one of: {names})")
+    row = rows[0]
+    if not row.job_id:
+        raise UserError(f"error: {row.benchmark} was never queued: {row.error}")
+    job_dir = next(j.job_dir for j in record.benchmarks if j.benchmark == row.benchmark)
+    shared = shared_job_dirs(record).get(row.job_id)
+    if s.inv.json and not s.inv.follow:  # the logs as one JSON document: json=1 on every verb
+        import contextlib
+        import io
+
+        text = io.StringIO()
+        with contextlib.redirect_stdout(text):
+            show_logs(s.connection(), job_dir, row.job_id, follow=False, shared_dir=shared)
+        doc = {"gym_job_id": record.gym_job_id, "benchmark": row.benchmark, "job_id": row.job_id}
+        sys.stdout.write(json.dumps({**doc, "logs": text.getvalue()}, indent=2) + "\n")
+        return
+    show_logs(s.connection(), job_dir, row.job_id, follow=s.inv.follow, shared_dir=shared)
