@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from gymbuild.arguments import ARGUMENTS
 from gymbuild.verbs import VERBS, reserved
 
 RESERVED = reserved()  # the arguments gymbuild's verbs read (verbs.ARGUMENTS); the rest are overrides
@@ -36,16 +37,6 @@ def command_variables(argv: Sequence[str]) -> dict[str, str]:
 
 
 DEFAULT_CONFIG = "submit.yaml"
-FOLLOW_ARGUMENTS = ("every", "ready", "retries")  # submit multirun=1 follow=1 (follow.py)
-EXTRA_ARGUMENTS = (
-    "limit",
-    "state",
-    "prune",
-    "to",
-    "experiment",
-    "out",
-    *FOLLOW_ARGUMENTS,
-)  # in Invocation.extra
 
 
 def default_workspace() -> Path:
@@ -61,6 +52,10 @@ def default_workspace() -> Path:
 
 @dataclass(frozen=True)
 class Invocation:
+    """The command line, read: each reserved argument (arguments.ARGUMENTS) is the field of its name,
+    of the type its argument reads (`limit=3` is 3; not given: the default here), and the rest of the
+    `name=value` words are the config's overrides, in command-line order."""
+
     config: Path
     overrides: tuple[str, ...]
     json: bool
@@ -75,11 +70,19 @@ class Invocation:
     multirun: bool = False  # the overrides' sweep syntax makes a sweep (sweep.py)
     sweep: str | None = None  # a sweep by its id, for the day-two verbs
     config_given: bool = False  # config= was on the command line (`runs config=F` filters by it)
-    extra: dict[str, str] = field(default_factory=dict)  # runs: limit= state= prune=; follow: every=...
-    max_drop: str | None = None  # compare: exit 1 when a benchmark dropped by more (compare_read.py)
+    max_drop: float | None = None  # compare: exit 1 when a benchmark dropped by more (compare_read.py)
     series: bool = False  # results of a sweep: a row per combination and metric (series.py)
     step: str | None = None  # the regular expression that finds the training step in a swept value
     dry_run: bool = False  # cancel, resubmit: say what it would do, do nothing (NeMo Gym's --dry-run)
+    every: float | None = None  # submit follow=1: seconds between polls (None: follow.DEFAULT_EVERY)
+    ready: tuple[str, ...] | None = None  # a sweep over paths(): marker files (None: the default ones)
+    retries: int | None = None  # submit follow=1: re-queues of a failed checkpoint (None: the default)
+    to: str | None = None  # export: the tracker
+    experiment: str | None = None  # export: the experiment or project
+    out: Path | None = None  # report: the HTML file
+    limit: int | None = None  # runs: the N newest
+    state: str | None = None  # runs: only runs in this state (in capitals)
+    prune: float | None = None  # runs: remove index entries older than this many days
 
     @classmethod
     def from_argv(cls, argv: Sequence[str]) -> Invocation:
@@ -134,36 +137,20 @@ class Invocation:
 
     @classmethod
     def from_vars(cls, variables: Mapping[str, str]) -> Invocation:
-        """doit keeps `name=value` arguments in command-line order; all but the reserved are overrides."""
-
-        def flag(name: str) -> bool:
-            return variables.get(name, "0").strip().lower() not in ("", "0", "false", "no")
-
+        """doit keeps `name=value` arguments in command-line order; all but the reserved are overrides.
+        Each reserved one is read by its argument (arguments.py): a mistake in a value raises the
+        UserError that names it and the fix."""
+        given = {a.name: a.parse(variables[a.name]) for a in ARGUMENTS if a.name in variables}
+        given.setdefault("config", Path(DEFAULT_CONFIG))
+        given.setdefault("workspace", default_workspace())
+        for name in ("json", "new", "follow", "watch"):
+            given.setdefault(name, False)
+        given.setdefault("only", ())
+        given.setdefault("run", None)
         return cls(
-            config=Path(variables.get("config", DEFAULT_CONFIG)).expanduser(),
             overrides=tuple(f"{k}={v}" for k, v in variables.items() if k not in RESERVED),
-            json=flag("json"),
-            new=flag("new"),
-            follow=flag("follow"),
-            watch=flag("watch"),
-            only=tuple(name for name in variables.get("only", "").split(",") if name),
-            run=variables.get("run") or None,
-            workspace=(
-                Path(variables["workspace"]).expanduser() if "workspace" in variables else default_workspace()
-            ),
-            format=variables.get("format") or None,
-            multirun=flag("multirun"),
-            sweep=variables.get("sweep") or None,
             config_given="config" in variables,
-            extra={
-                k: variables[k]
-                for k in ("limit", "state", "prune", "to", "experiment", "out", *FOLLOW_ARGUMENTS)
-                if k in variables
-            },
-            max_drop=variables.get("max_drop") or None,
-            series=flag("series"),
-            step=variables.get("step") or None,
-            dry_run=flag("dry_run"),
+            **given,
         )
 
     @property

@@ -2,13 +2,14 @@
 
 This is the one place the command line is described. `gymbuild --help` and `gymbuild help VERB`
 (cli.py), the tasks' docs that `doit list` shows (tasks.py), README's command table and the set of
-reserved argument names (invocation.RESERVED: every name here; any other `key=value` is a config
-override) are all read from it, so a verb or an argument added here is documented everywhere at
+reserved argument names (invocation.RESERVED: every name of arguments.py, where each argument's
+type is; any other `key=value` is a config override; one a verb does not list is refused, argv.py)
+are all read from it, so a verb or an argument added here is documented everywhere at
 once. So are the facts the run is shaped by: what a verb writes (invocation's read-only and
 stage-only sets: the lock, the pipeline), whether it connects ahead (cli._connect_ahead), whether it
 works on a sweep (task_kinds, multirun.VERBS) and whether it queues. A new verb is a `task_<verb>`
-in tasks.py, an entry in VERBS and an entry point in pyproject.toml: tests/test_cli.py and
-tests/test_verb_registry.py fail for a verb missing from any of them.
+in cli/graph.py, an entry in VERBS, a command class in cli/doit_plugin.py and an entry point in
+pyproject.toml: tests/test_cli.py and tests/test_verb_registry.py fail for a verb missing from any.
 """
 
 from __future__ import annotations
@@ -16,18 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from gymbuild.arguments import ARGUMENTS, Argument, argument
 
-@dataclass(frozen=True)
-class Argument:
-    """A reserved `name=value` argument: its value's shape and what it does (one line)."""
-
-    name: str
-    value: str
-    does: str
-
-    @property
-    def usage(self) -> str:
-        return f"{self.name}={self.value}"
+__all__ = ["ARGUMENTS", "VERBS", "Argument", "Verb", "argument", "verb"]
 
 
 DRY_RUN, RESOLVE_ONLY = "--dry-run", "--resolve-only"
@@ -96,79 +88,6 @@ def _own_dry_run(what: str) -> tuple[Flag, ...]:
     return (Flag(DRY_RUN, "dry_run=1", f"the same as dry_run=1: {what}"),)
 
 
-# The reserved arguments, in the order the help lists them.
-ARGUMENTS: tuple[Argument, ...] = (
-    Argument("config", "FILE", "the evaluation config (default: submit.yaml in this directory)"),
-    Argument(
-        "workspace",
-        "DIR",
-        "where gymbuild remembers each config's submission (default: gymbuild/workspaces in the state "
-        "directory, $XDG_STATE_HOME or ~/.local/state)",
-    ),
-    Argument("only", "a,b", "these benchmarks only (comma-separated)"),
-    Argument("json", "1", "print one JSON document on stdout, and nothing else there (--json too)"),
-    Argument(
-        "dry_run",
-        "1",
-        "say what it would do and do nothing (NeMo Gym's --dry-run; `help VERB` says what it means there)",
-    ),
-    Argument("new", "1", "a fresh submission: new gym_job_id, new run directory, every benchmark"),
-    Argument(
-        "run",
-        "ID",
-        "a submission by its gym_job_id (`gymbuild runs` lists them), not the config's current one",
-    ),
-    Argument("follow", "1", "keep following the logs as they grow (Ctrl-C stops)"),
-    Argument(
-        "every", "SECONDS", "submit follow=1: seconds between two looks for new checkpoints (default 300)"
-    ),
-    Argument(
-        "ready",
-        "FILE,FILE",
-        "a sweep over paths() (with or without follow=1): a checkpoint is taken once one of these "
-        "files is in it, the others are named as waiting (default config.json,metadata.json; "
-        "ready=none: every match)",
-    ),
-    Argument("retries", "N", "submit follow=1: re-queues of a checkpoint whose jobs failed (default 2)"),
-    Argument("watch", "1", "redraw until every job has ended; exit 0 only when every benchmark completed"),
-    Argument("format", "csv|markdown", "the table as CSV (a line per metric) or as a Markdown table"),
-    Argument(
-        "multirun",
-        "1",
-        "a sweep: key=a,b  range(..)  choice(..)  paths(GLOB) in the overrides give one submission "
-        "per combination (their product)",
-    ),
-    Argument("sweep", "ID", "a sweep by its id (`submit multirun=1` prints it), not the config's latest"),
-    Argument(
-        "max_drop",
-        "X",
-        "a CI gate: exit 1 when a benchmark's mean/reward dropped by more than X with 95% confidence; "
-        "2 (INCONCLUSIVE) when a benchmark was not compared in full (a side FAILED, partial, no rollouts); "
-        "0 only when every one was",
-    ),
-    Argument(
-        "series",
-        "1",
-        "a sweep's results as a series: a row per combination and metric, the swept values and "
-        "the training step (from step_1200, iter_0001200, checkpoint-1200) as columns",
-    ),
-    Argument(
-        "step", "REGEX", "where the training step is in a swept value: its first group, e.g. 'ep(\\d+)'"
-    ),
-    Argument(
-        "to",
-        "mlflow",
-        "export: the tracker (MLflow, at MLFLOW_TRACKING_URI; its token from its own variables)",
-    ),
-    Argument(
-        "experiment", "NAME", "export: the MLflow experiment or W&B project (default gymbuild-<config name>)"
-    ),
-    Argument("out", "FILE", "report: the HTML file to write (default <config name>-report.html here)"),
-    Argument("limit", "N", "the N newest only"),
-    Argument("state", "STATE", "only runs in this state: RUNNING, PENDING, COMPLETED, FAILED or UNKNOWN"),
-    Argument("prune", "DAYS", "remove gymbuild's local index entries of submissions older than DAYS days"),
-)
-
 # What a sweep's day-two verbs read: the same config and overrides with multirun=1, or its id.
 _SWEEP = ("multirun", "the sweep of these overrides (none: the config's latest sweep)"), ("sweep", "")
 
@@ -179,7 +98,13 @@ VERBS: tuple[Verb, ...] = (
         "resolve",
         "resolve config=FILE",
         "validate the config and print it resolved (json=1: JSON); host: values stay references",
-        (("config", ""), ("json", "the resolved config as JSON"), ("multirun", "each combination resolved")),
+        (
+            ("config", ""),
+            ("workspace", "where it stages the config's draft"),
+            ("only", "checked: each must name a benchmark of the config (the config is resolved whole)"),
+            ("json", "the resolved config as JSON"),
+            ("multirun", "each combination resolved"),
+        ),
         (
             "gymbuild resolve config=eval.yaml",
             "gymbuild resolve config=eval.yaml json=1 compute.cluster.walltime=01:00:00",
@@ -200,6 +125,7 @@ VERBS: tuple[Verb, ...] = (
             ("config", ""),
             ("workspace", ""),
             ("only", ""),
+            ("new", "the dry run of a fresh submission: its own new run directory"),
             ("json", "run_dir and every script as JSON"),
             ("multirun", "the dry run of each combination"),
         ),
@@ -281,6 +207,7 @@ VERBS: tuple[Verb, ...] = (
         (
             ("config", ""),
             ("workspace", ""),
+            ("run", "the config's current submission only: run= may name it, as a check"),
             ("only", "these benchmarks only (a CANCELLED one is re-queued only when named)"),
             ("json", "print the manifest and nothing else (dry_run=1: what it would re-queue)"),
             ("dry_run", "list what it would re-queue and why (each one's state); queue nothing"),
@@ -485,10 +412,6 @@ OVERRIDES = (
 
 def verb(name: str) -> Verb | None:
     return next((v for v in VERBS if v.name == name), None)
-
-
-def argument(name: str) -> Argument:
-    return next(a for a in ARGUMENTS if a.name == name)
 
 
 def reserved() -> frozenset[str]:

@@ -67,7 +67,7 @@ def test_help_says_what_gymbuild_is_its_verbs_arguments_overrides_and_examples(
     arguments = {line.split()[0].split("=")[0] for line in section(text, "arguments")}
     assert arguments >= {"config", "json", "new", "only", "run", "workspace", "follow", "watch"}
     for name in arguments:
-        assert Invocation.from_vars({name: "1"}).overrides == (), name
+        assert Invocation.from_vars({name: verbs.argument(name).example}).overrides == (), name
     assert Invocation.from_vars({"anything.else": "1"}).overrides == ("anything.else=1",)
     assert {v for v in verbs.reserved()} == arguments
     forms = [line.split()[0] for line in section(text, "overrides")]

@@ -22,6 +22,7 @@ from follow_helpers import Follower, wait_polls
 from results_helpers import Sessions
 
 from gymbuild.errors import UserError
+from gymbuild.invocation import Invocation
 from gymbuild.sweep import follow
 
 SCORE = '"$NEMO_GYM_BENCH_DIR/artifacts/metrics.json"'
@@ -106,10 +107,15 @@ def test_a_follower_takes_each_complete_checkpoint_once_retries_failures_and_sto
     assert len(list((tmp_path / "runs").iterdir())) == 3
 
 
+def _options(given: dict[str, str]) -> follow.Options:
+    """The follower's options of a command line with these arguments (read by their arguments)."""
+    return follow.options(Invocation.from_vars(given))
+
+
 def test_the_follower_s_arguments_are_checked_with_one_message() -> None:
-    assert follow.options({}) == follow.Options(300.0, ("config.json", "metadata.json"), 2)
-    assert follow.options({"ready": "none", "every": "5", "retries": "0"}) == follow.Options(5.0, (), 0)
-    assert follow.options({"ready": "DONE,meta.json"}).ready == ("DONE", "meta.json")
+    assert _options({}) == follow.Options(300.0, ("config.json", "metadata.json"), 2)
+    assert _options({"ready": "none", "every": "5", "retries": "0"}) == follow.Options(5.0, (), 0)
+    assert _options({"ready": "DONE,meta.json"}).ready == ("DONE", "meta.json")
     for bad, said in (
         ({"every": "soon"}, "every=soon is not a number of seconds"),
         ({"every": "0"}, "every=0"),
@@ -117,7 +123,7 @@ def test_the_follower_s_arguments_are_checked_with_one_message() -> None:
         ({"ready": "a/b"}, "a marker is a file name"),
     ):
         with pytest.raises(UserError) as caught:
-            follow.options(bad)
+            _options(bad)
         assert said in str(caught.value) and "fix:" in str(caught.value)
 
 

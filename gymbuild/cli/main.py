@@ -236,7 +236,10 @@ def _connect_ahead(args: Sequence[str]) -> None:
     from gymbuild.executors.connection import connect_ahead
     from gymbuild.state.workspace import Workspace
 
-    inv = Invocation.from_vars(command_variables(args))
+    try:
+        inv = Invocation.from_vars(command_variables(args))
+    except UserError:  # a mistake in a value: graph.namespace says it, and nothing connects
+        return
     if inv.run or inv.is_sweep:  # a sweep connects once it knows it has something to do (sweep.py)
         return
     try:

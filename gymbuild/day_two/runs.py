@@ -19,18 +19,15 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from gymbuild.errors import UserError
 from gymbuild.executors.states import run_state
 from gymbuild.executors.states import run_states as _states
-from gymbuild.state.ids import id_path, shown
+from gymbuild.state.ids import id_path
 from gymbuild.state.notes import note as _note
 from gymbuild.state.notes import notes_dir
 from gymbuild.state.records import SubmissionRecord, all_runs, local_index_dir
 
 if TYPE_CHECKING:
     from gymbuild.submit.session import Session
-
-STATES = ("RUNNING", "PENDING", "COMPLETED", "FAILED", "UNKNOWN")
 
 
 def _older_than(record: SubmissionRecord, cutoff: datetime) -> bool:
@@ -41,7 +38,7 @@ def _older_than(record: SubmissionRecord, cutoff: datetime) -> bool:
     return when < cutoff
 
 
-def prune(days: str) -> tuple[list[str], str]:
+def prune(days: float) -> tuple[list[str], str]:
     """Remove gymbuild's own local index entries (and their notes) of submissions older than `days`
     days: the index only grows otherwise. Run directories and jobs are left alone, and so is every
     entry gymbuild did not write: the index directory is NeMo Gym's too.
@@ -50,16 +47,7 @@ def prune(days: str) -> tuple[list[str], str]:
     writes, under gymbuild's own state directory): an entry without one is NeMo Gym's (or another
     tool's) and stays, however old. Only files named after a checked id are touched (`ids.id_path`).
     """
-    try:
-        limit = float(days)
-    except ValueError:
-        limit = -1.0
-    if not limit >= 0:  # also NaN
-        raise UserError(
-            f"error: prune={days if days.isprintable() else shown(days)}: not a number of days\n"
-            "    fix: prune=30 (entries older than 30 days)"
-        )
-    cutoff = datetime.now(UTC) - timedelta(days=min(limit, 1e6))
+    cutoff = datetime.now(UTC) - timedelta(days=min(days, 1e6))  # prune= read it (arguments.py)
     old = [r for r in all_runs() if _older_than(r, cutoff)]
     gone = [r.gym_job_id for r in old if id_path(notes_dir(), r.gym_job_id).is_file()]
     for gym_job_id in gone:
@@ -67,7 +55,7 @@ def prune(days: str) -> tuple[list[str], str]:
         id_path(notes_dir(), gym_job_id).unlink(missing_ok=True)
     kept = len(old) - len(gone)
     lines = [
-        f"pruned {len(gone)} gymbuild submission(s) older than {days} days from {local_index_dir()} "
+        f"pruned {len(gone)} gymbuild submission(s) older than {days:g} days from {local_index_dir()} "
         f"(and their notes in {notes_dir()}; run dirs and jobs kept)",
         *(f"  removed {id_path(local_index_dir(), i)}" for i in gone),
     ]
@@ -77,24 +65,11 @@ def prune(days: str) -> tuple[list[str], str]:
     return gone, "\n".join(lines)
 
 
-def _limit(text: str | None) -> int | None:
-    if text is None:
-        return None
-    if not text.isdigit() or int(text) < 1:
-        raise UserError(f"error: limit={text}: not a positive number\n    fix: limit=10 (the ten newest)")
-    return int(text)
-
-
 def listing(s: Session) -> list[dict[str, Any]]:
     """The runs to list, newest first, filtered by config=, state= and limit=, with their states."""
 
     inv = s.inv
-    wanted_state = (inv.extra.get("state") or "").upper() or None
-    if wanted_state is not None and wanted_state not in STATES:
-        raise UserError(
-            f"error: state={inv.extra['state']}: not a run state\n    fix: one of {', '.join(STATES)}"
-        )
-    limit = _limit(inv.extra.get("limit"))
+    wanted_state, limit = inv.state, inv.limit  # read and checked by their arguments (arguments.py)
     records = all_runs()
     notes = {r.gym_job_id: _note(r.gym_job_id) for r in records}
     if inv.config_given:
@@ -171,8 +146,8 @@ def format_listing(rows: Sequence[Mapping[str, Any]]) -> str:
 
 def print_runs(s: Session) -> None:
     inv = s.inv
-    if "prune" in inv.extra:
-        ids, text = prune(inv.extra["prune"])
+    if inv.prune is not None:
+        ids, text = prune(inv.prune)
         sys.stdout.write(json.dumps({"pruned": ids}, indent=2) + "\n" if inv.json else text + "\n")
         return
     rows = listing(s)

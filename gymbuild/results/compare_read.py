@@ -9,7 +9,6 @@ and failures files are sent as their line counts; without python3 the files come
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -63,22 +62,6 @@ def read_script(pairs: Sequence[tuple[str, str]]) -> str:
     from gymbuild.results import read
 
     return read.read_script(pairs, _READER, read.bash_reader(_BENCH_FILES, _RUN_FILES))
-
-
-def parse_max_drop(text: str | None) -> float | None:
-    if text is None:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise UserError(
-            f"error: max_drop={text} is not a difference compare can gate on\n"
-            "    fix: a number of the metric's own unit, 0 or more: max_drop=0.02 fails when the reward "
-            "dropped by more than 0.02 with 95% confidence"
-        )
-    return value
 
 
 def _records(s: Session) -> list[SubmissionRecord]:
@@ -200,7 +183,7 @@ def print_compare(s: Session) -> None:
     """The verb: the comparison on stdout. With max_drop= it is a gate: exit 1 (the drops on stderr)
     when a benchmark's reward dropped by more than max_drop with confidence; else exit 2, INCONCLUSIVE
     (the reasons on stderr, one line each), when any benchmark asked for was not compared in full; else 0."""
-    max_drop = parse_max_drop(s.inv.max_drop)
+    max_drop = s.inv.max_drop  # read and checked by its argument (arguments.py)
     comparison = build(s)
     dropped = compare.drops(comparison, max_drop) if max_drop is not None else []
     gate = compare.verdict(comparison, dropped) if max_drop is not None else None
@@ -210,14 +193,14 @@ def print_compare(s: Session) -> None:
     unsure = "".join(f"\n  inconclusive: {printable(u, lines=False)}" for u in comparison.inconclusive)
     if dropped:
         raise UserError(
-            f"error: {len(dropped)} benchmark(s) dropped by more than max_drop={s.inv.max_drop}:\n"
+            f"error: {len(dropped)} benchmark(s) dropped by more than max_drop={max_drop:g}:\n"
             + "\n".join(f"  {d}" for d in dropped)
             + unsure
         )
     if gate == "inconclusive":
         raise Inconclusive(
             f"INCONCLUSIVE: compare cannot tell whether anything dropped by more than "
-            f"max_drop={s.inv.max_drop}: {len(comparison.inconclusive)} thing(s) were not compared in full"
+            f"max_drop={max_drop:g}: {len(comparison.inconclusive)} thing(s) were not compared in full"
             + unsure
             + "\n    fix: compare runs whose jobs all COMPLETED with every rollout (resubmit the failed or "
             "partial side), or narrow with only="

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gymbuild.arguments import argument
 from gymbuild.errors import ConfigError, Problem, UserError, printable
 from gymbuild.shell import quote
 from gymbuild.state.workspace import Workspace, atomic_write, digest
@@ -233,21 +234,13 @@ def natural(path: str) -> list[Any]:
     return [int(part) if index % 2 else part for index, part in enumerate(re.split(r"([0-9]+)", path))]
 
 
-def ready_markers(text: str | None) -> tuple[str, ...]:
-    """`ready=` read: marker file names (default DEFAULT_READY; `none` or empty: no marker, every
-    match is taken). A mistake is one message with the fix."""
-    if text is None:
+def ready_markers(given: str | tuple[str, ...] | None) -> tuple[str, ...]:
+    """`ready=`: marker file names (default DEFAULT_READY; `none` or empty: no marker, every match is
+    taken). `given` as the command line's invocation holds it (read already), or as typed: read
+    by its argument (arguments.py), a mistake is one message with the fix."""
+    if given is None:
         return DEFAULT_READY
-    if text.strip().lower() in ("", "none"):
-        return ()
-    ready = tuple(name.strip() for name in text.split(",") if name.strip())
-    bad = [name for name in ready if "/" in name or name in (".", "..")]
-    if bad:
-        raise UserError(
-            f"error: ready={text}: a marker is a file name in the checkpoint, not {bad[0]}\n"
-            "    fix: e.g. ready=config.json or ready=metadata.json,DONE (ready=none: every match)"
-        )
-    return ready
+    return argument("ready").parse(given) if isinstance(given, str) else given
 
 
 def glob_script(patterns: Sequence[str], ready: Sequence[str] = ()) -> str:

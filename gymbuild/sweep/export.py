@@ -239,7 +239,7 @@ def export(s: Session) -> None:
     """The verb: the sweep's series, read as `results series=1` reads it, sent to the tracker."""
     from gymbuild.sweep import batch, series
 
-    to = s.inv.extra.get("to", "")
+    to = s.inv.to or ""
     if to not in TRACKERS:
         raise UserError(
             f"error: to={to or '(none)'} is not a tracker gymbuild exports to\n"
@@ -257,7 +257,7 @@ def export(s: Session) -> None:
     record, cells, runs = batch.gathered(s)
     rows = series.points([c.values for c in cells], runs, pattern)
     digests = _digests(s, cells)
-    experiment = s.inv.extra.get("experiment") or f"gymbuild-{s.inv.config.stem}"
+    experiment = s.inv.experiment or f"gymbuild-{s.inv.config.stem}"
     found = checkpoints(record["sweep_id"], rows, digests)
     if to == "mlflow":
         created, again, logged = to_mlflow(experiment, found)

@@ -33,6 +33,7 @@ from gymbuild.errors import UserError
 from gymbuild.state.workspace import atomic_write
 
 if TYPE_CHECKING:
+    from gymbuild.invocation import Invocation
     from gymbuild.submit.session import Session
     from gymbuild.sweep.expand import Cell
 
@@ -49,28 +50,14 @@ class Options:
     retries: int  # re-queues of a checkpoint whose jobs failed, before it is given up on
 
 
-def options(extra: dict[str, str]) -> Options:
-    """every=, ready=, retries= read and checked: a mistake is one message with the fix."""
-
-    def number(name: str, default: float, kind: type) -> Any:
-        text = extra.get(name)
-        if text is None:
-            return kind(default)
-        try:
-            value = kind(text)
-        except ValueError:
-            value = -1
-        if value < 0 or (name == "every" and value == 0):
-            raise UserError(
-                f"error: {name}={text} is not a {'number of seconds' if name == 'every' else 'count'}\n"
-                f"    fix: e.g. {name}={'300' if name == 'every' else '2'}"
-            )
-        return value
-
+def options(inv: Invocation) -> Options:
+    """every=, ready=, retries= as the command line gave them (their arguments read and checked
+    them, arguments.py), or the defaults."""
     from gymbuild.sweep.expand import ready_markers
 
-    ready = ready_markers(extra.get("ready"))
-    return Options(number("every", DEFAULT_EVERY, float), ready, number("retries", DEFAULT_RETRIES, int))
+    every = DEFAULT_EVERY if inv.every is None else inv.every
+    retries = DEFAULT_RETRIES if inv.retries is None else inv.retries
+    return Options(every, ready_markers(inv.ready), retries)
 
 
 class State:
@@ -127,7 +114,7 @@ def follow(s: Session) -> None:
     from gymbuild.sweep.expand import expression, globs
 
     ident, overrides = expression(s)
-    opts = options(s.inv.extra)
+    opts = options(s.inv)
     if not globs(overrides, str(s.inv.config)):
         raise UserError(
             f"error: {s.inv.config}: follow=1 follows checkpoints as they appear; the sweep has no paths()\n"

@@ -160,7 +160,7 @@ def report(s: Session) -> None:
     pattern = series.step_pattern(s.inv.step)
     record, cells, runs = batch.gathered(s)
     rows = series.points([c.values for c in cells], runs, pattern)
-    out = Path(s.inv.extra.get("out") or f"{s.inv.config.stem}-report.html").expanduser()
+    out = s.inv.out or Path(f"{s.inv.config.stem}-report.html")
     title = f"{s.inv.config.name}: {record['sweep_id']}"
     text = page(record["sweep_id"], title, rows)
     try:

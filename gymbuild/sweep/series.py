@@ -19,33 +19,22 @@ import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from gymbuild.errors import UserError
+from gymbuild.arguments import argument
 from gymbuild.results.table import RunResult, Value, clean, number
 from gymbuild.state.rollouts import Progress
 
 # The spellings training frameworks give a checkpoint: Megatron's iter_0001200, NeMo's and DeepSpeed's
 # step_1200 / global_step1200, Hugging Face Trainer's checkpoint-1200.
 DEFAULT_STEP = re.compile(r"(?:global_step|step|iter|iteration|checkpoint|ckpt)[_\-=]?(\d+)", re.IGNORECASE)
-FORMATS = ("table", "csv", "markdown")
 
 
 def step_pattern(text: str | None) -> re.Pattern[str]:
-    """The step= regular expression, compiled; a mistake in it is one message with the fix."""
+    """The step= regular expression, compiled (DEFAULT_STEP when none is given); a mistake in it is
+    one message with the fix (its argument reads it, arguments.py)."""
     if not text:
         return DEFAULT_STEP
-    try:
-        pattern = re.compile(text)
-    except re.error as err:
-        raise UserError(
-            f"error: step={text} is not a regular expression Python reads ({err})\n"
-            r"    fix: give one with a group around the number, e.g. step='ep(\d+)'"
-        ) from None
-    if pattern.groups < 1:
-        raise UserError(
-            f"error: step={text} has no group: gymbuild cannot tell which part is the step\n"
-            rf"    fix: put the number in a group, e.g. step='{text}(\d+)' or step='(?P<step>\d+)'"
-        )
-    return pattern
+    argument("step").parse(text)  # a mistake: one message with the fix
+    return re.compile(text)
 
 
 def step_of(value: str, pattern: re.Pattern[str] = DEFAULT_STEP) -> int | None:
