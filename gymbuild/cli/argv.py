@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gymbuild import verbs
+from gymbuild.errors import printable
 from gymbuild.state import ids
 
 # doit's own commands, passed to doit as they are (tests/test_cli.py checks this against doit's list).
@@ -45,6 +46,8 @@ CONFIG_FLAGS = frozenset({"-c", "--config"})
 NEMO_GYM_FLAGS = {"--json": "json=1", "-v": "", "--verbose": ""}
 # ... and those whose meaning is the verb's own (verbs.Verb.flags).
 VERB_FLAGS = (verbs.DRY_RUN, verbs.RESOLVE_ONLY)
+# Read by every verb's run, whether its help lists them or not: the config, where its workspace is, JSON.
+GENERIC_ARGUMENTS = frozenset({"config", "workspace", "json"})
 # With no verb, the command line is NeMo Gym's `gym eval submit`: `gymbuild -c F --dry-run`.
 FLAGS_DEFAULT_VERB = "submit"
 
@@ -165,7 +168,27 @@ def _one_verb(words: list[str], flags: Sequence[str]) -> Parsed:
             f"`gymbuild {name}` has no dry_run= (cancel and resubmit do): {_its_dry_run(name)}",
             f"drop {given[0]}",
         )
-    return Parsed(tuple(words))
+    bare = not any("=" not in w for w in words)  # only name=value words: the default verb, render
+    return _unread(chosen or (verbs.verb("render") if bare else None), words) or Parsed(tuple(words))
+
+
+def _unread(verb: verbs.Verb | None, words: Sequence[str]) -> Parsed | None:
+    """The refusal of a reserved argument `verb` does not read (`gymbuild status limit=3`): silently
+    ignored, it would let the user believe it did something. config=, workspace= and json= are read
+    by every verb's run (GENERIC_ARGUMENTS); an override (any other name) is the config's."""
+    if verb is None:
+        return None
+    reads = [name for name, _ in verb.arguments]
+    for word in words:
+        name = word.partition("=")[0]
+        if name in verbs.reserved() and name not in reads and name not in GENERIC_ARGUMENTS:
+            listed = ", ".join(f"{n}=" for n in reads)
+            return _fail(
+                f"`gymbuild {verb.name}` does not read {name}= (it reads {listed})",
+                f"drop {printable(word, lines=False)}; `gymbuild help {verb.name}` says what each "
+                "argument does there",
+            )
+    return None
 
 
 def _its_dry_run(name: str) -> str:

@@ -1,0 +1,183 @@
+"""Each reserved argument is read once, into its type (gymbuild/arguments.py), and a verb reads only
+the arguments verbs.py says it reads (gymbuild/cli/argv.py).
+
+Searched: any value an argument cannot read, given to a verb that reads it, is one message naming
+the argument and the fix on stderr, exit 1, nothing on stdout, no traceback; any value of the
+shapes the help promises reads as what it says. Any reserved argument a verb does not read is
+refused the same way, naming the verb and the argument, not ignored.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gymbuild import arguments, verbs
+from gymbuild.arguments import ARGUMENTS, Refused
+from gymbuild.cli import argv, main
+from gymbuild.errors import UserError
+from gymbuild.invocation import Invocation
+
+SEARCH = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+# The verb a search gives each argument to: one that reads it.
+READER = {a.name: next(v.name for v in verbs.VERBS if a.name in dict(v.arguments)) for a in ARGUMENTS}
+
+
+def _refuses(read: object, text: str) -> bool:
+    try:
+        read(text)  # type: ignore[operator]
+    except Refused:
+        return True
+    return False
+
+
+# Every argument whose value can be wrong (the others are names, ids and paths: any text is one).
+CHECKED = [a for a in ARGUMENTS if any(_refuses(a.read, t) for t in ("", "x", "-1", "0", "a/b", "("))]
+
+
+def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    rc = main.main(list(args))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _one_message(rc: int, out: str, err: str, *said: str) -> None:
+    assert (rc, out) == (1, ""), (rc, out, err)
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("    fix: "), err
+    for text in said:
+        assert text in lines[0], (text, err)
+
+
+def test_every_argument_is_a_field_of_the_invocation_of_its_type() -> None:
+    """Invocation.from_vars hands each argument's value to the field of its name: an argument
+    without one would raise a TypeError at every use, and its example reads."""
+    fields = set(Invocation.__dataclass_fields__)
+    for a in ARGUMENTS:
+        assert a.name in fields, a.name
+        a.parse(a.example)  # the example the fix and the tests use reads
+    assert {a.name for a in CHECKED} >= {"json", "limit", "state", "prune", "every", "retries", "format"}
+
+
+@SEARCH
+@given(data=st.data())
+def test_a_value_an_argument_cannot_read_is_one_message_and_exit_1(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, data: st.DataObject
+) -> None:
+    argument = data.draw(st.sampled_from(CHECKED), label="argument")
+    texts = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12)
+    near = st.sampled_from(["", "x", "-1", "0", "nan", "inf", "1e400", "a/b", ".", "..", "(", "ep", "2"])
+    text = data.draw(
+        st.one_of(texts, near, st.tuples(texts, near).map("".join)).filter(
+            lambda t: _refuses(argument.read, t)
+        ),
+        label="value",
+    )
+    verb = READER[argument.name]
+    config = tmp_path / "eval.yaml"  # no such file: a value's mistake is said before the config's
+    rc, out, err = _main(capsys, verb, f"config={config}", f"{argument.name}={text}")
+    _one_message(rc, out, err, f"error: {argument.name}=")
+    assert not (tmp_path / "eval.yaml").exists() and list(tmp_path.iterdir()) == []
+
+
+@SEARCH
+@given(
+    n=st.integers(1, 10**6),
+    days=st.floats(0, 1e9),
+    every=st.floats(1e-3, 1e6),
+    markers=st.lists(
+        st.from_regex(r"[A-Za-z0-9_.-]{1,8}", fullmatch=True).filter(
+            lambda m: m not in (".", "..") and m.lower() != "none"
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+)
+def test_the_values_the_help_promises_read_as_what_they_say(
+    n: int, days: float, every: float, markers: list[str]
+) -> None:
+    inv = Invocation.from_vars(
+        {
+            "limit": str(n),
+            "retries": str(n - 1),
+            "prune": repr(days),
+            "every": repr(every),
+            "max_drop": repr(days),
+            "ready": ",".join(markers),
+            "only": ",".join(markers),
+        }
+    )
+    assert (inv.limit, inv.retries, inv.prune, inv.every, inv.max_drop) == (n, n - 1, days, every, days)
+    assert inv.ready == inv.only == tuple(markers)
+    assert inv.overrides == ()
+
+
+@pytest.mark.parametrize("word", ["1", "true", "YES", "on", "0", "false", "No", "off", ""])
+def test_a_flag_reads_yes_or_no(word: str) -> None:
+    for name in ("json", "new", "follow", "watch", "multirun", "series", "dry_run"):
+        assert getattr(Invocation.from_vars({name: word}), name) is (
+            word.lower() in ("1", "true", "yes", "on")
+        )
+
+
+def test_the_choices_read_in_their_spelling() -> None:
+    inv = Invocation.from_vars({"state": "failed", "format": "markdown", "to": "wandb", "step": r"ep(\d+)"})
+    assert (inv.state, inv.format, inv.to, inv.step) == ("FAILED", "markdown", "wandb", r"ep(\d+)")
+    assert Invocation.from_vars({"ready": "none"}).ready == ()
+    assert Invocation.from_vars({}).ready is None  # not given: the default markers (expand.DEFAULT_READY)
+    for name, text in (("to", "tensorboard"), ("format", "xlsx"), ("step", "ep"), ("max_drop", "nan")):
+        with pytest.raises(UserError, match=re.escape(f"error: {name}={text}")):
+            Invocation.from_vars({name: text})
+    assert math.isinf(arguments.days("inf"))  # prune=inf: nothing is that old, nothing removed
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["runs", "limit=abc"], "error: limit=abc: not a positive number"),
+        (["runs", "json=maybe"], "error: json=maybe: not 1 or 0"),
+        (["runs", "state=DONE"], "error: state=DONE: not a run state"),
+        (["runs", "limit=\x1b[31m"], "error: limit=\\e[31m: not a positive number"),  # escaped
+        (["submit", "follow=1", "multirun=1", "every=soon"], "error: every=soon is not a number of seconds"),
+    ],
+)
+def test_the_reproductions_are_one_message(
+    capsys: pytest.CaptureFixture[str], args: list[str], says: str
+) -> None:
+    _one_message(*_main(capsys, *args), says)
+
+
+# Every pair of a verb and a reserved argument it does not read (config=, workspace=, json=: all do).
+UNREAD = [
+    (v.name, a.name)
+    for v in verbs.VERBS
+    for a in ARGUMENTS
+    if a.name not in dict(v.arguments) and a.name not in argv.GENERIC_ARGUMENTS
+]
+
+
+@SEARCH
+@given(pair=st.sampled_from(UNREAD))
+def test_an_argument_the_verb_does_not_read_is_refused_naming_both(
+    capsys: pytest.CaptureFixture[str], pair: tuple[str, str]
+) -> None:
+    verb, name = pair
+    example = verbs.argument(name).example
+    rc, out, err = _main(capsys, verb, f"{name}={example}")
+    _one_message(rc, out, err, f"gymbuild {verb}", f"{name}=")
+    if name != "dry_run":  # dry_run= keeps its own message: where the verb's dry run is
+        assert f"`gymbuild help {verb}`" in err.splitlines()[1]
+
+
+def test_the_reproduction_status_limit_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    _one_message(*_main(capsys, "status", "limit=3"), "`gymbuild status` does not read limit=", "run=")
+    # and the verbs' arguments each verb does read stay accepted: the run goes on to the config
+    rc, _, err = _main(capsys, "runs", "limit=3", "state=failed", "json=1")
+    assert rc == 0, err
