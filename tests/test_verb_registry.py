@@ -87,3 +87,68 @@ def test_what_a_verb_writes_is_the_lock_it_waits_for(tmp_path: Path) -> None:
         assert (IN_USE in err) == waits, f"{name} config={config} (writes {writes}): {err}"
         if waits:
             assert "the test's" in err  # it names the holder
+
+
+def test_the_entry_points_and_doit_commands_are_the_registrys() -> None:
+    """pyproject.toml's `doit.COMMAND` entry points name one command class per verb of VERBS, each
+    class in doit_plugin.py names its verb and shows its line in `doit help`, and no class of a
+    verb is left out of the entry points; the console script is the one main."""
+    import tomllib
+
+    from gymbuild.cli import doit_plugin
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["scripts"] == {"gymbuild": "gymbuild.cli.main:main"}
+    points = project["entry-points"]["doit.COMMAND"]
+    assert list(points) == [v.name for v in verbs.VERBS]
+    classes = {
+        c.name: f"gymbuild.cli.doit_plugin:{c.__name__}"
+        for c in vars(doit_plugin).values()
+        if isinstance(c, type) and issubclass(c, doit_plugin._Verb) and c is not doit_plugin._Verb
+    }
+    assert classes == points
+    for v in verbs.VERBS:
+        command = getattr(doit_plugin, points[v.name].split(":")[1])
+        assert command.doc_purpose == f"gymbuild: {v.does}"
+
+
+def test_the_derived_sets_are_the_registrys() -> None:
+    """Each set the run is shaped by is read from the verbs' declarations, not kept beside them."""
+    from gymbuild import invocation
+
+    by = {
+        "READ_ONLY_VERBS": {v.name for v in verbs.VERBS if v.writes == "nothing"},
+        "STAGE_ONLY_VERBS": {v.name for v in verbs.VERBS if v.writes == "draft"},
+        "QUEUING_VERBS": {v.name for v in verbs.VERBS if v.queues},
+        "AHEAD_OF_SUBMISSION": {v.name for v in verbs.VERBS if v.connects_ahead == "submission"},
+        "AHEAD_OF_CONFIG": {v.name for v in verbs.VERBS if v.connects_ahead == "config"},
+    }
+    for name, expected in by.items():
+        assert getattr(invocation, name) == expected, name
+    assert {v.name for v in verbs.VERBS if v.sweeps} == verbs.SWEEP_VERBS
+    assert {a.name for a in verbs.ARGUMENTS} == invocation.RESERVED
+    for v in verbs.VERBS:  # a verb names only arguments the registry reads
+        assert {a for a, _ in v.arguments} <= invocation.RESERVED, v.name
+
+
+def test_doit_s_command_line_variables_are_read_in_order_and_checked() -> None:
+    """The words doit took as variables, read from the command line in its order (an override's
+    name is the user's: doit.get_var cannot list them), and refused when doit read another line."""
+    from doit import doit_cmd
+
+    from gymbuild.cli import doit_plugin
+
+    line = ["-n", "2", "config=a.yaml", "submit", "x.y=1", "--verbose", "config=b.yaml", "+k=v=w"]
+    doit_cmd.reset_vars()
+    for word in line:
+        if "=" in word and not word.startswith("-"):
+            doit_cmd.set_var(*word.split("=", 1))  # as DoitMain.process_args does
+    assert doit_plugin.command_line_variables(line) == ["config=a.yaml", "x.y=1", "config=b.yaml", "+k=v=w"]
+    doit_cmd.set_var("config", "other.yaml")
+    try:
+        doit_plugin.command_line_variables(line)
+    except LookupError as err:
+        assert "config=" in str(err) and "fix:" in str(err)
+    else:
+        raise AssertionError("a command line doit did not read was taken as its")
+    doit_cmd.reset_vars()
