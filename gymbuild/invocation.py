@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gymbuild.arguments import ARGUMENTS
@@ -56,15 +56,15 @@ class Invocation:
     of the type its argument reads (`limit=3` is 3; not given: the default here), and the rest of the
     `name=value` words are the config's overrides, in command-line order."""
 
-    config: Path
-    overrides: tuple[str, ...]
-    json: bool
-    new: bool
-    follow: bool
-    watch: bool
-    only: tuple[str, ...]
-    run: str | None
-    workspace: Path
+    config: Path = Path(DEFAULT_CONFIG)
+    overrides: tuple[str, ...] = ()
+    json: bool = False
+    new: bool = False
+    follow: bool = False
+    watch: bool = False
+    only: tuple[str, ...] = ()
+    run: str | None = None
+    workspace: Path = field(default_factory=default_workspace)
     format: str | None = None  # results: table (the default), csv or markdown
     verbs: tuple[str, ...] = ()  # the verbs (and doit commands or task names) the command line names
     multirun: bool = False  # the overrides' sweep syntax makes a sweep (sweep.py)
@@ -141,12 +141,6 @@ class Invocation:
         Each reserved one is read by its argument (arguments.py): a mistake in a value raises the
         UserError that names it and the fix."""
         given = {a.name: a.parse(variables[a.name]) for a in ARGUMENTS if a.name in variables}
-        given.setdefault("config", Path(DEFAULT_CONFIG))
-        given.setdefault("workspace", default_workspace())
-        for name in ("json", "new", "follow", "watch"):
-            given.setdefault(name, False)
-        given.setdefault("only", ())
-        given.setdefault("run", None)
         return cls(
             overrides=tuple(f"{k}={v}" for k, v in variables.items() if k not in RESERVED),
             config_given="config" in variables,
