@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import math
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
+from e2e_helpers import user_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -181,3 +184,21 @@ def test_the_reproduction_status_limit_is_refused(capsys: pytest.CaptureFixture[
     # and the verbs' arguments each verb does read stay accepted: the run goes on to the config
     rc, _, err = _main(capsys, "runs", "limit=3", "state=failed", "json=1")
     assert rc == 0, err
+
+
+@pytest.mark.parametrize("program", ["gymbuild", "doit"])
+def test_both_programs_refuse_a_mistake_before_anything_runs(program: str, tmp_path: Path) -> None:
+    """The console script and `doit VERB` (doit_plugin.py: the words doit took as its variables,
+    handed back) read the same arguments the same way."""
+    exe = shutil.which(program)
+    assert exe, f"{program} is not on PATH"
+    for args, says in (
+        (["status", "limit=3"], "error: `gymbuild status` does not read limit="),
+        (["runs", "limit=abc"], "error: limit=abc: not a positive number"),
+    ):
+        done = subprocess.run(
+            [exe, *args], cwd=tmp_path, env=user_env(tmp_path), capture_output=True, text=True, timeout=120
+        )
+        assert (done.returncode, done.stdout) == (1, ""), done
+        assert done.stderr.startswith(says) and len(done.stderr.splitlines()) == 2, done.stderr
+    assert list(tmp_path.iterdir()) == []
