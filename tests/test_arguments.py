@@ -202,3 +202,15 @@ def test_both_programs_refuse_a_mistake_before_anything_runs(program: str, tmp_p
         assert (done.returncode, done.stdout) == (1, ""), done
         assert done.stderr.startswith(says) and len(done.stderr.splitlines()) == 2, done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_every_argument_a_verb_lists_is_accepted_with_its_example() -> None:
+    """The other half of the refusal: what `gymbuild help VERB` lists, the command line takes (and
+    reads into its type), alone or all together."""
+    for v in verbs.VERBS:
+        words = [f"{name}={verbs.argument(name).example}" for name, _ in v.arguments]
+        for word in words:
+            parsed = argv.normalize([v.name, word])
+            assert parsed.error is None, (v.name, word, parsed.error)
+            Invocation.from_argv(parsed.args)  # raises for a value its argument cannot read
+        assert argv.normalize([v.name, *words]).error is None, v.name
