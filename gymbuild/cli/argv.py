@@ -8,8 +8,8 @@ reads it: `--config F` is `config=F`, `--json` `json=1`, a lone path to a YAML f
 `submit --dry-run` is `render`, `cancel --dry-run` is `cancel dry_run=1`, `export --dry-run` is
 refused. A command line names one verb: doit would run every task it names (`render cancel` renders,
 then cancels), so a flag that promises a dry run must never leave an acting verb beside it. What is
-left that gymbuild cannot read (an unknown option, a config key without its `=`, two verbs) is one
-message with the fix here, never doit's. Pure: no I/O but asking whether a word names an existing file.
+left that gymbuild cannot read (an unknown option, a config key without its `=`, two verbs, a
+reserved argument the verb does not read) is one message with the fix here, never doit's. Pure: no I/O but asking whether a word names an existing file.
 """
 
 from __future__ import annotations
