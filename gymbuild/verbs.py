@@ -7,7 +7,7 @@ override) are all read from it, so a verb or an argument added here is documente
 once. So are the facts the run is shaped by: what a verb writes (invocation's read-only and
 stage-only sets: the lock, the pipeline), whether it connects ahead (cli._connect_ahead), whether it
 works on a sweep (task_kinds, multirun.VERBS) and whether it queues. A new verb is a `task_<verb>`
-in tasks.py, an entry in VERBS and an entry point in pyproject.toml: tests/test_cli.py and
+in tasks.py, an entry in VERBS and an entry point in pyproject.toml: tests/cli/test_main.py and
 tests/test_verb_registry.py fail for a verb missing from any of them.
 """
 

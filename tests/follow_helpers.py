@@ -1,5 +1,5 @@
 """A `gymbuild submit ... follow=1` process a test drives: its stdout lines as events, its state
-file's poll count as the clock (tests/test_follow.py, tests/test_follow_cluster.py)."""
+file's poll count as the clock (tests/sweep/test_follow.py, tests/sweep/test_follow_slurm.py)."""
 
 from __future__ import annotations
 

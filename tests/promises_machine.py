@@ -1,6 +1,7 @@
-"""The state machine both model tests of DESIGN.md's promises play (tests/test_promises_model.py on the
-local executor, tests/test_promises_cluster.py on the test Slurm cluster): the steps a user takes with
-one config file, and the promises checked after each (docstring of tests/test_promises_model.py).
+"""The state machine both model tests of DESIGN.md's promises play
+(tests/reliability/test_promises_model.py on the local executor,
+tests/reliability/test_promises_cluster.py on the test Slurm cluster): the steps a user takes with
+one config file, and the promises checked after each (docstring of tests/reliability/test_promises_model.py).
 The executor's side, how live and started jobs are seen, is each test's subclass.
 """
 

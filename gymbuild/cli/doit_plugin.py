@@ -41,6 +41,6 @@ def _command(verb: verbs.Verb) -> type[_Verb]:
 
 
 # `Submit`, `Render`...: one class per verb of verbs.VERBS, named as pyproject.toml's entry points
-# name them (tests/test_cli.py checks that every verb has its entry point).
+# name them (tests/cli/test_main.py checks that every verb has its entry point).
 COMMANDS = {v.name.capitalize(): _command(v) for v in verbs.VERBS}
 globals().update(COMMANDS)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from e2e_helpers import workspaces_home
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SECRETS = {"HF_TOKEN": "hf-SEKRET-value-1", "WANDB_API_KEY": "wandb-SEKRET-value-2"}
 
 

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from gymbuild import verbs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass

@@ -23,7 +23,7 @@ from gymbuild.state.workspace import Workspace
 from gymbuild.submit import pipeline
 from gymbuild.submit.session import Session
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def gymbuild(*args: str, cwd: Path, **extra: str) -> subprocess.CompletedProcess[str]:

@@ -25,7 +25,7 @@ from gymbuild import verbs
 from gymbuild.cli import main
 from gymbuild.invocation import Invocation
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VERB_NAMES = [v.name for v in verbs.VERBS]
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from conftest import Cluster
+    from tests.conftest import Cluster
 
 pytestmark = pytest.mark.cluster
 

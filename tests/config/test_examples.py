@@ -20,7 +20,7 @@ import yaml
 from gymbuild.config import load_config
 from gymbuild.config.output import dump_tree
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = [*sorted((ROOT / "examples").glob("*.yaml")), ROOT / "examples" / "composed" / "submit.yaml"]
 REQUIRED = {
     "minimal",

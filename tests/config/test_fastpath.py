@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 
 from gymbuild.config.load import load_tree
 from gymbuild.config.source import check_source
-from tests.test_config_invalid import CASES, Case
+from tests.config.test_invalid import CASES, Case
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = [*sorted((ROOT / "examples").glob("*.yaml")), ROOT / "examples" / "composed" / "submit.yaml"]
 
 

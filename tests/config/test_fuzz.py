@@ -21,7 +21,7 @@ from gymbuild.config import load_config
 from gymbuild.config.validate import validate
 from gymbuild.errors import Problem, UserError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 
 FIELD_NAMES = [

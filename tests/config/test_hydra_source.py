@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gymbuild.config import compose, hydra_source
-from tests.test_config_fastpath import EXAMPLES, HYDRA_KEYS, emit, keys, scalars, trees
-from tests.test_config_invalid import CASES, READING_LIMITS, Case
+from tests.config.test_fastpath import EXAMPLES, HYDRA_KEYS, emit, keys, scalars, trees
+from tests.config.test_invalid import CASES, READING_LIMITS, Case
 
 
 def composed(path: Path, overrides: list[str] | tuple[str, ...] = (), *, libyaml: bool) -> str:

@@ -28,8 +28,8 @@ import pytest
 from gymbuild.config import load_config
 from gymbuild.errors import ConfigError, printable
 
-ROOT = Path(__file__).resolve().parent.parent
-CORPUS = Path(__file__).resolve().parent / "invalid"
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = Path(__file__).resolve().parents[1] / "invalid"
 
 
 @dataclass

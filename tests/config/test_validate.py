@@ -19,7 +19,7 @@ from gymbuild.config.validate import _validator, validate
 from gymbuild.errors import ConfigError, Problem
 from gymbuild.resources import load_schema
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def base(**services: Any) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Day two under the local executor: status, resubmit, cancel, logs and runs, with no Slurm involved.
 
-The same verbs as tests/test_day_two.py (which runs them on the test cluster), on a submission whose
+The same verbs as tests/day_two/test_slurm.py (which runs them on the test cluster), on a submission whose
 jobs are process groups on this machine: `ok` completes, `fail` exits 3, `slow` outlives its
 walltime, `cancelme` is cancelled. Real `gymbuild` subprocesses (tests/e2e_helpers.py), real
 processes, real files; the local index lives in the test's own directory.

@@ -50,7 +50,7 @@ from e2e_helpers import (
 from gymbuild.state.workspace import Workspace
 
 if TYPE_CHECKING:
-    from conftest import Cluster
+    from tests.conftest import Cluster
 
 pytestmark = pytest.mark.cluster
 

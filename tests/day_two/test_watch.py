@@ -37,7 +37,7 @@ from gymbuild.errors import UserError
 from gymbuild.executors.states import BenchStatus, Tally
 
 if TYPE_CHECKING:
-    from conftest import Cluster
+    from tests.conftest import Cluster
 
 FAST = {"GYMBUILD_WATCH_INTERVALS": "0.5,1,2"}
 

@@ -1,7 +1,7 @@
 """`gymbuild results` of a job whose driver is the REAL `gym eval run` of nemo-gym 0.7.0.
 
 tests/realgym's config (its `plain` benchmark only: one real gym job) on the test cluster, submitted
-over SSH as a user would (see tests/test_e2e_real_driver.py for how gym runs offline there). The table
+over SSH as a user would (see tests/e2e/test_real_driver.py for how gym runs offline there). The table
 shows what gym wrote into rollouts_aggregate_metrics.json, under its own agent and metric names, and
 its mean reward is the mean of the rewards in gym's rollouts.jsonl; asked again, nothing is read.
 """

@@ -1,6 +1,6 @@
 """`resubmit` continues a benchmark from the rollouts its failed job wrote, with the REAL driver.
 
-tests/realgym's `plain` benchmark (see tests/test_e2e_real_driver.py for how nemo-gym 0.7.0's `gym eval
+tests/realgym's `plain` benchmark (see tests/e2e/test_real_driver.py for how nemo-gym 0.7.0's `gym eval
 run` runs offline on the test cluster) of N samples, one at a time, against the cluster's fake vllm
 told to fail every request after its first K answers (FAKE_VLLM_FAIL_AFTER_FILE) and to write down
 each call it answers (FAKE_VLLM_CALLS_FILE). The job fails with K rollouts written; status reads it

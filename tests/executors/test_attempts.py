@@ -22,7 +22,7 @@ from gymbuild.executors.secrets import SecretsFile, forget_secrets
 from gymbuild.state.records import new_gym_job_id, utc_now
 
 if TYPE_CHECKING:
-    from conftest import Cluster
+    from tests.conftest import Cluster
 
 pytestmark = pytest.mark.cluster
 

@@ -2,7 +2,7 @@
 
 Each test writes a config with `compute.<name>.type: local`, submits it, and watches the job the way
 a user does (`gymbuild status json=1`, the run directory). The outcomes are those of a Slurm job
-(tests/test_render.py runs the same shared bash under a stand-in srun): a failing driver fails the
+(tests/render/test_rendered.py runs the same shared bash under a stand-in srun): a failing driver fails the
 job with its exit status; a service that never becomes healthy, or dies while the driver runs, fails
 it with exit 1 and says so in the job's log; `cancel` stops the whole process group.
 """

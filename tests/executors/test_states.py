@@ -1,6 +1,6 @@
 """The Slurm executor's status round trip (`slurm.states`) against real jobs on the test cluster.
 
-Faster than the gymbuild-level tests in test_day_two.py: plain sbatch'd scripts stand in for
+Faster than the gymbuild-level tests in tests/day_two/test_slurm.py: plain sbatch'd scripts stand in for
 benchmarks, so corner cases of a resume chain can be set up exactly. Everything else is real: the
 local shell session, squeue, sacct, the chain file.
 """
@@ -20,7 +20,7 @@ from gymbuild.executors.connection import Connection
 from gymbuild.state.rollouts import Progress
 
 if TYPE_CHECKING:
-    from conftest import Cluster
+    from tests.conftest import Cluster
 
 pytestmark = pytest.mark.cluster
 

@@ -335,7 +335,7 @@ def test_canonical_json_is_stable_and_follows_the_plan() -> None:
     assert plan(t).canonical_json != a.canonical_json
 
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RICH_EXAMPLES = [
     "collector",
     "vllm-pd",

@@ -1,6 +1,6 @@
 """SIGKILL `gymbuild submit` at every point of a submission; the next submit must finish the job.
 
-Each point is reached deterministically by a PATH wrapper that blocks (tests/test_reliability_support.py):
+Each point is reached deterministically by a PATH wrapper that blocks (tests/reliability_helpers.py):
 the submit-side `rsync` (before it copies, after it copied), the login-side `sbatch` (before the first,
 second and third call, and after the second ran but before its answer came back), and the login-side
 `base64` that writes the manifest (every job queued, the record not yet on the cluster). The whole
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from e2e_helpers import gymbuild, job_ids, manifest, run_dir, slurm_config, user_env, write_config
-from test_reliability_support import Faults, cancel, jobs_queued, kill_group, start_gymbuild, wait_accounted
+from reliability_helpers import Faults, cancel, jobs_queued, kill_group, start_gymbuild, wait_accounted
 
 pytestmark = pytest.mark.cluster
 

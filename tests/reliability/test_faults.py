@@ -1,7 +1,7 @@
 """Faults from the outside world: each ends in one clear message, exit 1, and a record of what was queued.
 
 SSH faults use Host aliases in an ssh config of the test's own (a submit-side `ssh` wrapper passes it
-with -F); sbatch and rsync faults are PATH wrappers (tests/test_reliability_support.py); a read-only
+with -F); sbatch and rsync faults are PATH wrappers (tests/reliability_helpers.py); a read-only
 output path is a read-only bind mount; an unwritable local index is XDG_CACHE_HOME under a file.
 The shared slurmctld is never touched: the "dead controller" is a SLURM_CONF naming a closed port.
 """
@@ -22,7 +22,7 @@ from e2e_helpers import (
     user_env,
     write_config,
 )
-from test_reliability_support import Faults, cancel, jobs_queued
+from reliability_helpers import Faults, cancel, jobs_queued
 
 pytestmark = pytest.mark.cluster
 

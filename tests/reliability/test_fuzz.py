@@ -1,4 +1,4 @@
-"""Fuzzing what tests/test_config_fuzz.py does not: Hydra overrides, and raw bytes in the config file.
+"""Fuzzing what tests/config/test_fuzz.py does not: Hydra overrides, and raw bytes in the config file.
 
 A user types overrides on the command line (`k=v`, `+k=v`, `++k=v`, `~k`) and can hand gymbuild any
 file; whatever they hold, the loader answers with a UserError (one message, exit 1), never another
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from gymbuild.config import load_config
 from gymbuild.errors import UserError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MINIMAL = ROOT / "examples" / "minimal.yaml"
 ENV = {"OTEL_TOKEN": "t", "HF_TOKEN": "h", "WANDB_API_KEY": "w"}
 CANARY = Path(f"/tmp/gym-canary-{uuid.uuid4()}")

@@ -43,7 +43,7 @@ from e2e_helpers import (
     write_config,
 )
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from test_reliability_support import cancel
+from reliability_helpers import cancel
 
 from gymbuild.config import load_config
 

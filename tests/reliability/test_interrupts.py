@@ -32,7 +32,7 @@ from e2e_helpers import gymbuild, gymbuild_argv, job_ids, kill_local_jobs, manif
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from promises_helpers import signal_while_alive, wait_until
-from test_reliability_support import Faults, cancel, jobs_queued, start_gymbuild, wait_accounted
+from reliability_helpers import Faults, cancel, jobs_queued, start_gymbuild, wait_accounted
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads process groups from /proc")
 

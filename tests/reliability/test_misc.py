@@ -28,12 +28,12 @@ from e2e_helpers import (
     user_env,
     write_config,
 )
-from test_config_invalid import CASES
-from test_reliability_support import cancel, jobs_queued, start_gymbuild
+from reliability_helpers import cancel, jobs_queued, start_gymbuild
 
 from gymbuild.state.records import SubmissionRecord
+from tests.config.test_invalid import CASES
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 # One case per family: syntax, types, unknown keys, cross-field rules, overrides, interpolation,
 # env prefixes, names, walltime, pools, mounts, secrets.

@@ -1,4 +1,4 @@
-"""DESIGN.md's promises on the test Slurm cluster: the model of tests/test_promises_model.py, smaller.
+"""DESIGN.md's promises on the test Slurm cluster: test_promises_model.py's model, smaller.
 
 The same state machine (tests/promises_machine.py) with two gated `command` benchmarks submitted
 through `gym-login` (one SSH connection, sbatch on the login node): submit (plain, `new=1`, `only=`,
@@ -24,7 +24,7 @@ from promises_helpers import Figures
 from promises_machine import PromisesMachine, machine_settings
 
 if TYPE_CHECKING:
-    from conftest import Cluster
+    from tests.conftest import Cluster
 
 pytestmark = pytest.mark.cluster
 FIGURES = Figures()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from e2e_helpers import gymbuild, job_ids, manifest, run_dir, slurm_config, write_config
-from test_reliability_support import cancel, secret_user
+from reliability_helpers import cancel, secret_user
 
 pytestmark = pytest.mark.cluster
 

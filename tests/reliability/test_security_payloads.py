@@ -223,7 +223,7 @@ def test_payloads_that_would_leave_a_mark_leave_none_on_the_local_executor(
 
 # --- the reading limits ------------------------------------------------------------------------------------
 
-MINIMAL = (Path(__file__).resolve().parents[1] / "examples" / "minimal.yaml").read_text()
+MINIMAL = (Path(__file__).resolve().parents[2] / "examples" / "minimal.yaml").read_text()
 
 
 def _bomb_level(i: int) -> str:
@@ -338,7 +338,7 @@ def test_every_name_validation_accepts_is_one_plain_path_component_and_one_shell
 
 # --- 45.8: composition and messages -----------------------------------------------------------------------
 
-COMPOSED = Path(__file__).resolve().parents[1] / "examples" / "composed"
+COMPOSED = Path(__file__).resolve().parents[2] / "examples" / "composed"
 
 
 def test_a_group_override_cannot_compose_a_file_outside_the_config_directory(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from gymbuild.cli import main
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 # The id format, spelled here independently of gymbuild/state/ids.py: what a hostile id must not be.
 ID = re.compile(r"gym-job-[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}", re.ASCII)
 PLANTED = "gym-job-20260101T000000Z-abcdef"  # the run directory / index entry the user names

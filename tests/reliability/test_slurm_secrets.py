@@ -29,7 +29,7 @@ from e2e_helpers import (
     slurm_config,
     write_config,
 )
-from test_reliability_support import cancel, secret_user
+from reliability_helpers import cancel, secret_user
 
 pytestmark = pytest.mark.cluster
 

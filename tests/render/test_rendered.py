@@ -2,7 +2,7 @@
 
 Golden files: `tests/golden/<example>/<bench>/job.sh` (+ `otel/collector.yaml`), the masked rendering
 (what `render` prints) of every example with a fixed run dir and gym_job_id, compared byte for byte.
-After an intended change, rewrite them with `GYMBUILD_UPDATE_GOLDEN=1 pytest tests/test_render.py`
+After an intended change, rewrite them with `GYMBUILD_UPDATE_GOLDEN=1 pytest tests/render/test_rendered.py`
 and review the diff like code.
 
 The run tests execute a rendered job.sh with real bash on this machine, with stand-ins for `srun`
@@ -39,8 +39,8 @@ from gymbuild.render import _ENV, dry_run_chunks, mask_secrets, render_job, secr
 from gymbuild.shell import quote
 from tests.script_runs import run_job_script, stage_secrets
 
-ROOT = Path(__file__).resolve().parent.parent
-GOLDEN = Path(__file__).resolve().parent / "golden"
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 RUN_DIR = "/runs/gym-job-20260101T000000Z-abcdef"
 JOB_ID = "gym-job-20260101T000000Z-abcdef"
 FAKE_ENV = {"OTEL_TOKEN": "otel-token-value", "HF_TOKEN": "hf-token-value", "WANDB_API_KEY": "wandb-value"}

@@ -4,7 +4,7 @@ rendered driver script run by real bash, with a `gym` on PATH that writes down t
 A first job finds no rollouts and runs gym's own command line (no resume_from_cache: gym's default
 for a job that is not resumable); a resubmitted one finds the rollouts and materialized inputs its
 earlier job wrote and adds +resume_from_cache=True; a resumable benchmark has it always, once (Hydra
-refuses a key given twice). The real gym's resume is tested in test_resume_real_driver.py.
+refuses a key given twice). The real gym's resume is tested in tests/e2e/test_resume_real_driver.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from gymbuild.executors.base import planning_traits
 from gymbuild.plan import plan_submission
 from gymbuild.render import _ENV
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FAKE_ENV = {"OTEL_TOKEN": "t", "HF_TOKEN": "h", "WANDB_API_KEY": "w"}
 
 

@@ -349,9 +349,7 @@ def test_head_node_ip_exports(tmp_path: Path, nodes: int) -> None:
         assert env["RAY_HEAD_NODE_IP"] == f"{IPS['gpu-a']}:6379"
 
 
-GATEWAY = (
-    Path(__file__).resolve().parent.parent / "gymbuild" / "render" / "templates" / "ray_serve_gateway.py"
-)
+GATEWAY = Path(__file__).resolve().parents[2] / "gymbuild" / "render" / "templates" / "ray_serve_gateway.py"
 
 
 def test_use_ray_serve_runs_the_gateway_with_nemo_gyms_command_line(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """Several benchmarks in one job (driver.benchmarks_per_job): the script a shared job gets, and on this
 machine (the local executor) what a user sees: one job, its services started once, each benchmark its
 own state, log and exit status; resubmit runs exactly what failed or never ran. Without the
-extension every script stays byte for byte what it was (tests/test_render.py's goldens)."""
+extension every script stays byte for byte what it was (tests/render/test_rendered.py's goldens)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from gymbuild.plan import plan_submission
 from gymbuild.plan.shared import plan_shared_job
 from gymbuild.render import render_job
 from gymbuild.render.shared import render_shared_job
-from tests.test_local_executor import User, echo_service, local_config
+from tests.executors.test_local import User, echo_service, local_config
 
 ECHO = 'python3 -m gymbuild.demo.echo_server --port "$GYM_PORT"'
 

@@ -18,7 +18,7 @@ import pytest
 
 from gymbuild.results import compare
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "oracle" / "scripts" / "compare_runs.py"
 
 

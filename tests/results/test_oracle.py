@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gymbuild.results import table as tables
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "data" / "nemo-gym-0.7.0-aggregate"
 SCRIPT = ROOT / "tests" / "oracle" / "scripts" / "aggregate_metrics.py"
 

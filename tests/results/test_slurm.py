@@ -21,7 +21,7 @@ from e2e_helpers import REPO, gymbuild, policy_service, slurm_config, user_env, 
 from results_helpers import Sessions
 
 if TYPE_CHECKING:
-    from conftest import Cluster
+    from tests.conftest import Cluster
 
 pytestmark = pytest.mark.cluster
 

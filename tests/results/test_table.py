@@ -1,5 +1,5 @@
 """The score table, from files NeMo Gym 0.7.0 wrote (tests/data/nemo-gym-0.7.0-aggregate, made by its
-own aggregation: see tests/test_results_oracle.py): one run with a failed, an unfinished, a silent and
+own aggregation: see tests/results/test_oracle.py): one run with a failed, an unfinished, a silent and
 a two-agent benchmark; two runs side by side; and each output form a user asks for."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from gymbuild.results import table as tables
 from gymbuild.results.table import AGGREGATE_FILE, COMMAND_FILE, RunResult, bench_result
 from gymbuild.state.rollouts import Progress
 
-DATA = Path(__file__).resolve().parent / "data" / "nemo-gym-0.7.0-aggregate"
+DATA = Path(__file__).resolve().parents[1] / "data" / "nemo-gym-0.7.0-aggregate"
 
 
 def aggregate(run: str, bench: str) -> dict[str, str]:
@@ -200,7 +200,11 @@ def test_numbers_are_shown_to_four_decimals_without_trailing_zeros() -> None:
 def test_the_file_a_real_gym_eval_run_wrote_reads_as_its_key_metrics() -> None:
     """tests/data/nemo-gym-0.7.0-artifacts: written by the real `gym eval run` (the driver's e2e)."""
     real = (
-        Path(__file__).resolve().parent / "data" / "nemo-gym-0.7.0-artifacts" / "realgym_echo" / "artifacts"
+        Path(__file__).resolve().parents[1]
+        / "data"
+        / "nemo-gym-0.7.0-artifacts"
+        / "realgym_echo"
+        / "artifacts"
     )
     text = (real / AGGREGATE_FILE).read_text()
     (entry,) = json.loads(text)

@@ -14,7 +14,7 @@ from gymbuild.config import load_config
 from gymbuild.errors import ConfigError
 from gymbuild.state.config_cache import ValidatedConfigs
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MINIMAL = ROOT / "examples" / "minimal.yaml"
 
 

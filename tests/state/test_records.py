@@ -22,7 +22,7 @@ from gymbuild.resources import load_schema
 from gymbuild.state import records
 from gymbuild.state.records import BenchmarkJob, RecordError, SubmissionRecord
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 PACKAGE = Path(gymbuild.__file__).resolve().parent
 ID_PATTERN = re.compile(r"^gym-job-\d{8}T\d{6}Z-[0-9a-f]{6}$")
 FROZEN = datetime(2025, 6, 11, 14, 22, 33, 987654, tzinfo=UTC)

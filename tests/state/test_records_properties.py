@@ -130,7 +130,7 @@ def test_load_of_any_json_returns_a_record_or_raises_record_error(payload: Any) 
 def test_load_accepts_exactly_the_payloads_the_schema_accepts(payload: dict) -> None:
     # load checks shape with its own fast table; the published schema must agree with it both ways.
     if type(payload.get("schema_version")) is not int:
-        return  # 1.0 is an integer to JSON Schema but not a version to load: tested in test_jobs.py
+        return  # 1.0 is an integer to JSON Schema but not a version to load: test_records.py
     # Beyond the shape, load checks where the record points (the id's format, the run directory
     # named after it, the benchmarks' directories in it: records._check_places), which a schema cannot
     # say across fields; such a refusal names the field it is about.

@@ -2,7 +2,7 @@
 real bash and `wc` the status scripts run, and what status shows of them.
 
 The local executor's status round trip runs here on real files (its job gone, so it reads FAILED);
-the Slurm one runs on the test cluster in test_day_two_status.py.
+the Slurm one runs on the test cluster in tests/executors/test_states.py.
 """
 
 from __future__ import annotations

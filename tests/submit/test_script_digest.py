@@ -20,7 +20,7 @@ from gymbuild.config import load_config
 from gymbuild.config.model import thaw
 from gymbuild.resources import code_digest, script_code_digest, script_code_files
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "gymbuild"
 EXAMPLES = [*sorted((ROOT / "examples").glob("*.yaml")), ROOT / "examples" / "composed" / "submit.yaml"]
 FAKE_ENV = {"OTEL_TOKEN": "otel-token-value", "HF_TOKEN": "hf-token-value", "WANDB_API_KEY": "wandb-value"}

@@ -173,7 +173,7 @@ def test_sweep_syntax_without_multirun_is_refused_with_multirun_as_the_fix(tmp_p
 
     with pytest.raises(ConfigError) as caught:
         load_config(
-            Path(__file__).parents[1] / "examples" / "local.yaml", ["compute.workstation.walltime=1,2"]
+            Path(__file__).parents[2] / "examples" / "local.yaml", ["compute.workstation.walltime=1,2"]
         )
     assert "fix: to sweep over the values, pass multirun=1" in str(caught.value)
 

@@ -2,7 +2,7 @@
 on the cluster's file system while the follower runs; each complete one is queued once with sbatch,
 a failing one re-queued and given up on, all over one SSH connection, and a poll with nothing new and
 nothing in flight is one round trip (the glob). The scoring command and its failure flag files are
-test_sweep_cluster.py's (its Sweeper)."""
+tests/sweep/test_slurm.py's (its Sweeper)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 from follow_helpers import Follower, wait_polls
-from test_sweep_cluster import Sweeper
+
+from tests.sweep.test_slurm import Sweeper
 
 if TYPE_CHECKING:
-    from conftest import Cluster
+    from tests.conftest import Cluster
 
 pytestmark = pytest.mark.cluster
 

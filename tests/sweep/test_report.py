@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 from e2e_helpers import gymbuild_argv, kill_local_jobs, local_command_config, user_env, write_config
-from test_series import three_checkpoints
+
+from tests.sweep.test_series import three_checkpoints
 
 pytest.importorskip("matplotlib", reason="the report extra is not installed: pip install matplotlib")
 

@@ -19,7 +19,7 @@ from gymbuild.results.table import AGGREGATE_FILE, COMMAND_FILE, RunResult, benc
 from gymbuild.state.rollouts import Progress
 from gymbuild.sweep import series
 
-DATA = Path(__file__).resolve().parent / "data" / "nemo-gym-0.7.0-aggregate"
+DATA = Path(__file__).resolve().parents[1] / "data" / "nemo-gym-0.7.0-aggregate"
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ from e2e_helpers import Run, gymbuild, policy_service, slurm_config, user_env, w
 from results_helpers import Sessions
 
 if TYPE_CHECKING:
-    from conftest import Cluster
+    from tests.conftest import Cluster
 
 pytestmark = pytest.mark.cluster
 
