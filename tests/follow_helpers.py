@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from e2e_helpers import gymbuild_argv
+from e2e_helpers import gymbuild_argv, with_default_signals
 
 
 class Follower:
@@ -25,7 +25,7 @@ class Follower:
         self.err = home / f"follower-{time.monotonic_ns()}.err"  # a file: a full stderr pipe would block it
         self.err_file = self.err.open("w")
         self.proc = subprocess.Popen(
-            gymbuild_argv(*args),
+            with_default_signals(gymbuild_argv(*args)),
             cwd=home,
             env=env,
             stdout=subprocess.PIPE,

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from e2e_helpers import gymbuild_argv, user_env, write_config
+from e2e_helpers import gymbuild_argv, user_env, with_default_signals, write_config
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -236,7 +236,7 @@ class PromisesMachine(RuleBasedStateMachine):
         started = sum(len(ids) for ids in self.started().values())
         argv, cwd = self.argv(("submit",), where, "config=", ("new=1" if new else "",))
         proc = subprocess.Popen(
-            argv,
+            with_default_signals(argv),  # the signal tested is not one this test run ignores
             cwd=cwd,
             env=self.env,
             stdin=subprocess.DEVNULL,

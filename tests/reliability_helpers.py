@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from e2e_helpers import gymbuild_argv, sacct_jobs, user_env
+from e2e_helpers import gymbuild_argv, sacct_jobs, user_env, with_default_signals
 
 BLOCK_SECONDS = 600
 
@@ -115,9 +115,10 @@ class Faults:
 
 
 def start_gymbuild(args: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> subprocess.Popen[str]:
-    """`gymbuild ARGS` in a process group of its own, so a test can SIGKILL all of it at once."""
+    """`gymbuild ARGS` in a process group of its own, so a test can SIGKILL all of it at once; the
+    signals it handles at their defaults, whatever this run ignores (e2e_helpers.with_default_signals)."""
     return subprocess.Popen(
-        gymbuild_argv(*args),
+        with_default_signals(gymbuild_argv(*args)),
         cwd=cwd,
         env=dict(env),
         stdin=subprocess.DEVNULL,

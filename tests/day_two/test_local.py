@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_helpers import EXAMPLES, gymbuild, gymbuild_argv, kill_local_jobs, user_env, write_config
+from e2e_helpers import (
+    EXAMPLES,
+    gymbuild,
+    gymbuild_argv,
+    kill_local_jobs,
+    user_env,
+    with_default_signals,
+    write_config,
+)
 
 # `slow` meets the config's walltime (its TIMEOUT is the only event that timer decides); whatever a
 # test must still find running is queued with a walltime no step of a test comes near.
@@ -262,7 +270,7 @@ def test_logs_follow_from_the_start_picks_up_the_driver_log_and_ends_on_ctrl_c(
     user = Local(tmp_path, write_config(tmp_path, config, "late.yaml"))
     user.ok("submit", f"config={user.config}")
     follow = subprocess.Popen(
-        gymbuild_argv("logs", f"config={user.config}", "follow=1"),
+        with_default_signals(gymbuild_argv("logs", f"config={user.config}", "follow=1")),
         cwd=tmp_path,
         env=user_env(tmp_path),
         stdout=subprocess.PIPE,

@@ -332,8 +332,6 @@ def test_a_signal_during_a_slurm_submit_records_every_job(cluster: Any, tmp_path
     answer in flight before it stops, so the five that queued are in the record and the exit status
     is the signal's; the next submit queues the held one, and each benchmark has exactly one job
     (Slurm's accounting, by job name and work dir)."""
-    if signal.getsignal(SIGNALS[name]) is signal.SIG_IGN:  # the suite runs under nohup: so would gymbuild
-        pytest.skip(f"{name} is ignored by this test run, and so by the gymbuild it starts")
     benches = [f"s{i}" for i in range(6)]
     output = cluster.run_dir(f"interrupt-{name}")
     run = {"config_paths": ["benchmarks/gpqa/config.yaml"], "fake_num_calls": 1}
@@ -405,8 +403,6 @@ def test_sigterm_to_a_slurm_submit_from_its_first_job_to_its_exit_ends_it_with_1
     queued job in the record. The signal is only sent to a gymbuild not yet exiting (it is stopped
     first: promises_helpers.signal_while_alive); one that had ended on its own exits 0 with all three
     recorded."""
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
-        pytest.skip("SIGTERM is ignored by this test run, and so by the gymbuild it starts")
     output = cluster.run_dir(f"sigterm-{moment}-{round_}")
     benches = ["a", "b", "c"]
     config = slurm_config(output, {b: {"command": "sleep 300"} for b in benches}, services={})
@@ -471,16 +467,25 @@ def test_a_signal_while_gymbuild_puts_its_handlers_back_is_answered_not_raised(n
     from gymbuild import interrupts
 
     sig = SIGNALS[name]
-    if signal.getsignal(sig) is signal.SIG_IGN:
-        pytest.skip(f"{name} is ignored by this test run, and so by gymbuild")
     assert threading.current_thread() is threading.main_thread(), "signal handlers are the main thread's"
-    before = {s: signal.getsignal(s) for s in interrupts.SIGNALS}
-    interrupts.install()
+    inherited = {s: signal.getsignal(s) for s in interrupts.SIGNALS}
     try:
-        late = interrupts.restore(_SignalledWhileRead(before, sig))
+        # As a terminal starts gymbuild, whatever this test run ignores (under nohup: SIGHUP, which
+        # gymbuild would rightly leave ignored); what the run inherited is put back after.
+        for s, handler in inherited.items():
+            if handler is signal.SIG_IGN:
+                signal.signal(s, signal.SIG_DFL)
+        before = {s: signal.getsignal(s) for s in interrupts.SIGNALS}
+        interrupts.install()
+        try:
+            late = interrupts.restore(_SignalledWhileRead(before, sig))
+        finally:
+            after = {s: signal.getsignal(s) for s in interrupts.SIGNALS}
+            for s, handler in before.items():
+                signal.signal(s, handler)
     finally:
-        for s, handler in before.items():
+        for s, handler in inherited.items():
             signal.signal(s, handler)
     assert late == sig
-    assert {s: signal.getsignal(s) for s in interrupts.SIGNALS} == before
+    assert after == before
     assert not interrupts.pending()
