@@ -78,7 +78,7 @@ def import_ties(path: Path, modules: set[str], text: str | None = None) -> list[
                     found.append(Import(path, node.lineno, sub))
                 elif source in modules:
                     found.append(Import(path, node.lineno, source))
-    return [tie for tie in found if tie.target != name]
+    return [tie for tie in dict.fromkeys(found) if tie.target != name]  # once a line and module
 
 
 def imports(path: Path, modules: set[str]) -> set[str]:
@@ -286,3 +286,30 @@ def test_the_readme_names_only_what_exists_and_every_folder() -> None:
     roots = {p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py"}
     unnamed = sorted({f"{f}/" for f in folders} - named) + sorted(roots - named)
     assert not unnamed, f"README 'How it is built' leaves out: {unnamed}"
+
+
+# What a test under tests/<folder>/ may import from above its folder: the command line as a user
+# types it (in this process), and, for the planner's tests, its input as the executors' registry
+# gives it (the planner takes the traits as data and never imports them).
+TESTS_MAY_REACH_UP = {
+    "*": {"gymbuild.cli", "gymbuild.cli.main"},
+    "tests/plan/test_planner.py": {"gymbuild.executors.base"},
+}
+
+
+def test_a_test_files_folder_says_what_it_tests() -> None:
+    """A test under tests/<folder>/ imports nothing of gymbuild from a floor above that folder: were
+    it to need one, what it tests lives there, and so should the test."""
+    _, modules = package_modules()
+    found = []
+    for folder in flat_floors():
+        for path in sorted((ROOT / "tests" / folder).glob("test_*.py")):
+            name = str(path.relative_to(ROOT))
+            allowed = TESTS_MAY_REACH_UP["*"] | TESTS_MAY_REACH_UP.get(name, set())
+            as_module = PACKAGE / folder / path.name  # read as if it stood in the folder it tests
+            for tie in import_ties(as_module, modules, path.read_text()):
+                there = folder_of(tie.target)
+                if there != folder and floor_of(there) <= floor_of(folder) and tie.target not in allowed:
+                    found.append(f"{name}:{tie.line}: imports {tie.target} (a floor above {folder}/)")
+    assert len(list((ROOT / "tests").glob("*/test_*.py"))) > 50, "the test folders were not read"
+    assert not found, "tests that import from above the folder they test:\n" + "\n".join(found)

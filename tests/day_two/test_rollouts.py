@@ -1,4 +1,4 @@
-"""Rollout counts (rollout_counts.py): gym's three files in a bench dir's artifacts/, counted by the
+"""Rollout counts (gymbuild/state/rollouts.py): gym's three files in a bench dir's artifacts/, counted by the
 real bash and `wc` the status scripts run, and what status shows of them.
 
 The local executor's status round trip runs here on real files (its job gone, so it reads FAILED);
