@@ -1,7 +1,7 @@
 """The run's one connection: framed results, exact bytes, modes kept, and nothing deleted by a copy.
 
 The local shell is exercised here on every machine; the same Connection over SSH is exercised by the
-cluster tests (tests/test_submit_cluster.py) against the test cluster's login node.
+cluster tests (tests/e2e/) against the test cluster's login node.
 """
 
 from __future__ import annotations
