@@ -77,9 +77,9 @@ PACKAGE = files("gymbuild/**/*.py", "gymbuild/**/*.j2", "schemas/*.json", "pypro
 DEV_CODE = files("dodo.py", "tools/*.py")
 DOCS = files(*DOC_GLOBS)
 # What the rendered scripts of tests/golden/ come from, besides the package.
-RENDER_INPUTS = files("examples/**/*.yaml", "tests/test_render.py", "tests/conftest.py")
-# tests/test_render.py's golden tests: with GYMBUILD_UPDATE_GOLDEN=1 they write each file, then compare.
-GOLDEN_TESTS = [tool("pytest"), "-n", "0", "-q", "tests/test_render.py", "-k", "golden"]
+RENDER_INPUTS = files("examples/**/*.yaml", "tests/render/test_rendered.py", "tests/conftest.py")
+# tests/render/test_rendered.py's golden tests: with GYMBUILD_UPDATE_GOLDEN=1 they write each file, then compare.
+GOLDEN_TESTS = [tool("pytest"), "-n", "0", "-q", "tests/render/test_rendered.py", "-k", "golden"]
 GOLDEN_ENV = {**os.environ, "GYMBUILD_UPDATE_GOLDEN": "1"}
 # What the tests read: the package, the examples, every file under tests/, the docs they quote.
 TESTED = sorted({*PACKAGE, *DEV_CODE, *DOCS, *files("examples/**/*.yaml", "tests/**/*", "bench/*.py")})
@@ -149,7 +149,7 @@ def task_test_full() -> dict[str, Any]:
 def task_goldens() -> dict[str, Any]:
     """Rewrite tests/golden/ from the templates after an intended change; review the diff.
 
-    GYMBUILD_UPDATE_GOLDEN=1 with tests/test_render.py's golden tests. Not a default task, and its
+    GYMBUILD_UPDATE_GOLDEN=1 with tests/render/test_rendered.py's golden tests. Not a default task, and its
     target is a stamp, not the goldens: doit runs the task that makes a file before any task that
     reads it, so the tests would pass on goldens rewritten from whatever the templates render."""
     return {

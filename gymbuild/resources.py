@@ -31,7 +31,7 @@ def load_schema(name: str) -> dict[str, Any]:
 # What turns a resolved config into a job script: every file of these packages (the model built from
 # the tree, the planner, the renderer and its templates, the Ray Serve gateway a job carries) and the
 # top-level modules they import. A change to any of them may change every script. Whole directories,
-# so a new module or template is covered without a line here; tests/test_script_digest.py checks that
+# so a new module or template is covered without a line here; tests/submit/test_script_digest.py checks that
 # every gymbuild module render_job imports is covered.
 _SCRIPT_PACKAGES = ("config", "plan", "render")
 # Each executor's folder (its module, whose traits the planner is handed, and its templates) counts

@@ -1,4 +1,4 @@
-"""Two finished local runs for `gymbuild compare` to read (tests/test_compare*.py): real run
+"""Two finished local runs for `gymbuild compare` to read (tests/results/test_compare*.py): real run
 directories with gym's files, real records in the local index, and the exit file the local executor's
 status reads, so a job can be COMPLETED, FAILED (it crashed: no exit file, no process) or partial."""
 

@@ -21,6 +21,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -118,6 +119,28 @@ def gymbuild_argv(*args: str) -> list[str]:
     exe = shutil.which("gymbuild")
     assert exe, "the gymbuild console script is not on PATH (pip install -e '.[test]')"
     return [exe, *args]
+
+
+# Run by the interpreter that runs the tests before the command it wraps replaces it (os.execv: the
+# same pid, so the test signals the command itself, and only once it is the command).
+_AT_DEFAULTS = (
+    "import os, signal, sys\n"
+    "for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):\n"
+    "    signal.signal(sig, signal.SIG_DFL)\n"
+    "os.execv(sys.argv[1], sys.argv[1:])\n"
+)
+
+
+def with_default_signals(argv: Sequence[str]) -> list[str]:
+    """`argv` started with SIGHUP, SIGINT and SIGTERM at their defaults, as from a terminal, for a
+    test that signals it.
+
+    An ignored signal stays ignored across fork and exec, and a test run started under nohup (SIGHUP
+    ignored) or by a non-interactive shell's `cmd &` (SIGINT ignored) hands that to every process it
+    starts; gymbuild leaves an ignored signal ignored (so `nohup gymbuild submit` survives a hangup),
+    and a test of what it does on SIGHUP would see it go on and exit 0. Reset in the child, not in
+    this process, which keeps ignoring what its runner told it to."""
+    return [sys.executable, "-I", "-c", _AT_DEFAULTS, *argv]
 
 
 def gymbuild(*args: str, cwd: Path, env: Mapping[str, str] | None = None, timeout: float = 300) -> Run:

@@ -1,5 +1,5 @@
 """A `gymbuild submit ... follow=1` process a test drives: its stdout lines as events, its state
-file's poll count as the clock (tests/test_follow.py, tests/test_follow_cluster.py)."""
+file's poll count as the clock (tests/sweep/test_follow.py, tests/sweep/test_follow_slurm.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from e2e_helpers import gymbuild_argv
+from e2e_helpers import gymbuild_argv, with_default_signals
 
 
 class Follower:
@@ -25,7 +25,7 @@ class Follower:
         self.err = home / f"follower-{time.monotonic_ns()}.err"  # a file: a full stderr pipe would block it
         self.err_file = self.err.open("w")
         self.proc = subprocess.Popen(
-            gymbuild_argv(*args),
+            with_default_signals(gymbuild_argv(*args)),
             cwd=home,
             env=env,
             stdout=subprocess.PIPE,

@@ -1,9 +1,10 @@
 """What the model-based tests of DESIGN.md's promises look at: the state a verb may not change, the
 jobs that are really alive, the jobs that really started, and what stdout held.
 
-tests/test_promises_model.py (the local executor) and tests/test_promises_cluster.py (the test Slurm
-cluster) drive random sequences of verbs through `hypothesis.stateful`; after each step they judge
-gymbuild by these observations, never by what gymbuild itself says about them:
+tests/reliability/test_promises_model.py (the local executor) and
+tests/reliability/test_promises_cluster.py (the test Slurm cluster) drive random sequences of verbs
+through `hypothesis.stateful`; after each step they judge gymbuild by these observations, never
+by what gymbuild itself says about them:
 
 - `Snapshot`: every file of the state a dry run or an inspecting verb must leave alone (names, modes
   and contents), in areas (`jobs`, `records`, `workspace`, `doit`), so a failure names what changed.

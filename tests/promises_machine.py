@@ -1,6 +1,7 @@
-"""The state machine both model tests of DESIGN.md's promises play (tests/test_promises_model.py on the
-local executor, tests/test_promises_cluster.py on the test Slurm cluster): the steps a user takes with
-one config file, and the promises checked after each (docstring of tests/test_promises_model.py).
+"""The state machine both model tests of DESIGN.md's promises play
+(tests/reliability/test_promises_model.py on the local executor,
+tests/reliability/test_promises_cluster.py on the test Slurm cluster): the steps a user takes with
+one config file, and the promises checked after each (docstring of tests/reliability/test_promises_model.py).
 The executor's side, how live and started jobs are seen, is each test's subclass.
 """
 
@@ -15,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from e2e_helpers import gymbuild_argv, user_env, write_config
+from e2e_helpers import gymbuild_argv, user_env, with_default_signals, write_config
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -235,7 +236,7 @@ class PromisesMachine(RuleBasedStateMachine):
         started = sum(len(ids) for ids in self.started().values())
         argv, cwd = self.argv(("submit",), where, "config=", ("new=1" if new else "",))
         proc = subprocess.Popen(
-            argv,
+            with_default_signals(argv),  # the signal tested is not one this test run ignores
             cwd=cwd,
             env=self.env,
             stdin=subprocess.DEVNULL,

@@ -1,4 +1,4 @@
-"""The payload matrix of tests/test_security_payloads.py: every string field of the config schema,
+"""The payload matrix of tests/reliability/test_security_payloads.py: every string field of the config schema,
 found by walking schemas/submit-config.schema.json (so a field added to the schema is probed the day
 it is added), the hostile strings put into each, and what a hostile string may end as.
 

@@ -78,9 +78,11 @@ def test_doit_info_shows_real_file_dep_and_targets(copy: Path) -> None:
         "gymbuild/render/templates/job.sh.j2",
         "schemas/submit-config.schema.json",
     }
-    assert package | {"tests/test_cli.py", "examples/local.yaml", "tests/golden/local/demo/job.sh"} <= set(
-        quick
-    )
+    assert package | {
+        "tests/cli/test_main.py",
+        "examples/local.yaml",
+        "tests/golden/local/demo/job.sh",
+    } <= set(quick)
     assert not [path for path in quick if "__pycache__" in path or path.startswith(".")]
     goldens = doit(copy, "info", "goldens").stdout
     assert "gymbuild/render/templates/job.sh.j2" in section(goldens, "file_dep")

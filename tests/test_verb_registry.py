@@ -1,7 +1,7 @@
 """The registry of verbs (gymbuild/verbs.py) is what the run does: each fact a verb declares there
 (what it writes, whether it connects ahead, queues or works on a sweep) is the one the rest of
 gymbuild acts on, and the parts that still name verbs themselves (batch.VERBS, pyproject.toml's
-entry points: tests/test_cli.py) name the registry's.
+entry points: tests/cli/test_main.py) name the registry's.
 
 What a verb writes is proven the way a user meets it: while another run holds a config's workspace,
 the verbs that write nothing in it answer, and those that write wait, then name the holder.

@@ -23,7 +23,7 @@ from gymbuild import verbs
 from gymbuild.errors import printable
 from gymbuild.state import ids
 
-# doit's own commands, passed to doit as they are (tests/test_cli.py checks this against doit's list).
+# doit's own commands, passed to doit as they are (tests/cli/test_main.py checks this against doit's list).
 DOIT_COMMANDS = frozenset(
     {
         "help",

@@ -30,7 +30,7 @@ _ACTIVE = False  # whether the search-path plugin redirects the primary director
 class LibyamlConfigSource(ConfigSource):
     """Hydra's file source with a faster parser: the same lookups, headers and results. Written out
     rather than subclassed because Hydra's FileConfigSource lives in `hydra._internal`, which is not
-    public; tests/test_config_hydra_source.py holds the two to the same results."""
+    public; tests/config/test_hydra_source.py holds the two to the same results."""
 
     @staticmethod
     def scheme() -> str:

@@ -26,5 +26,5 @@ def dump_tree(tree: Mapping[str, Any], *, as_json: bool = False) -> str:
 
 # libyaml's emitter: a fifth of the time (0.26 s -> 0.06 s for a thousand benchmarks). For every
 # example config it writes PyYAML's text byte for byte, and for any tree text that reads back the same
-# (tests/test_config_fuzz.py); only odd keys are spelt differently (an empty key as `? ''`).
+# (tests/config/test_fuzz.py); only odd keys are spelt differently (an empty key as `? ''`).
 DUMPER: type = getattr(yaml, "CSafeDumper", yaml.SafeDumper)

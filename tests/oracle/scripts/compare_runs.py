@@ -1,4 +1,4 @@
-"""NeMo Gym 0.7.0's own `gym eval compare` on two runs' rollouts, for tests/test_compare_oracle.py.
+"""NeMo Gym 0.7.0's own `gym eval compare` on two runs' rollouts, for tests/results/test_compare_oracle.py.
 
     /opt/nemo-gym-0.7.0/bin/python tests/oracle/scripts/compare_runs.py BASE_ROLLOUTS CAND_ROLLOUTS OUT_DIR
 

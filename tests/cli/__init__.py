@@ -1,0 +1,1 @@
+"""Tests of gymbuild/cli/: the command line, its contract, doit's graph and backend."""

@@ -1,0 +1,1 @@
+"""Tests of gymbuild/executors/: the SSH connection, the local and Slurm executors, states, attempts."""

@@ -1,0 +1,1 @@
+"""Tests of gymbuild/plan/: the pure planner (placement, overrides, canonical JSON)."""

@@ -1,0 +1,1 @@
+"""Cross-cutting: faults, crashes, signals, hostile input, secrets, and DESIGN.md's promises."""

@@ -1,0 +1,1 @@
+"""Tests of gymbuild/sweep/: sweeps, their names, following, series, report and export."""
