@@ -1,4 +1,4 @@
-"""Each reserved argument is read once, into its type (gymbuild/arguments.py), and a verb reads only
+"""Each reserved argument is read once, into its type (gymbuild/request/arguments.py), and a verb reads only
 the arguments verbs.py says it reads (gymbuild/cli/argv.py).
 
 Searched: any value an argument cannot read, given to a verb that reads it, is one message naming
@@ -20,11 +20,11 @@ from e2e_helpers import user_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gymbuild import arguments, verbs
-from gymbuild.arguments import ARGUMENTS, Refused
 from gymbuild.cli import argv, main
 from gymbuild.errors import UserError
-from gymbuild.invocation import Invocation
+from gymbuild.request import arguments, verbs
+from gymbuild.request.arguments import ARGUMENTS, Refused
+from gymbuild.request.invocation import Invocation
 
 SEARCH = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

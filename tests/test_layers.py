@@ -34,7 +34,7 @@ FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"render"}),
     frozenset({"executors"}),
     frozenset({"plan", "state"}),
-    frozenset({"config"}),
+    frozenset({"config", "request"}),
     frozenset({"ground"}),
 )
 # Package folders outside the stack: imported by nothing, importing nothing of gymbuild.

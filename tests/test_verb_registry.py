@@ -1,4 +1,4 @@
-"""The registry of verbs (gymbuild/verbs.py) is what the run does: each fact a verb declares there
+"""The registry of verbs (gymbuild/request/verbs.py) is what the run does: each fact a verb declares there
 (what it writes, whether it connects ahead, queues or works on a sweep) is the one the rest of
 gymbuild acts on, and the parts that still name verbs themselves (batch.VERBS, pyproject.toml's
 entry points: tests/cli/test_main.py) name the registry's.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from e2e_helpers import gymbuild_argv, workspaces_home
 
-from gymbuild import verbs
+from gymbuild.request import verbs
 from gymbuild.state.workspace import Workspace, locked
 from gymbuild.sweep import batch
 
@@ -114,7 +114,7 @@ def test_the_entry_points_and_doit_commands_are_the_registrys() -> None:
 
 def test_the_derived_sets_are_the_registrys() -> None:
     """Each set the run is shaped by is read from the verbs' declarations, not kept beside them."""
-    from gymbuild import invocation
+    from gymbuild.request import invocation
 
     by = {
         "READ_ONLY_VERBS": {v.name for v in verbs.VERBS if v.writes == "nothing"},

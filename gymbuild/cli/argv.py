@@ -9,7 +9,8 @@ reads it: `--config F` is `config=F`, `--json` `json=1`, a lone path to a YAML f
 refused. A command line names one verb: doit would run every task it names (`render cancel` renders,
 then cancels), so a flag that promises a dry run must never leave an acting verb beside it. What is
 left that gymbuild cannot read (an unknown option, a config key without its `=`, two verbs, a
-reserved argument the verb does not read) is one message with the fix here, never doit's. Pure: no I/O but asking whether a word names an existing file.
+reserved argument the verb does not read) is one message with the fix here, never doit's. Pure: no
+I/O but asking whether a word names an existing file.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gymbuild import verbs
 from gymbuild.errors import printable
+from gymbuild.request import verbs
 from gymbuild.state import ids
 
 # doit's own commands, passed to doit as they are (tests/cli/test_main.py checks this against doit's list).

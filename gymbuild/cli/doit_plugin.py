@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from doit import get_var
 from doit.cmd_base import Command
 
-from gymbuild import verbs
+from gymbuild.request import verbs
 
 
 def command_line_variables(argv: Sequence[str]) -> list[str]:
@@ -52,7 +52,7 @@ class _Verb(Command):
         super().__init_subclass__(**kwargs)
         verb = verbs.verb(cls.name)
         if verb is None:
-            raise TypeError(f"{cls.__name__}: {cls.name!r} is no verb of gymbuild/verbs.py")
+            raise TypeError(f"{cls.__name__}: {cls.name!r} is no verb of gymbuild/request/verbs.py")
         cls.doc_purpose = f"gymbuild: {verb.does}"
 
     def parse_execute(self, in_args: list[str]) -> int:

@@ -37,7 +37,7 @@ from gymbuild.cli.reporter import GymReporter
 from gymbuild.cli.task_kinds import TaskMaker, fail_with, verb_doc
 from gymbuild.day_two import act, logs, status
 from gymbuild.errors import UserError
-from gymbuild.invocation import Invocation
+from gymbuild.request.invocation import Invocation
 from gymbuild.resources import script_code_digest
 from gymbuild.state.workspace import atomic_write
 from gymbuild.submit import pipeline, queue, record, show, stage, sync

@@ -33,9 +33,9 @@ from collections.abc import Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import TYPE_CHECKING, Any, TextIO  # noqa: E402
 
-from gymbuild import verbs  # noqa: E402
 from gymbuild.cli.argv import DOIT_COMMANDS, HELP_FLAGS, VERSION_FLAGS, known_word, nearest_verb, normalize  # noqa: E402
 from gymbuild.errors import OutputClosed, stdout_closed  # noqa: E402
+from gymbuild.request import verbs  # noqa: E402
 
 if TYPE_CHECKING:
     from gymbuild import interrupts
@@ -140,7 +140,7 @@ def answer_here(args: Sequence[str]) -> int | None:
         sys.stdout.write(verb_usage(named) if named else usage())
         return 0
     if not args:
-        from gymbuild.invocation import DEFAULT_CONFIG
+        from gymbuild.request.invocation import DEFAULT_CONFIG
 
         if not Path(DEFAULT_CONFIG).exists():  # nothing to dry-run here: say what gymbuild is
             sys.stdout.write(usage())
@@ -220,7 +220,7 @@ def _connect_ahead(args: Sequence[str]) -> None:
     A later submit may have nothing to queue, and a no-op must open nothing: it connects when needed.
     Which verbs do is each verb's `connects_ahead` (verbs.py).
     """
-    from gymbuild.invocation import (
+    from gymbuild.request.invocation import (
         AHEAD_OF_CONFIG,
         AHEAD_OF_SUBMISSION,
         Invocation,

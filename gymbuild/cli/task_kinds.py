@@ -17,9 +17,9 @@ from typing import Any
 
 from doit.exceptions import TaskFailed
 
-from gymbuild import verbs
 from gymbuild.cli.reporter import Undecided
 from gymbuild.errors import Inconclusive, OutputClosed, UserError, stdout_closed
+from gymbuild.request import verbs
 from gymbuild.submit.session import Session
 
 

@@ -23,7 +23,7 @@ from gymbuild.state.rollouts import Progress
 
 AGGREGATE_FILE = "rollouts_aggregate_metrics.json"  # NeMo Gym's, beside artifacts/rollouts.jsonl
 COMMAND_FILE = "metrics.json"  # what a `command` benchmark writes to report its numbers
-from gymbuild.arguments import FORMATS  # noqa: E402, F401  (format=: the one list, arguments.py)
+from gymbuild.request.arguments import FORMATS  # noqa: E402, F401  (format=: the one list, arguments.py)
 
 Value = float | int | str  # a key metric: a number, as NeMo Gym writes them; anything else shown as text
 

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 from gymbuild.errors import UserError, printable
 from gymbuild.executors.base import Executor, executor_for
-from gymbuild.invocation import Invocation
 from gymbuild.progress import Progress, on_a_terminal
+from gymbuild.request.invocation import Invocation
 from gymbuild.state.workspace import Outcome, Submission, Workspace, locked
 
 if TYPE_CHECKING:

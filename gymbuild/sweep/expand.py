@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gymbuild.arguments import argument
 from gymbuild.errors import ConfigError, Problem, UserError, printable
+from gymbuild.request.arguments import argument
 from gymbuild.shell import quote
 from gymbuild.state.workspace import Workspace, atomic_write, digest
 

@@ -33,7 +33,7 @@ from gymbuild.errors import UserError
 from gymbuild.state.workspace import atomic_write
 
 if TYPE_CHECKING:
-    from gymbuild.invocation import Invocation
+    from gymbuild.request.invocation import Invocation
     from gymbuild.submit.session import Session
     from gymbuild.sweep.expand import Cell
 

@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from gymbuild.arguments import argument
+from gymbuild.request.arguments import argument
 from gymbuild.results.table import RunResult, Value, clean, number
 from gymbuild.state.rollouts import Progress
 

@@ -25,7 +25,7 @@ from e2e_helpers import gymbuild, gymbuild_argv, kill_local_jobs, local_command_
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gymbuild import verbs
+from gymbuild.request import verbs
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gymbuild.invocation import Invocation
+from gymbuild.request.invocation import Invocation
 from gymbuild.state.workspace import Workspace
 from gymbuild.submit import pipeline
 from gymbuild.submit.session import Session

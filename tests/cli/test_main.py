@@ -21,9 +21,9 @@ import pytest
 from doit.doit_cmd import DoitMain
 from e2e_helpers import workspaces_home
 
-from gymbuild import verbs
 from gymbuild.cli import main
-from gymbuild.invocation import Invocation
+from gymbuild.request import verbs
+from gymbuild.request.invocation import Invocation
 
 ROOT = Path(__file__).resolve().parents[2]
 VERB_NAMES = [v.name for v in verbs.VERBS]
@@ -129,7 +129,7 @@ def test_every_doit_task_is_a_verb_with_help_or_a_pipeline_step(tmp_path: Path) 
     tasks = {line.split()[0] for line in listed.stdout.splitlines() if line.strip()}
     top = {t for t in tasks if ":" not in t}
     assert top - verbs.STEPS == set(VERB_NAMES), (
-        "a task without help in gymbuild/verbs.py, or help without task"
+        "a task without help in gymbuild/request/verbs.py, or help without task"
     )
     assert top >= verbs.STEPS
     # doit's own list shows each verb with its line from the registry.
@@ -235,7 +235,7 @@ def test_readme_command_table_is_the_help(tmp_path: Path) -> None:
     readme = (ROOT / "README.md").read_text()
     rows = re.findall(r"^\| `gymbuild ([^`]+)` \| (.+) \|$", readme, flags=re.MULTILINE)
     assert rows == [(v.usage, v.does) for v in verbs.VERBS], (
-        "README's command table differs from gymbuild/verbs.py; it should read:\n"
+        "README's command table differs from gymbuild/request/verbs.py; it should read:\n"
         + "\n".join(f"| `gymbuild {v.usage}` | {v.does} |" for v in verbs.VERBS)
     )
     helped = gymbuild("--help", cwd=tmp_path).stdout

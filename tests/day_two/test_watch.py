@@ -54,7 +54,7 @@ def test_the_looks_back_off_from_a_few_seconds_to_about_a_minute() -> None:
 
 
 def test_the_help_of_status_tells_the_waits_watch_uses() -> None:
-    from gymbuild import verbs
+    from gymbuild.request import verbs
 
     status = verbs.verb("status")
     assert status is not None

@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gymbuild.errors import Inconclusive, UserError
-from gymbuild.invocation import Invocation
+from gymbuild.request.invocation import Invocation
 from gymbuild.results import compare_read
 from gymbuild.submit.session import Session
 

@@ -22,7 +22,7 @@ from follow_helpers import Follower, wait_polls
 from results_helpers import Sessions
 
 from gymbuild.errors import UserError
-from gymbuild.invocation import Invocation
+from gymbuild.request.invocation import Invocation
 from gymbuild.sweep import follow
 
 SCORE = '"$NEMO_GYM_BENCH_DIR/artifacts/metrics.json"'

@@ -25,7 +25,7 @@ from e2e_helpers import gymbuild_argv, kill_local_jobs, local_command_config, us
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from gymbuild.invocation import Invocation
+from gymbuild.request.invocation import Invocation
 from gymbuild.submit.session import Session
 from gymbuild.sweep import batch, expand
 

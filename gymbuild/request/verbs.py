@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from gymbuild.arguments import ARGUMENTS, Argument, argument
+from gymbuild.request.arguments import ARGUMENTS, Argument, argument
 
 __all__ = ["ARGUMENTS", "VERBS", "Argument", "Verb", "argument", "verb"]
 

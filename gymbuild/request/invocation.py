@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from gymbuild.arguments import ARGUMENTS
-from gymbuild.verbs import VERBS, reserved
+from gymbuild.request.arguments import ARGUMENTS
+from gymbuild.request.verbs import VERBS, reserved
 
 RESERVED = reserved()  # the arguments gymbuild's verbs read (verbs.ARGUMENTS); the rest are overrides
 # Verbs that only read the workspace (outcome files are written atomically) and write nothing in it.
