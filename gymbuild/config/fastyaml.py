@@ -42,24 +42,22 @@ def _no_duplicate_keys(self: Any, node: yaml.MappingNode, deep: bool = False) ->
     return yaml.CSafeLoader.construct_mapping(self, node, deep=deep)
 
 
-_C_LOADER: type | None = None
-
-
-def _c_loader(pure: type[yaml.SafeLoader]) -> type:
-    """A CSafeLoader resolving and constructing as `pure` (OmegaConf's loader class) does. OmegaConf
-    makes a new, identical class per call, so the first one's tables serve for the process."""
-    global _C_LOADER
-    if _C_LOADER is None:
-        _C_LOADER = type(
-            "OmegaConfCLoader",
-            (yaml.CSafeLoader,),
-            {
-                "construct_mapping": _no_duplicate_keys,
-                "yaml_implicit_resolvers": pure.yaml_implicit_resolvers,
-                "yaml_constructors": pure.yaml_constructors,
-            },
-        )
-    return _C_LOADER
+@functools.cache
+def _c_loader() -> type | None:
+    """A CSafeLoader resolving and constructing as OmegaConf's loader class does, built once per
+    process; None without libyaml or without that class."""
+    pure = _omegaconf_loader()
+    if pure is None or not hasattr(yaml, "CSafeLoader"):
+        return None
+    return type(
+        "OmegaConfCLoader",
+        (yaml.CSafeLoader,),
+        {
+            "construct_mapping": _no_duplicate_keys,
+            "yaml_implicit_resolvers": pure.yaml_implicit_resolvers,
+            "yaml_constructors": pure.yaml_constructors,
+        },
+    )
 
 
 MAX_NODES = 200_000  # values of the tree as aliases expand it (a thousand benchmarks: ~20 000)
@@ -143,9 +141,7 @@ def omegaconf_load(text: str) -> Any:
         from omegaconf import OmegaConf
 
         return OmegaConf.to_container(OmegaConf.load(io.StringIO(text)))
-    if hasattr(yaml, "CSafeLoader"):
-        return yaml.load(text, Loader=_c_loader(pure))
-    return yaml.load(text, Loader=pure)
+    return yaml.load(text, Loader=_c_loader() or pure)
 
 
 def libyaml_rules() -> bool:

@@ -18,6 +18,7 @@ the resume prologue; local's: a process group on this machine), named by the pla
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import re
@@ -197,17 +198,12 @@ def keep_compiled_templates(directory: Path) -> None:
         _ENV.bytecode_cache = FileSystemBytecodeCache(str(directory))
 
 
+@functools.cache
 def ray_serve_gateway_b64() -> str:
     """gymbuild's Ray Serve gateway (templates/ray_serve_gateway.py), base64: a step that runs it
-    writes it from its own script, so the model's container needs nothing of gymbuild."""
-    global _GATEWAY
-    if _GATEWAY is None:
-        source, _, _ = _ENV.loader.get_source(_ENV, "ray_serve_gateway.py")  # type: ignore[union-attr]
-        _GATEWAY = base64.b64encode(source.encode()).decode()
-    return _GATEWAY
-
-
-_GATEWAY: str | None = None
+    writes it from its own script, so the model's container needs nothing of gymbuild. Read once."""
+    source, _, _ = _ENV.loader.get_source(_ENV, "ray_serve_gateway.py")  # type: ignore[union-attr]
+    return base64.b64encode(source.encode()).decode()
 
 
 def _executor_templates() -> PrefixLoader:
