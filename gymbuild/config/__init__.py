@@ -118,7 +118,7 @@ def load_config(
     if secrets_needed:
         problems += unset
     if problems:
-        from gymbuild.config.validate import unique_sorted
+        from gymbuild.config.validate import unique_sorted  # late: jsonschema (House rules)
 
         raise ConfigError(str(source), unique_sorted(problems))
     warnings = list(checked.warnings)

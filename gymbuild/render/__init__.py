@@ -41,6 +41,7 @@ from jinja2.environment import TemplateModule
 
 from gymbuild.config.model import EnvValue
 from gymbuild.errors import UserError
+from gymbuild.executors.base import EXECUTORS, executor_templates
 from gymbuild.plan import BenchPlan, Ref, canonical_json
 from gymbuild.shell import SHELL_NAME, quote, secrets_path
 
@@ -209,8 +210,6 @@ def ray_serve_gateway_b64() -> str:
 def _executor_templates() -> PrefixLoader:
     """Each registered executor's templates (executors/<name>/templates/), under its name. Their
     folders, not their modules: rendering imports no executor."""
-    from gymbuild.executors.base import EXECUTORS, executor_templates
-
     return PrefixLoader({name: FileSystemLoader(executor_templates(name)) for name in EXECUTORS})
 
 
