@@ -19,7 +19,10 @@ import yaml
 @functools.cache
 def _omegaconf_loader() -> type[yaml.SafeLoader] | None:
     """OmegaConf's loader class, read (never replaced) so the resolution rules are its own rather than
-    a copy of them; None if a later OmegaConf moves it, and then OmegaConf.load does the parsing."""
+    a copy of them; None if a later OmegaConf moves it, and then OmegaConf.load does the parsing.
+    `_utils.get_yaml_loader` is private, but OmegaConf (2.3) has no public way to the class: its API
+    gives DictConfigs, never the rules (its float forms, no timestamps, Path tags, no duplicate keys).
+    A copy of the rules would drift unseen on an upgrade; this read falls back to the public load."""
     from omegaconf import _utils
 
     factory = getattr(_utils, "get_yaml_loader", None)
