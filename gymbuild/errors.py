@@ -7,6 +7,7 @@ Anything else that escapes is a bug in gymbuild and keeps its traceback.
 from __future__ import annotations
 
 import re
+import select
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -94,8 +95,6 @@ class OutputClosed(BaseException):
 def stdout_closed() -> bool:
     """Whether stdout is a pipe whose reader has gone (poll says POLLERR), as opposed to another
     pipe of the run breaking."""
-    import select
-
     try:
         poller = select.poll()
         poller.register(1, select.POLLOUT)

@@ -44,63 +44,68 @@ def by_the_user(err: KeyboardInterrupt) -> bool:
     return not isinstance(err, Interrupted) or err.signum == signal.SIGINT
 
 
-_deferring = 0  # nesting depth of `deferred()` blocks (main thread only: signal handlers run there)
-_pending: int | None = None  # the signal noted while deferring
+class Deferral:
+    """The process's signal state: how deep `deferred()` blocks nest and the signal noted meanwhile.
+    Signal handlers are process-wide, so the process holds one (`PROCESS`) and installs its `handle`;
+    the functions below are that instance's methods. Main thread only: signal handlers run there."""
+
+    def __init__(self) -> None:
+        self.depth = 0  # nesting depth of `deferred()` blocks
+        self.noted: int | None = None  # the signal noted while deferring
+
+    def handle(self, signum: int, frame: object) -> None:
+        """The handler: raise Interrupted, or while deferring, note the first signal and go on."""
+        if self.depth and self.noted is None:
+            self.noted = signum
+            return
+        raise Interrupted(signum)
+
+    def install(self) -> None:
+        """`handle` for SIGINT, SIGTERM and SIGHUP (from the main thread only, signal.signal's rule).
+        A signal ignored when gymbuild started (`nohup`) stays ignored."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in SIGNALS:
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                signal.signal(sig, self.handle)
+
+    def restore(self, before: Mapping[signal.Signals, Handler]) -> int | None:
+        """Put back the handlers `before` (install() replaced them); the number of a signal that came
+        meanwhile, or None. CPython runs a pending handler before signal.signal changes one, so a
+        signal that lands as gymbuild ends would raise out of main()'s `finally`, a traceback; here it
+        is only noted, for main() to answer like any other. (A handler of None was set outside
+        Python: kept.)"""
+        self.depth += 1
+        try:
+            for sig, handler in before.items():
+                if handler is not None:
+                    signal.signal(sig, handler)
+        finally:
+            self.depth -= 1
+            signum, self.noted = self.noted, None
+        return signum
+
+    def pending(self) -> bool:
+        """A signal arrived while deferring: start nothing more."""
+        return self.noted is not None
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Hold back a signal's exception until the block ends, then raise it (also over an exception
+        the block raised: the signal decides the exit status). Nests: the outermost block raises."""
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+            if not self.depth and self.noted is not None:
+                signum, self.noted = self.noted, None
+                raise Interrupted(signum)
 
 
-def handle(signum: int, frame: object) -> None:
-    """The handler: raise Interrupted, or while deferring, note the first signal and go on."""
-    global _pending
-    if _deferring and _pending is None:
-        _pending = signum
-        return
-    raise Interrupted(signum)
-
-
-def install() -> None:
-    """`handle` for SIGINT, SIGTERM and SIGHUP (from the main thread only, signal.signal's rule).
-    A signal ignored when gymbuild started (`nohup`) stays ignored."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for sig in SIGNALS:
-        if signal.getsignal(sig) is not signal.SIG_IGN:
-            signal.signal(sig, handle)
-
-
-def restore(
-    before: Mapping[signal.Signals, Callable[[int, FrameType | None], Any] | int | None],
-) -> int | None:
-    """Put back the handlers `before` (install() replaced them); the number of a signal that came
-    meanwhile, or None. CPython runs a pending handler before signal.signal changes one, so a signal
-    that lands as gymbuild ends would raise out of main()'s `finally`, a traceback; here it is only
-    noted, for main() to answer like any other. (A handler of None was set outside Python: kept.)"""
-    global _deferring, _pending
-    _deferring += 1
-    try:
-        for sig, handler in before.items():
-            if handler is not None:
-                signal.signal(sig, handler)
-    finally:
-        _deferring -= 1
-        signum, _pending = _pending, None
-    return signum
-
-
-def pending() -> bool:
-    """A signal arrived while deferring: start nothing more."""
-    return _pending is not None
-
-
-@contextmanager
-def deferred() -> Iterator[None]:
-    """Hold back a signal's exception until the block ends, then raise it (also over an exception
-    the block raised: the signal decides the exit status). Nests: the outermost block raises."""
-    global _deferring, _pending
-    _deferring += 1
-    try:
-        yield
-    finally:
-        _deferring -= 1
-        if not _deferring and _pending is not None:
-            signum, _pending = _pending, None
-            raise Interrupted(signum)
+PROCESS = Deferral()  # the one the console script installs (cli.main)
+handle = PROCESS.handle
+install = PROCESS.install
+restore = PROCESS.restore
+pending = PROCESS.pending
+deferred = PROCESS.deferred

@@ -14,34 +14,20 @@ import os
 import signal
 import sys
 import threading
+from typing import TYPE_CHECKING
 
-
-def _interrupted_early(signum: int, frame: object) -> None:
-    """Ctrl-C (or SIGTERM, SIGHUP) while the console script is still importing: one line and status
-    128 + the signal's number, no traceback (main() answers them the same way once it runs)."""
-    os.write(2, b"interrupted: gymbuild stopped before it did anything\n")
-    os._exit(128 + signum)
-
-
-# Only while this module's imports run, and only on the main thread (signal.signal's rule); then
-# the handlers before are back, until main() installs gymbuild's own (gymbuild/interrupts.py).
-_EARLY = threading.current_thread() is threading.main_thread()
-_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-_BEFORE = {sig: signal.signal(sig, _interrupted_early) for sig in _SIGNALS} if _EARLY else {}
-
-from collections.abc import Sequence  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import TYPE_CHECKING, Any, TextIO  # noqa: E402
-
-from gymbuild.cli.argv import DOIT_COMMANDS, HELP_FLAGS, VERSION_FLAGS, known_word, nearest_verb, normalize  # noqa: E402
-from gymbuild.errors import OutputClosed, stdout_closed  # noqa: E402
-from gymbuild.request import verbs  # noqa: E402
+from gymbuild import interrupts
 
 if TYPE_CHECKING:
-    from gymbuild import interrupts
+    from collections.abc import Sequence
+    from typing import Any, TextIO
 
-for _sig, _handler in _BEFORE.items():
-    signal.signal(_sig, _handler)
+    from gymbuild.request import verbs
+
+# Nothing here changes the process when imported. Ctrl-C (SIGTERM, SIGHUP) while gymbuild starts is
+# answered by interrupts' handler, which main() installs first thing; so what answers a command line
+# (gymbuild.request.verbs, .cli.argv, .errors: about 20 ms of imports, docs/architecture.md "House rules") is
+# imported by the functions below, which run after it, not up here, where a signal would be a traceback.
 
 
 def _table(rows: Sequence[tuple[str, str]], indent: str = "  ") -> list[str]:
@@ -52,6 +38,8 @@ def _table(rows: Sequence[tuple[str, str]], indent: str = "  ") -> list[str]:
 def usage() -> str:
     """`gymbuild --help`: what gymbuild is, its verbs, the reserved arguments, the override syntax,
     examples, and where doit's own commands went."""
+    from gymbuild.request import verbs
+
     readers = {a.name: [v.name for v in verbs.VERBS if a.name in dict(v.arguments)] for a in verbs.ARGUMENTS}
 
     def who(name: str) -> str:
@@ -85,6 +73,8 @@ def usage() -> str:
 
 def verb_usage(verb: verbs.Verb) -> str:
     """`gymbuild help VERB`: its line, each argument it reads with what it does there, examples."""
+    from gymbuild.request import verbs
+
     rows = [(verbs.argument(name).usage, does or verbs.argument(name).does) for name, does in verb.arguments]
     if verb.overrides:
         rows.append(("KEY=VALUE ...", "config overrides: key=value, +key=value, ++key=value (see --help)"))
@@ -115,6 +105,9 @@ def version() -> str:
 
 def _unknown(word: str, out: TextIO) -> int:
     """A word that is no verb: one message (with the nearest verb, if any), then the help; exit 1."""
+    from gymbuild.cli.argv import nearest_verb
+    from gymbuild.request import verbs
+
     names = [v.name for v in verbs.VERBS]
     near = nearest_verb(word)
     hint = f" (did you mean {near}?)" if near else ""
@@ -128,6 +121,11 @@ def _unknown(word: str, out: TextIO) -> int:
 def answer_here(args: Sequence[str]) -> int | None:
     """The exit status of a command line answered without doit (help, version, an unknown verb), or
     None for doit to run it. `help doit` and `help <doit command>` are doit's own help."""
+    from pathlib import Path
+
+    from gymbuild.cli.argv import DOIT_COMMANDS, HELP_FLAGS, VERSION_FLAGS, known_word
+    from gymbuild.request import verbs
+
     if any(a in VERSION_FLAGS for a in args):
         sys.stdout.write(version())
         return 0
@@ -196,6 +194,7 @@ def _doit(namespace: dict[str, object]) -> Any:
 def _quiet_when_unread(command: Any) -> Any:
     """doit's command `command`, whose stdout closed by its reader (`gymbuild list | head -1`) ends the
     run as a verb's does (OutputClosed), not as doit's "unexpected error" with a traceback."""
+    from gymbuild.errors import OutputClosed, stdout_closed
 
     def parse_execute(self: Any, in_args: list[str]) -> Any:
         try:
@@ -260,8 +259,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     command, never Python's traceback. A submit first finishes reading the jobs it started and
     records them (gymbuild/interrupts.py). One that lands while the handlers are put back is answered
     the same way; after that, the signal's default action ends the process."""
-    from gymbuild import interrupts
-
     here = threading.current_thread() is threading.main_thread()
     before = {sig: signal.getsignal(sig) for sig in interrupts.SIGNALS} if here else {}
     interrupts.install()
@@ -273,17 +270,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _answered(argv: Sequence[str] | None) -> int:
-    """_main's status, or the status of the signal or closed stdout that ended it."""
-    from gymbuild import interrupts
-
+    """_main's status, or the status of the signal or closed stdout that ended it. The signals are
+    answered here, around everything else, so one that lands while _flushed imports is answered too."""
     try:
-        status = _main(argv)
-        sys.stdout.flush()  # here, where a reader that has gone is answered, not at exit
-        return status
-    except (OutputClosed, BrokenPipeError) as err:
-        if isinstance(err, BrokenPipeError) and not stdout_closed():
-            raise
-        return _reader_gone()
+        return _flushed(argv)
     except KeyboardInterrupt as err:
         return _interrupted(err if isinstance(err, interrupts.Interrupted) else None)
     except RuntimeError as err:
@@ -293,6 +283,20 @@ def _answered(argv: Sequence[str] | None) -> int:
         if not isinstance(cause, KeyboardInterrupt):
             raise
         return _interrupted(cause if isinstance(cause, interrupts.Interrupted) else None)
+
+
+def _flushed(argv: Sequence[str] | None) -> int:
+    """_main's status with stdout flushed, or a shell's status for a reader that has gone."""
+    from gymbuild.errors import OutputClosed, stdout_closed
+
+    try:
+        status = _main(argv)
+        sys.stdout.flush()  # here, where a reader that has gone is answered, not at exit
+        return status
+    except (OutputClosed, BrokenPipeError) as err:
+        if isinstance(err, BrokenPipeError) and not stdout_closed():
+            raise
+        return _reader_gone()
 
 
 def _interrupted(err: interrupts.Interrupted | None) -> int:
@@ -320,6 +324,8 @@ def _reader_gone() -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    from gymbuild.cli.argv import normalize
+
     parsed = normalize(sys.argv[1:] if argv is None else argv)
     if parsed.error is not None:
         print(parsed.error, file=sys.stderr)

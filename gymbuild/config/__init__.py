@@ -95,8 +95,8 @@ def load_config(
     checked = cache.get(source, overrides) if cache is not None else None
     problems: list[Problem] = []
     if checked is None:  # PyYAML, OmegaConf and jsonschema are imported only here: a cached tree needs none
-        from gymbuild.config.load import read_tree
-        from gymbuild.config.validate import validate
+        from gymbuild.config.load import read_tree  # late: PyYAML, OmegaConf (House rules)
+        from gymbuild.config.validate import validate  # late: jsonschema
 
         try:
             tree, plain = read_tree(source, overrides)
@@ -118,7 +118,7 @@ def load_config(
     if secrets_needed:
         problems += unset
     if problems:
-        from gymbuild.config.validate import unique_sorted
+        from gymbuild.config.validate import unique_sorted  # late: jsonschema (House rules)
 
         raise ConfigError(str(source), unique_sorted(problems))
     warnings = list(checked.warnings)

@@ -147,7 +147,7 @@ def _hydra_compose(path: Path, overrides: Sequence[str]) -> DictConfig:
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from gymbuild.config import hydra_source
+    from gymbuild.config import hydra_source  # late: it imports Hydra (House rules)
 
     GlobalHydra.instance().clear()
     try:

@@ -19,7 +19,10 @@ import yaml
 @functools.cache
 def _omegaconf_loader() -> type[yaml.SafeLoader] | None:
     """OmegaConf's loader class, read (never replaced) so the resolution rules are its own rather than
-    a copy of them; None if a later OmegaConf moves it, and then OmegaConf.load does the parsing."""
+    a copy of them; None if a later OmegaConf moves it, and then OmegaConf.load does the parsing.
+    `_utils.get_yaml_loader` is private, but OmegaConf (2.3) has no public way to the class: its API
+    gives DictConfigs, never the rules (its float forms, no timestamps, Path tags, no duplicate keys).
+    A copy of the rules would drift unseen on an upgrade; this read falls back to the public load."""
     from omegaconf import _utils
 
     factory = getattr(_utils, "get_yaml_loader", None)
@@ -42,24 +45,22 @@ def _no_duplicate_keys(self: Any, node: yaml.MappingNode, deep: bool = False) ->
     return yaml.CSafeLoader.construct_mapping(self, node, deep=deep)
 
 
-_C_LOADER: type | None = None
-
-
-def _c_loader(pure: type[yaml.SafeLoader]) -> type:
-    """A CSafeLoader resolving and constructing as `pure` (OmegaConf's loader class) does. OmegaConf
-    makes a new, identical class per call, so the first one's tables serve for the process."""
-    global _C_LOADER
-    if _C_LOADER is None:
-        _C_LOADER = type(
-            "OmegaConfCLoader",
-            (yaml.CSafeLoader,),
-            {
-                "construct_mapping": _no_duplicate_keys,
-                "yaml_implicit_resolvers": pure.yaml_implicit_resolvers,
-                "yaml_constructors": pure.yaml_constructors,
-            },
-        )
-    return _C_LOADER
+@functools.cache
+def _c_loader() -> type | None:
+    """A CSafeLoader resolving and constructing as OmegaConf's loader class does, built once per
+    process; None without libyaml or without that class."""
+    pure = _omegaconf_loader()
+    if pure is None or not hasattr(yaml, "CSafeLoader"):
+        return None
+    return type(
+        "OmegaConfCLoader",
+        (yaml.CSafeLoader,),
+        {
+            "construct_mapping": _no_duplicate_keys,
+            "yaml_implicit_resolvers": pure.yaml_implicit_resolvers,
+            "yaml_constructors": pure.yaml_constructors,
+        },
+    )
 
 
 MAX_NODES = 200_000  # values of the tree as aliases expand it (a thousand benchmarks: ~20 000)
@@ -143,9 +144,7 @@ def omegaconf_load(text: str) -> Any:
         from omegaconf import OmegaConf
 
         return OmegaConf.to_container(OmegaConf.load(io.StringIO(text)))
-    if hasattr(yaml, "CSafeLoader"):
-        return yaml.load(text, Loader=_c_loader(pure))
-    return yaml.load(text, Loader=pure)
+    return yaml.load(text, Loader=_c_loader() or pure)
 
 
 def libyaml_rules() -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from contextvars import ContextVar
 
 import yaml
 from hydra.core.config_search_path import ConfigSearchPath
@@ -24,7 +25,10 @@ from omegaconf import OmegaConf
 from gymbuild.config.fastyaml import libyaml_rules, omegaconf_load
 
 SCHEME = "libyaml"
-_ACTIVE = False  # whether the search-path plugin redirects the primary directory
+# Whether the search-path plugin redirects the primary directory: set by `libyaml()` for its block.
+# Hydra's plug-ins are registered process-wide (its own registry), so the switch is what keeps them
+# inert outside the block; a context variable, so another thread's Hydra keeps its file source.
+_ACTIVE: ContextVar[bool] = ContextVar("gymbuild_libyaml_active", default=False)
 
 
 class LibyamlConfigSource(ConfigSource):
@@ -83,7 +87,7 @@ class PrimaryDirOnLibyaml(SearchPathPlugin):
     """Serves the primary config directory (`initialize_config_dir`'s) from LibyamlConfigSource."""
 
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
-        if not _ACTIVE:
+        if not _ACTIVE.get():
             return
         for element in search_path.get_path():
             if element.provider == "main" and "://" not in element.path:
@@ -106,12 +110,11 @@ def _register() -> bool:
 @contextlib.contextmanager
 def libyaml() -> Iterator[None]:
     """Hydra initialised inside this block reads its primary config directory with libyaml."""
-    global _ACTIVE
-    if not _register() or _ACTIVE:
+    if not _register() or _ACTIVE.get():
         yield
         return
-    _ACTIVE = True
+    token = _ACTIVE.set(True)
     try:
         yield
     finally:
-        _ACTIVE = False
+        _ACTIVE.reset(token)

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from gymbuild.config.fastyaml import YamlLimitError, omegaconf_load
 from gymbuild.errors import ConfigError, Problem
 
 
@@ -149,8 +150,6 @@ def check_source(path: Path) -> Source:
     finds anything the safe loader might read differently (a date-like string, a tagged value), the
     safe loader reads the file again, so the messages are the ones it always gave.
     """
-    from gymbuild.config.fastyaml import YamlLimitError, omegaconf_load
-
     _check_path(path)
     try:
         text = path.read_text(encoding="utf-8")

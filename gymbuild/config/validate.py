@@ -20,6 +20,7 @@ from jsonschema import Draft202012Validator, ValidationError, validators
 from jsonschema.protocols import Validator
 
 from gymbuild.config.lax import coerce
+from gymbuild.config.rules import check
 from gymbuild.errors import Problem, dotted
 from gymbuild.resources import load_schema
 
@@ -313,8 +314,6 @@ def unique_sorted(problems: list[Problem]) -> list[Problem]:
 
 def validate(tree: dict[str, Any]) -> Validation:
     """Validate a loaded tree: a filled deep copy (the input is untouched), every problem, warnings."""
-    from gymbuild.config.rules import check
-
     filled = copy.deepcopy(tree)
     if not isinstance(filled, dict):
         problem = Problem("", "the config is not a mapping", "start with `services:`")

@@ -19,6 +19,7 @@ from gymbuild.executors.states import (
     shared_jobs,
     states_of,
 )
+from gymbuild.plan.shared import shared_job_name
 from gymbuild.state.records import SubmissionRecord
 from gymbuild.submit import pipeline, show
 
@@ -205,7 +206,6 @@ def _secret_names(s: Session, record: SubmissionRecord, rows: Sequence[BenchStat
     whole: what else is there is not gymbuild's (executors/secrets.py)."""
     if s.inv.only:
         return [r.benchmark for r in rows]
-    from gymbuild.plan.shared import shared_job_name
 
     groups = shared_jobs(record.benchmarks).values()
     return [*(j.benchmark for j in record.benchmarks), *(shared_job_name(g) for g in groups)]

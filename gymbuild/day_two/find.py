@@ -8,6 +8,8 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from gymbuild.errors import UserError
+from gymbuild.executors.base import cannot_ask
+from gymbuild.shell import quote
 from gymbuild.state import ids
 from gymbuild.state.records import MANIFEST_NAME, SubmissionRecord, local_index_dir, parse_record
 from gymbuild.submit.record import build_record
@@ -31,8 +33,6 @@ def record_from_index(gym_job_id: str) -> SubmissionRecord | None:
 
 def record_from_run_dir(conn: Connection, run_dir: str) -> SubmissionRecord:
     """The manifest in `run_dir` (`<output_path>/<gym_job_id>`), which must be that submission's."""
-    from gymbuild.shell import quote
-
     where = f"{run_dir}/{MANIFEST_NAME}"
     result = conn.run(f"cat {quote(where)}")
     if not result.ok:
@@ -77,8 +77,6 @@ def find_record(s: Session, run: str | None = None, *, connect: bool = True) -> 
 
 def _askable(record: SubmissionRecord) -> SubmissionRecord:
     """The record, unless its executor is one gymbuild cannot ask (then one line saying so)."""
-    from gymbuild.executors.base import cannot_ask
-
     why = cannot_ask(record.executor, record.executor_metadata, record.gym_job_id)
     if why:
         raise UserError(why)

@@ -3,7 +3,10 @@ connection."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import subprocess
 import sys
 from typing import TYPE_CHECKING
 
@@ -13,6 +16,7 @@ from gymbuild.errors import UserError
 from gymbuild.executors.states import (
     shared_job_dirs,
 )
+from gymbuild.shell import quote
 
 if TYPE_CHECKING:
     from gymbuild.executors.connection import Connection
@@ -24,10 +28,6 @@ def show_logs(
 ) -> None:
     """Print (or follow) the job's service and driver logs: `logs/*-<job id>.log` of its newest job
     (and of its shared job's own directory, where the services' logs are, for a benchmark in one)."""
-    import subprocess
-
-    from gymbuild.shell import quote
-
     pattern = " ".join(f"{quote(d)}/logs/*-{quote(job_id)}.log" for d in (shared_dir, job_dir) if d)
     if follow:
         # The driver's log is named even before it exists: the driver starts after the services are
@@ -71,9 +71,6 @@ def print_logs(s: Session) -> None:
     job_dir = next(j.job_dir for j in record.benchmarks if j.benchmark == row.benchmark)
     shared = shared_job_dirs(record).get(row.job_id)
     if s.inv.json and not s.inv.follow:  # the logs as one JSON document: json=1 on every verb
-        import contextlib
-        import io
-
         text = io.StringIO()
         with contextlib.redirect_stdout(text):
             show_logs(s.connection(), job_dir, row.job_id, follow=False, shared_dir=shared)

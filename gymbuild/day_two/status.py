@@ -3,27 +3,25 @@ executors/states.py, one squeue and one sacct per call whatever the number of be
 
 from __future__ import annotations
 
-import sys
-from typing import TYPE_CHECKING
-
-from gymbuild.day_two.find import find_checked
-from gymbuild.errors import UserError
-from gymbuild.executors.states import COMPLETED, UNKNOWN, WAITING, BenchStatus, Tally, states_of, tally
-
-if TYPE_CHECKING:
-    from gymbuild.submit.session import Session
-
 import dataclasses
 import json
+import sys
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from gymbuild.day_two import watch
+from gymbuild.day_two.find import find_checked
+from gymbuild.errors import UserError
 from gymbuild.executors.base import executor_for
+from gymbuild.executors.states import COMPLETED, UNKNOWN, WAITING, BenchStatus, Tally, states_of, tally
+from gymbuild.state.rollouts import Rates
 
 if TYPE_CHECKING:
     from gymbuild.executors.connection import Connection
     from gymbuild.state.records import SubmissionRecord
     from gymbuild.state.rollouts import Rates
+    from gymbuild.submit.session import Session
 
 
 def format_statuses(
@@ -140,11 +138,6 @@ def print_status(s: Session) -> None:
     live = executor_for(record.executor).LIVE
     looks = None
     if s.inv.watch:
-        import time
-
-        from gymbuild.day_two import watch
-        from gymbuild.state.rollouts import Rates
-
         rates = Rates()  # each benchmark's rollouts per second since the first look: its time left
 
         def draw(rows: list[BenchStatus], summary: Tally) -> str:

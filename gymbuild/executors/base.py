@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from gymbuild.errors import UserError
+from gymbuild.plan.model import ExecutorTraits
 
 if TYPE_CHECKING:
     from gymbuild.config.model import Config
@@ -128,7 +130,6 @@ def executor_for(which: Config | str) -> Executor:
     module = EXECUTORS.get(name)
     if module is None:
         raise UserError(cannot_ask(name, {}) or "")
-    from importlib import import_module
 
     executor: Executor = import_module(module)
     return executor
@@ -141,7 +142,5 @@ def executor_templates(name: str) -> Path:
 
 def planning_traits(which: Config | str) -> ExecutorTraits:
     """What the planner needs of a config's executor, as data (the plan imports no executor)."""
-    from gymbuild.plan.model import ExecutorTraits
-
     executor = executor_for(which)
     return ExecutorTraits(name=executor.NAME, scheduled=executor.SCHEDULED)

@@ -23,8 +23,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from gymbuild.errors import UserError
-from gymbuild.executors.base import JobState, executor_for
+from gymbuild.executors.base import EXECUTORS, JobState, executor_for
 from gymbuild.plan.shared import job_rel_dir
+from gymbuild.shell import quote
+from gymbuild.state.rollouts import count_command, dir_files, parse_counts
 
 if TYPE_CHECKING:
     from gymbuild.executors.connection import Connection
@@ -194,9 +196,6 @@ def _files_script(dirs: Mapping[str, str]) -> str:
     """A line per file that tells a benchmark's own state in its job: every exit status it has (an
     earlier job of a resume chain may have completed it), and the running and not-run marks of the
     job `dirs` names (bench dir -> the job's newest id)."""
-    from gymbuild.shell import quote
-    from gymbuild.state.rollouts import count_command, dir_files
-
     lines = []
     for bench_dir, job_id in dirs.items():
         d, j = quote(bench_dir), quote(job_id)
@@ -222,7 +221,6 @@ def _member_states(conn: Connection, looked: Sequence[tuple[_Asked, Mapping[str,
             if job.job_id in one.shared:
                 newest = found.get(one.shared[job.job_id])
                 tails[job.job_dir] = newest.job_id if newest else job.job_id
-    from gymbuild.state.rollouts import parse_counts
 
     exits: dict[str, dict[str, str]] = {}
     marks: dict[str, set[str]] = {}
@@ -298,9 +296,7 @@ def run_state(counts: Mapping[str, int]) -> str:
 
 def run_states(records: Sequence[SubmissionRecord]) -> dict[str, dict[str, int]]:
     """gym_job_id -> its benchmarks' counts by kind: per host, one status round trip for all."""
-    from gymbuild.executors import states
-    from gymbuild.executors.base import EXECUTORS, executor_for
-    from gymbuild.executors.connection import Connection
+    from gymbuild.executors.connection import Connection  # late: measured, off resolve/render (House rules)
 
     by_host: dict[str | None, list[SubmissionRecord]] = {}
     counts: dict[str, dict[str, int]] = {}
@@ -336,9 +332,9 @@ def run_states(records: Sequence[SubmissionRecord]) -> dict[str, dict[str, int]]
                 since = min(r.submitted_at for r in mine)
                 found = executor.states(conn, jobs, since=since) if jobs else {}
                 for record in mine:
-                    rows = states.status_rows(record.benchmarks, found)
-                    tally = states.tally(rows, executor.LIVE)
-                    counts[record.gym_job_id] = {k: v for k, v in tally.__dict__.items() if v}
+                    rows = status_rows(record.benchmarks, found)
+                    kinds = tally(rows, executor.LIVE)
+                    counts[record.gym_job_id] = {k: v for k, v in kinds.__dict__.items() if v}
         finally:
             conn.close()
     return counts

@@ -18,6 +18,7 @@ the resume prologue; local's: a process group on this machine), named by the pla
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import re
@@ -40,6 +41,7 @@ from jinja2.environment import TemplateModule
 
 from gymbuild.config.model import EnvValue
 from gymbuild.errors import UserError
+from gymbuild.executors.base import EXECUTORS, executor_templates
 from gymbuild.plan import BenchPlan, Ref, canonical_json
 from gymbuild.shell import SHELL_NAME, quote, secrets_path
 
@@ -197,24 +199,17 @@ def keep_compiled_templates(directory: Path) -> None:
         _ENV.bytecode_cache = FileSystemBytecodeCache(str(directory))
 
 
+@functools.cache
 def ray_serve_gateway_b64() -> str:
     """gymbuild's Ray Serve gateway (templates/ray_serve_gateway.py), base64: a step that runs it
-    writes it from its own script, so the model's container needs nothing of gymbuild."""
-    global _GATEWAY
-    if _GATEWAY is None:
-        source, _, _ = _ENV.loader.get_source(_ENV, "ray_serve_gateway.py")  # type: ignore[union-attr]
-        _GATEWAY = base64.b64encode(source.encode()).decode()
-    return _GATEWAY
-
-
-_GATEWAY: str | None = None
+    writes it from its own script, so the model's container needs nothing of gymbuild. Read once."""
+    source, _, _ = _ENV.loader.get_source(_ENV, "ray_serve_gateway.py")  # type: ignore[union-attr]
+    return base64.b64encode(source.encode()).decode()
 
 
 def _executor_templates() -> PrefixLoader:
     """Each registered executor's templates (executors/<name>/templates/), under its name. Their
     folders, not their modules: rendering imports no executor."""
-    from gymbuild.executors.base import EXECUTORS, executor_templates
-
     return PrefixLoader({name: FileSystemLoader(executor_templates(name)) for name in EXECUTORS})
 
 

@@ -45,7 +45,7 @@ def default_workspace() -> Path:
     config has its own corner keyed by its real path (workspace.Workspace). So the state follows the
     config file, not the directory a command runs in: every verb, from anywhere, finds the same
     submission, and a submit from another directory never queues the evaluation a second time."""
-    from gymbuild.resources import user_state_home
+    from gymbuild.resources import user_state_home  # late: measured, json off the help path (House rules)
 
     return user_state_home() / "gymbuild" / "workspaces"
 

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gymbuild.results import stats
-from gymbuild.results.table import number, signed
+from gymbuild.results.table import _aligned, number, signed
 
 ROLLOUTS_FILE = "rollouts.jsonl"
 MATERIALIZED_FILE = "rollouts_materialized_inputs.jsonl"  # one line per rollout asked for
@@ -380,8 +380,6 @@ HEAD = [
 
 
 def format_table(c: Comparison) -> str:
-    from gymbuild.results.table import _aligned
-
     body = [_row(a, m, i == 0) for a in c.agents for i, m in enumerate(a.metrics)]
     lines = [f"compare {c.baseline} (baseline) -> {c.candidate} (candidate)", *_aligned(HEAD, body)]
     notes = [f"  {a.benchmark} ({a.agent}): {n}" for a in c.agents for n in a.notes] + [

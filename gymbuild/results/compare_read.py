@@ -14,7 +14,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gymbuild.errors import Inconclusive, UserError, printable
-from gymbuild.results import compare
+from gymbuild.executors.connection import is_this_machine
+from gymbuild.executors.states import states_of
+from gymbuild.results import compare, read, table
 
 if TYPE_CHECKING:
     from gymbuild.state.records import SubmissionRecord
@@ -59,14 +61,10 @@ for i in range(0, len(a) - 1, 2):
 
 
 def read_script(pairs: Sequence[tuple[str, str]]) -> str:
-    from gymbuild.results import read
-
     return read.read_script(pairs, _READER, read.bash_reader(_BENCH_FILES, _RUN_FILES))
 
 
 def _records(s: Session) -> list[SubmissionRecord]:
-    from gymbuild.results import read
-
     records = read.find_records(s)
     if len(records) != 2:
         raise UserError(
@@ -82,10 +80,6 @@ def _read(
 ) -> tuple[list[dict[str, dict[str, str]]], list[str | None], list[dict[str, str]]]:
     """Per record: benchmark -> its files; its policy model (None: unknown); and benchmark -> its job's
     state. Per host, one status round trip per executor (states.py) and one reading the files."""
-    from gymbuild.executors.connection import is_this_machine
-    from gymbuild.executors.states import states_of
-    from gymbuild.results import read
-
     files: list[dict[str, dict[str, str]]] = [{} for _ in records]
     models: list[str | None] = [read.local_policy_model(s, r) for r in records]
     states: list[dict[str, str]] = [{} for _ in records]
@@ -137,8 +131,6 @@ def asked(s: Session, records: Sequence[SubmissionRecord]) -> list[str]:
 
 def build(s: Session) -> compare.Comparison:
     """The comparison of the two runs, with every reason a benchmark asked for was not compared in full."""
-    from gymbuild.results import table
-
     records = _records(s)
     wanted = asked(s, records)
     files, models, states = _read(s, records)

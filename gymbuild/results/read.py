@@ -9,6 +9,7 @@ still pending or running is not even read: files in its artifacts/ are from an e
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Iterable, Sequence
@@ -16,9 +17,18 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gymbuild.day_two import find
 from gymbuild.errors import UserError
+from gymbuild.executors.base import executor_for
+from gymbuild.executors.connection import Connection, is_this_machine
+from gymbuild.executors.states import states_of
+from gymbuild.resources import user_cache_home
 from gymbuild.results import table
+from gymbuild.shell import join, quote
 from gymbuild.state import ids
+from gymbuild.state.records import RESOLVED_CONFIG_NAME
+from gymbuild.state.rollouts import Progress
+from gymbuild.state.workspace import atomic_write
 
 if TYPE_CHECKING:
     from gymbuild.executors.states import BenchStatus
@@ -71,8 +81,6 @@ def read_script(
 ) -> str:
     """The bash of a files round trip: every listed dir's files, in one command (python3's `reader`
     where the target has it, else the bash `fallback`). compare_read.py reads with its own pair."""
-    from gymbuild.shell import join, quote
-
     args = join(word for pair in pairs for word in pair)
     return (
         f"set -- {args}\n"
@@ -115,10 +123,6 @@ class Cache:
         return data if isinstance(data, dict) and data.get("version") == CACHE_VERSION else {}
 
     def save(self, gym_job_id: str, data: dict[str, Any]) -> None:
-        import contextlib
-
-        from gymbuild.state.workspace import atomic_write
-
         # A cache that cannot be written costs the next call a read, nothing more.
         with contextlib.suppress(OSError):
             payload = json.dumps({**data, "version": CACHE_VERSION})
@@ -143,8 +147,6 @@ class _Run:
 def find_records(s: Session) -> list[SubmissionRecord]:
     """`run=<id>,<id>,...` in that order; `run=all`: every submission of the config, oldest first;
     else the config's current submission."""
-    from gymbuild.day_two import find
-
     if s.inv.run == "all":
         return _config_records(s)
     # Each id whole (no strip): one that is not an id is refused before it is echoed or read.
@@ -159,8 +161,6 @@ def find_records(s: Session) -> list[SubmissionRecord]:
 def _config_records(s: Session) -> list[SubmissionRecord]:
     """The config's submissions from its workspace: the current one as the workspace knows it, the
     earlier ones from the local index (one missing there is named on stderr and left out)."""
-    from gymbuild.day_two import find
-
     current = find.find_record(s, "", connect=False)  # no submission yet: its message
     records = []
     for sub in s.workspace.history():
@@ -177,8 +177,6 @@ def _config_records(s: Session) -> list[SubmissionRecord]:
 
 def local_policy_model(s: Session, record: SubmissionRecord) -> str | None:
     """The config's current submission has its resolved config in the workspace: no remote read."""
-    from gymbuild.state.records import RESOLVED_CONFIG_NAME
-
     current = s.workspace.submission()
     if current is None or current.gym_job_id != record.gym_job_id:
         return None
@@ -205,8 +203,6 @@ def policy_model_of(yaml_text: str) -> str | None:
 def gather(s: Session, cache: Cache, records: Sequence[SubmissionRecord]) -> list[table.RunResult]:
     """Every record's results: the cache first, then, per host, one status and one metrics round trip
     for whatever the cache does not hold."""
-    from gymbuild.executors.connection import is_this_machine
-
     runs = []
     for record in records:
         cached = cache.load(record.gym_job_id)
@@ -238,9 +234,6 @@ def _to_ask(run: _Run) -> list[Any]:
 def _read_remote(s: Session, host: str | None, runs: Sequence[_Run]) -> None:
     """One status round trip per executor (and one for the members of shared jobs: states.py), then
     one round trip reading every file wanted."""
-    from gymbuild.executors.base import executor_for
-    from gymbuild.executors.states import states_of
-
     conn, own = connection_to(s, host)
     try:
         asked = [{job.benchmark for job in _to_ask(run)} for run in runs]
@@ -277,8 +270,6 @@ def _read_remote(s: Session, host: str | None, runs: Sequence[_Run]) -> None:
 def connection_to(s: Session, host: str | None) -> tuple[Any, bool]:
     """The session's connection when it goes (or may go) to `host`, else one of our own (a comparison
     of runs on two clusters), which the caller closes: (connection, whether it is ours)."""
-    from gymbuild.executors.connection import Connection
-
     conn = s.connection(host, use_config=False)
     if conn.hostname == host:
         return conn, False
@@ -350,8 +341,6 @@ def _result(run: _Run, cache: Cache) -> table.RunResult:
 
 def _coverage(saved: Any) -> Progress | None:
     """A cached benchmark's coverage (an entry cached before there was one has none)."""
-    from gymbuild.state.rollouts import Progress
-
     if not isinstance(saved, dict):
         return None
     try:
@@ -372,8 +361,6 @@ def _check_only(records: Iterable[SubmissionRecord], only: Sequence[str]) -> Non
 
 def print_results(s: Session) -> None:
     """The verb: find the runs, read what is not cached, print the table (or JSON, CSV, markdown)."""
-    from gymbuild.resources import user_cache_home
-
     fmt = s.inv.format or "table"  # one of arguments.FORMATS: format= read it
     if s.inv.series:
         raise UserError(

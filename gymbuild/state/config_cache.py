@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
+import gymbuild
+from gymbuild import config, shell
 from gymbuild.config import Checked
 from gymbuild.resources import schema_dir
 from gymbuild.state.workspace import atomic_write
@@ -29,9 +31,6 @@ KEEP = 64  # entries; the oldest go first
 @cache
 def _code_digest() -> str:
     """What validation depends on besides the file: the schemas and the config package's source."""
-    import gymbuild
-    from gymbuild import config, shell
-
     # shell.py: the rules read its shell-name pattern and the env names the job script reserves
     files = sorted(schema_dir().glob("*.json")) + sorted(Path(config.__file__).parent.glob("*.py"))
     files.append(Path(shell.__file__))

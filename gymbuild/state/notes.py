@@ -16,19 +16,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gymbuild.resources import user_state_home
 from gymbuild.state.ids import id_path, is_gym_job_id
+from gymbuild.state.workspace import atomic_write
 
 
 def notes_dir() -> Path:
-    from gymbuild.resources import user_state_home
-
     return user_state_home() / "gymbuild" / "runs"
 
 
 def note_run(config: Path, policy_model: str | None, sweep: Sequence[str], gym_job_id: str) -> None:
     """What `runs` shows of a submission beyond its record; best-effort, as the index entry is."""
-    from gymbuild.state.workspace import atomic_write
-
     note = {"config": str(config.resolve()), "policy_model": policy_model, "sweep": " ".join(sweep) or None}
     try:
         atomic_write(id_path(notes_dir(), gym_job_id), json.dumps(note) + "\n", durable=False)

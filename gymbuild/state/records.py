@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from functools import cache
+from importlib import metadata
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -257,8 +258,6 @@ def gym_commit() -> str | None:
 
 
 def _commit_from_install() -> str | None:
-    from importlib import metadata
-
     try:
         dist = metadata.distribution("gymbuild")
         # Metadata left by an earlier install must not vouch for a checkout running from elsewhere.

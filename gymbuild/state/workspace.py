@@ -17,11 +17,12 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from gymbuild.errors import UserError
+from gymbuild.resources import user_state_home
 
 LOCK_WAIT_SECONDS = 10.0
 
@@ -114,7 +115,6 @@ class Workspace:
         self.stage_stamps_file = self.stamps_dir / "stage.json"
         # Which workspace holds this config's (or cell's) current submission, whatever workspace= says:
         # kept in the user's state directory, so a second workspace never queues it again unasked.
-        from gymbuild.resources import user_state_home
 
         claim = f"{self.config_dir.name}.{cell}" if cell else self.config_dir.name
         self.claim_file = user_state_home() / "gymbuild" / "claims" / f"{claim}.json"
@@ -262,8 +262,6 @@ class Workspace:
 
     def release(self, bench: str, why: str) -> None:
         """Make a queued benchmark queueable again, keeping its job id in the history."""
-        from dataclasses import replace
-
         outcome = self.outcome(bench)
         if outcome is None or outcome.job_id is None:
             return

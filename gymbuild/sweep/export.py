@@ -18,6 +18,7 @@ shown without its user info) and nothing is written to the run directory.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -25,9 +26,14 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gymbuild.errors import UserError, printable
+from gymbuild.state.records import RESOLVED_CONFIG_NAME
+from gymbuild.state.workspace import digest
+from gymbuild.sweep import batch, series
+from gymbuild.sweep.batch import cell_session
 from gymbuild.sweep.series import Point
 
 if TYPE_CHECKING:
@@ -77,8 +83,6 @@ def checkpoints(ident: str, rows: Sequence[Point], digests: dict[str, str]) -> l
 
 
 def _library(to: str) -> Any:
-    import importlib
-
     try:
         return importlib.import_module(to)
     except ImportError:
@@ -191,8 +195,6 @@ def to_wandb(project: str, found: Sequence[Checkpoint]) -> tuple[int, int, int]:
 
 
 def _log_wandb(wandb: Any, project: str, found: Sequence[Checkpoint]) -> tuple[int, int, int]:
-    from pathlib import Path
-
     offline = os.environ.get("WANDB_MODE", "").lower() in ("offline", "dryrun")
     runs_dir = Path(os.environ.get("WANDB_DIR") or ".") / "wandb"
     created = again = logged = 0
@@ -237,8 +239,6 @@ def _wandb_has(wandb: Any, project: str, run_id: str, step: int) -> bool:
 
 def export(s: Session) -> None:
     """The verb: the sweep's series, read as `results series=1` reads it, sent to the tracker."""
-    from gymbuild.sweep import batch, series
-
     to = s.inv.to or ""
     if to not in TRACKERS:
         raise UserError(
@@ -290,10 +290,6 @@ def export(s: Session) -> None:
 def _digests(s: Session, cells: Sequence[Any]) -> dict[str, str]:
     """gym_job_id -> digest of the resolved config each combination was submitted with (its staged
     copy in the workspace: nothing remote is read)."""
-    from gymbuild.state.records import RESOLVED_CONFIG_NAME
-    from gymbuild.state.workspace import digest
-    from gymbuild.sweep.batch import cell_session
-
     out = {}
     for cell in cells:
         cs = cell_session(s, cell)

@@ -29,8 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gymbuild.day_two import act
 from gymbuild.errors import UserError
+from gymbuild.executors import states
+from gymbuild.executors.base import executor_for
 from gymbuild.state.workspace import atomic_write
+from gymbuild.submit import pipeline
+from gymbuild.submit.queue import queued
+from gymbuild.sweep import batch
+from gymbuild.sweep.expand import Records, expression, globs, header, merged, ready_markers, unescaped
 
 if TYPE_CHECKING:
     from gymbuild.request.invocation import Invocation
@@ -53,8 +60,6 @@ class Options:
 def options(inv: Invocation) -> Options:
     """every=, ready=, retries= as the command line gave them (their arguments read and checked
     them, arguments.py), or the defaults."""
-    from gymbuild.sweep.expand import ready_markers
-
     every = DEFAULT_EVERY if inv.every is None else inv.every
     retries = DEFAULT_RETRIES if inv.retries is None else inv.retries
     return Options(every, ready_markers(inv.ready), retries)
@@ -87,8 +92,6 @@ def _say(text: str) -> None:
 
 
 def _name(cell: Cell) -> str:
-    from gymbuild.sweep.expand import unescaped
-
     return " ".join(unescaped(v.split("=", 1)[1]) for v in cell.values) or "(no swept key)"
 
 
@@ -111,8 +114,6 @@ def _stoppable() -> Iterator[threading.Event]:
 
 def follow(s: Session) -> None:
     """The verb: poll until a signal, then one summary line (and what was given up on)."""
-    from gymbuild.sweep.expand import expression, globs
-
     ident, overrides = expression(s)
     opts = options(s.inv)
     if not globs(overrides, str(s.inv.config)):
@@ -149,9 +150,6 @@ def follow(s: Session) -> None:
 
 def poll(s: Session, ident: str, overrides: Sequence[str], opts: Options, state: State) -> None:
     """One look: submit the complete checkpoints not submitted yet, then settle the ones in flight."""
-    from gymbuild.sweep import batch
-    from gymbuild.sweep.expand import Records, merged
-
     cells = batch.expand_for_submit(s, overrides, quiet=True)
     fresh = [cell for cell in cells if cell.key not in state.checkpoints]
     if fresh:
@@ -165,11 +163,6 @@ def poll(s: Session, ident: str, overrides: Sequence[str], opts: Options, state:
 
 
 def _submit(s: Session, cells: Sequence[Cell], ident: str, state: State, overrides: Sequence[str]) -> None:
-    from gymbuild.submit import pipeline
-    from gymbuild.submit.queue import queued
-    from gymbuild.sweep import batch
-    from gymbuild.sweep.expand import header
-
     sessions = batch.sessions_of(s, cells, overrides)  # a checkpoint whose config fails: skipped
     cells = [batch.cell_of(cs) for cs in sessions]
     try:
@@ -197,11 +190,6 @@ def _submit(s: Session, cells: Sequence[Cell], ident: str, state: State, overrid
 
 def _settle(s: Session, cells: Sequence[Cell], opts: Options, state: State) -> None:
     """One look at the jobs of the checkpoints in flight: completed, re-queued, or given up on."""
-    from gymbuild.day_two import act
-    from gymbuild.executors import states
-    from gymbuild.executors.base import executor_for
-    from gymbuild.sweep import batch
-
     records = batch.records_of(s, cells)
     looks = batch.look_at(s, records)
     retry: list[int] = []

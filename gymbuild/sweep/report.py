@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import io
+import json
 import re
 import sys
 from collections.abc import Sequence
@@ -24,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from gymbuild.errors import UserError
 from gymbuild.results.table import number
+from gymbuild.state.workspace import atomic_write
+from gymbuild.sweep import batch, series
 from gymbuild.sweep.series import Point, step_of
 
 if TYPE_CHECKING:
@@ -148,9 +151,6 @@ def _matplotlib() -> Any:
 
 def report(s: Session) -> None:
     """The verb: the sweep's series (as `results series=1` reads it) written as one HTML file."""
-    from gymbuild.state.workspace import atomic_write
-    from gymbuild.sweep import batch, series
-
     if not s.inv.is_sweep:
         raise UserError(
             "error: report draws a sweep's series (a point per checkpoint)\n"
@@ -173,8 +173,6 @@ def report(s: Session) -> None:
     plots, checkpoints = len(re.findall(r'<section class="plot"', text)), len({r.label for r in rows})
     said = f"wrote {out}: {plots} plot(s) of {checkpoints} checkpoint(s)"
     if s.inv.json:  # one JSON document on stdout, as every verb's json=1
-        import json
-
         doc = {"sweep_id": record["sweep_id"], "out": str(out), "plots": plots, "checkpoints": checkpoints}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:

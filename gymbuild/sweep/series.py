@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from gymbuild.request.arguments import argument
 from gymbuild.results.table import RunResult, Value, clean, number
 from gymbuild.state.rollouts import Progress
+from gymbuild.sweep.expand import unescaped
 
 # The spellings training frameworks give a checkpoint: Megatron's iter_0001200, NeMo's and DeepSpeed's
 # step_1200 / global_step1200, Hugging Face Trainer's checkpoint-1200.
@@ -109,8 +110,6 @@ def points(
 ) -> list[Point]:
     """The rows of the runs (one per submitted combination, `cells_values[i]` its swept `key=value`s),
     ordered by step where every combination names one, else in the sweep's order."""
-    from gymbuild.sweep.expand import unescaped
-
     columns = swept_columns(cells_values)
     given = [
         {

@@ -21,7 +21,7 @@ import pytest
 from doit.doit_cmd import DoitMain
 from e2e_helpers import workspaces_home
 
-from gymbuild.cli import main
+from gymbuild.cli.argv import DOIT_COMMANDS
 from gymbuild.request import verbs
 from gymbuild.request.invocation import Invocation
 
@@ -173,7 +173,7 @@ def test_doits_own_help_and_commands_are_still_there(tmp_path: Path) -> None:
 
 
 def test_the_doit_commands_gymbuild_passes_on_are_doits() -> None:
-    assert {cmd.get_name() for cmd in DoitMain.DOIT_CMDS} == main.DOIT_COMMANDS
+    assert {cmd.get_name() for cmd in DoitMain.DOIT_CMDS} == DOIT_COMMANDS
 
 
 def test_gymbuild_alone_is_the_dry_run_of_submit_yaml_or_the_help_without_one(tmp_path: Path) -> None:

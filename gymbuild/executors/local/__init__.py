@@ -17,8 +17,10 @@ import os
 import socket
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from gymbuild.config.model import VllmPdService
 from gymbuild.executors.base import Answer, JobState, Queued
 from gymbuild.executors.secrets import SecretsFile
 from gymbuild.executors.secrets import forget_secrets as forget_secrets  # `cancel` calls it here too
@@ -107,7 +109,7 @@ def recover_lost(
     revoked if it never ran); None: start it afresh. The session shell appends the pid right after
     the fork, and no signal sent to gymbuild reaches that shell (its own session); only a SIGKILL
     of the shell itself between the two could lose a pid, and the job's lock then stops the copy."""
-    from gymbuild.executors import attempts
+    from gymbuild.executors import attempts  # queueing only: planning reads this module
 
     return attempts.recover(conn, script, attempt)
 
@@ -116,8 +118,6 @@ def warnings(config: Config) -> tuple[str, ...]:
     """What a config asks of the local executor that it does not do: it runs every command on this
     machine (no container) and resumes nothing (a resume chain needs sbatch and sacct). Said at
     render and submit; the config itself is valid, and runs the same on a cluster."""
-    from gymbuild.config.model import VllmPdService
-
     unused = []
     for name, svc in config.services.items():
         unused.append(f"services.{name}.container")
@@ -181,9 +181,8 @@ def states(conn: Connection, jobs: Mapping[str, str], since: str | None = None) 
     if not jobs:
         return {}
     host = socket.gethostname()
-    from dataclasses import replace
 
-    from gymbuild.state.rollouts import parse_counts
+    from gymbuild.state.rollouts import parse_counts  # status only: planning needs none
 
     marks: dict[str, str] = {}
     seen: list[tuple[str, str, str | None]] = []

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from gymbuild.executors.base import Answer, JobState, Queued
@@ -32,14 +34,14 @@ def queue_command(script: str, secrets: SecretsFile | None, attempt: str) -> str
     """The attempt (attempts.queue_command) that queues one job.sh with `sbatch --parsable`. The
     protocol is imported when a job is queued: planning reads this module, and the script-code
     digest counts every module it imports (gymbuild/resources.py)."""
-    from gymbuild.executors import attempts
+    from gymbuild.executors import attempts  # queueing only: planning reads this module
 
     return attempts.queue_command(f"sbatch --parsable {quote(script)}", script, secrets, attempt)
 
 
 def queued(result: Result) -> Queued:
     """sbatch's result as a job id, or the reason it gave none."""
-    from gymbuild.executors.attempts import parse_job_id
+    from gymbuild.executors.attempts import parse_job_id  # queueing only: planning reads this module
 
     job_id = parse_job_id(result.stdout) if result.ok else None
     if job_id is None:
@@ -75,7 +77,7 @@ def find_queued(conn: Connection, job_dir: str, job_name: str, known: frozenset[
 def hold_queue(conn: Connection, run_dir: str) -> None:
     """The session's shell takes the run dir's queue lock (attempts.hold_queue_lock) before its
     first sbatch, once: later passes of the same shell already hold it."""
-    from gymbuild.executors import attempts
+    from gymbuild.executors import attempts  # queueing only: planning reads this module
 
     attempts.hold_queue(conn, run_dir)
 
@@ -97,7 +99,7 @@ def recover_lost(
     itself, by job name and work dir, for an sbatch whose answer was lost before it was written.
     Asked only after such a kill, so a normal submit pays nothing.
     """
-    from gymbuild.executors.attempts import recover
+    from gymbuild.executors.attempts import recover  # queueing only: planning reads this module
 
     adopted = recover(conn, script, attempt)
     if adopted is not None:
@@ -201,7 +203,6 @@ def _sacct_start(since: str | None) -> str:
     """
     if not since:
         return ""
-    from datetime import datetime, timedelta
 
     try:
         start = datetime.fromisoformat(since.replace("Z", "+00:00")) - timedelta(days=1)
@@ -221,9 +222,8 @@ def states(conn: Connection, jobs: Mapping[str, str], since: str | None = None) 
     jobs were submitted (ISO 8601, UTC), which bounds sacct's search."""
     if not jobs:
         return {}
-    from dataclasses import replace
 
-    from gymbuild.state.rollouts import parse_counts
+    from gymbuild.state.rollouts import parse_counts  # status only: planning needs none
 
     places = {bench_dir: _place(bench_dir) for bench_dir in jobs}
     parents = list(dict.fromkeys(parent for parent, _ in places.values()))
