@@ -33,6 +33,7 @@ from gymbuild.config.model import (
     VllmService,
     freeze,
 )
+from gymbuild.config.tree import JsonObject
 
 
 def _env(tree: Mapping[str, str]) -> Env:
@@ -173,14 +174,22 @@ _SERVICE_BUILDERS: dict[str, Callable[[str, Mapping[str, Any], Mapping[str, Node
 }
 
 
+def _resumable(setting: JsonObject | None) -> Resumable | None:
+    if setting is None:
+        return None
+    retries, walltime = setting["max_retries"], setting["max_walltime"]
+    if not isinstance(retries, int) or not isinstance(walltime, str | None):
+        raise TypeError(f"resumable is not what the schema allows: {setting!r}")
+    return Resumable(retries, walltime)
+
+
 def _benchmark(name: str, tree: Mapping[str, Any]) -> Benchmark:
-    resumable = resumable_setting(tree["resumable"])
     return Benchmark(
         name=name,
         prepare=freeze(tree["prepare"]),
         run=freeze(tree["run"]),
         command=tree["command"],
-        resumable=Resumable(resumable["max_retries"], resumable["max_walltime"]) if resumable else None,
+        resumable=_resumable(resumable_setting(tree["resumable"])),
     )
 
 
