@@ -3,16 +3,18 @@ record's JSON, a schema.
 
 One recursive union instead of `Any`, so a reader of a tree narrows (with isinstance) before it
 trusts a value's type, as the validating code does anyway; `JsonObject` is a mapping at the top, the
-shape every config, record and schema has. Frozen copies (model.freeze) are read through `Mapping`
-and `Sequence` instead and typed where they are made.
+shape every config, record and schema has. `JsonView` is the read-only reading of either a plain
+tree or a frozen copy (model.freeze: mapping proxies and tuples), for code that only reads.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TypeAlias
 
 JsonScalar: TypeAlias = str | int | float | bool | None
 JsonValue: TypeAlias = JsonScalar | list["JsonValue"] | dict[str, "JsonValue"]
 JsonObject: TypeAlias = dict[str, JsonValue]
+JsonView: TypeAlias = JsonScalar | Sequence["JsonView"] | Mapping[str, "JsonView"]
 # A place in a tree: keys of mappings and indexes of lists, from the root (jsonschema's absolute_path).
 TreePath: TypeAlias = tuple[str | int, ...]
