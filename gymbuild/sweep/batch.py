@@ -13,7 +13,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gymbuild.day_two import act, find
 from gymbuild.day_two.logs import print_logs
@@ -27,6 +27,7 @@ from gymbuild.submit.queue import queued
 from gymbuild.sweep.expand import (
     Cell,
     Records,
+    SweepRecord,
     blamed,
     cells_of,
     expand,
@@ -269,7 +270,7 @@ def render(s: Session) -> None:
     _each(s, cells, dry_run, ident=ident, as_json=s.inv.json, field="dry_run")
 
 
-def _submitted(record: dict[str, Any]) -> list[Cell]:
+def _submitted(record: SweepRecord) -> list[Cell]:
     cells = cells_of(record)
     if not cells:
         raise UserError(
@@ -419,7 +420,7 @@ def resubmit(s: Session) -> None:
         close_all(sessions)
 
 
-def gathered(s: Session) -> tuple[dict[str, Any], list[Cell], list[RunResult]]:
+def gathered(s: Session) -> tuple[SweepRecord, list[Cell], list[RunResult]]:
     """The sweep's record, its submitted combinations and their results (one status and one read
     round trip for every combination; what is cached is not read again)."""
     from gymbuild.resources import user_cache_home
