@@ -12,8 +12,6 @@ these verbs clashes with the command (doit refuses such a dodo.py), as a task na
 
 from __future__ import annotations
 
-from typing import Any
-
 from doit.cmd_base import Command
 
 from gymbuild import verbs
@@ -31,7 +29,7 @@ class _Verb(Command):
 
         # doit took the `name=value` words into its variables, in command-line order; the verb's main
         # parses the whole line itself (main.py), NeMo Gym's flags included.
-        variables: dict[str, Any] = dict(doit_cmd._CMDLINE_VARS or {})
+        variables: dict[str, object] = dict(doit_cmd._CMDLINE_VARS or {})
         return main.main([self.get_name(), *in_args, *(f"{k}={v}" for k, v in variables.items())])
 
 

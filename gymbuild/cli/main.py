@@ -31,13 +31,17 @@ _BEFORE = {sig: signal.signal(sig, _interrupted_early) for sig in _SIGNALS} if _
 
 from collections.abc import Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import TYPE_CHECKING, Any, TextIO  # noqa: E402
+from typing import TYPE_CHECKING, TextIO  # noqa: E402
 
 from gymbuild import verbs  # noqa: E402
 from gymbuild.cli.argv import DOIT_COMMANDS, HELP_FLAGS, VERSION_FLAGS, known_word, nearest_verb, normalize  # noqa: E402
 from gymbuild.errors import OutputClosed, stdout_closed  # noqa: E402
 
 if TYPE_CHECKING:
+    from doit.cmd_base import Command
+    from doit.doit_cmd import DoitMain
+    from doit.plugin import PluginDict
+
     from gymbuild import interrupts
 
 for _sig, _handler in _BEFORE.items():
@@ -172,13 +176,13 @@ def answer_here(args: Sequence[str]) -> int | None:
     return None
 
 
-def _doit(namespace: dict[str, object]) -> Any:
+def _doit(namespace: dict[str, object]) -> DoitMain:
     """doit on these tasks, calling itself `gymbuild` in what it prints (not `cli.py`, whatever ran it)."""
     from doit.cmd_base import ModuleTaskLoader
     from doit.doit_cmd import DoitMain
 
     class Main(DoitMain):
-        def get_cmds(self) -> Any:
+        def get_cmds(self) -> PluginDict:
             # doit's own commands only: the gymbuild verbs that doit_plugin.py adds to doit are
             # tasks here, and a task may not share a command's name.
             from doit.plugin import PluginDict
@@ -193,11 +197,11 @@ def _doit(namespace: dict[str, object]) -> Any:
     return main
 
 
-def _quiet_when_unread(command: Any) -> Any:
+def _quiet_when_unread(command: type[Command]) -> type[Command]:
     """doit's command `command`, whose stdout closed by its reader (`gymbuild list | head -1`) ends the
     run as a verb's does (OutputClosed), not as doit's "unexpected error" with a traceback."""
 
-    def parse_execute(self: Any, in_args: list[str]) -> Any:
+    def parse_execute(self: Command, in_args: list[str]) -> object:
         try:
             return command.parse_execute(self, in_args)
         except BrokenPipeError:
