@@ -19,10 +19,9 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-Handler = Callable[[int, FrameType | None], Any] | int | None  # what signal.getsignal answers
+Handler = Callable[[int, FrameType | None], object] | int | None  # what signal.getsignal answers
 
 
 class Interrupted(KeyboardInterrupt):
@@ -68,7 +67,7 @@ def install() -> None:
 
 
 def restore(
-    before: Mapping[signal.Signals, Callable[[int, FrameType | None], Any] | int | None],
+    before: Mapping[signal.Signals, Callable[[int, FrameType | None], object] | int | None],
 ) -> int | None:
     """Put back the handlers `before` (install() replaced them); the number of a signal that came
     meanwhile, or None. CPython runs a pending handler before signal.signal changes one, so a signal

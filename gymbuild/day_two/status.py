@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 import dataclasses
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gymbuild.executors.base import executor_for
 
@@ -89,7 +89,7 @@ def statuses_json(
     summary: Tally | None = None,
     looks: int | None = None,
 ) -> str:
-    payload: dict[str, Any] = {
+    payload: dict[str, object] = {
         "gym_job_id": record.gym_job_id,
         "executor": record.executor,
         "cluster": record.cluster,
@@ -103,7 +103,7 @@ def statuses_json(
     return json.dumps(payload, indent=2) + "\n"
 
 
-def _row_json(row: BenchStatus) -> dict[str, Any]:
+def _row_json(row: BenchStatus) -> dict[str, object]:
     """A row as JSON: a shared job's state and the rollout counts only where there are some."""
     doc = {k: v for k, v in row.__dict__.items() if k not in ("job_state", "progress") or v}
     if row.progress is not None:
