@@ -3,8 +3,12 @@ record's JSON, a schema.
 
 One recursive union instead of an untyped value, so a reader of a tree narrows (with isinstance)
 before it trusts a value's type, as the validating code does anyway; `JsonObject` is a mapping at
-the top, the shape every config, record and schema has. `JsonView` is the read-only reading of either a plain
-tree or a frozen copy (model.freeze: mapping proxies and tuples), for code that only reads.
+the top, the shape every config, record and schema has. `JsonView` is the read-only reading of
+either a plain tree or a frozen copy (model.freeze: mapping proxies and tuples), for code that only
+reads.
+
+A tree straight from YAML may have keys that are not str (`1: x`): the loaders (load.py,
+compose.py) keep the library's untyped values there, and validation reports such a key as unknown.
 """
 
 from __future__ import annotations
