@@ -19,10 +19,9 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-Handler = Callable[[int, FrameType | None], Any] | int | None  # what signal.getsignal answers
+Handler = Callable[[int, FrameType | None], object] | int | None  # what signal.getsignal answers
 
 
 class Interrupted(KeyboardInterrupt):

@@ -10,7 +10,6 @@ import json
 import os
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -23,7 +22,7 @@ def schema_dir() -> Path:
 
 
 @cache
-def load_schema(name: str) -> dict[str, Any]:
+def load_schema(name: str) -> dict[str, object]:
     """A JSON Schema by file name, parsed once per process."""
     return json.loads((schema_dir() / name).read_text(encoding="utf-8"))
 

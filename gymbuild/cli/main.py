@@ -20,7 +20,11 @@ from gymbuild import interrupts
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from typing import Any, TextIO
+    from typing import TextIO
+
+    from doit.cmd_base import Command
+    from doit.doit_cmd import DoitMain
+    from doit.plugin import PluginDict
 
     from gymbuild.request import verbs
 
@@ -170,13 +174,13 @@ def answer_here(args: Sequence[str]) -> int | None:
     return None
 
 
-def _doit(namespace: dict[str, object]) -> Any:
+def _doit(namespace: dict[str, object]) -> DoitMain:
     """doit on these tasks, calling itself `gymbuild` in what it prints (not `cli.py`, whatever ran it)."""
     from doit.cmd_base import ModuleTaskLoader
     from doit.doit_cmd import DoitMain
 
     class Main(DoitMain):
-        def get_cmds(self) -> Any:
+        def get_cmds(self) -> PluginDict:
             # doit's own commands only: the gymbuild verbs that doit_plugin.py adds to doit are
             # tasks here, and a task may not share a command's name.
             from doit.plugin import PluginDict
@@ -191,12 +195,12 @@ def _doit(namespace: dict[str, object]) -> Any:
     return main
 
 
-def _quiet_when_unread(command: Any) -> Any:
+def _quiet_when_unread(command: type[Command]) -> type[Command]:
     """doit's command `command`, whose stdout closed by its reader (`gymbuild list | head -1`) ends the
     run as a verb's does (OutputClosed), not as doit's "unexpected error" with a traceback."""
     from gymbuild.errors import OutputClosed, stdout_closed
 
-    def parse_execute(self: Any, in_args: list[str]) -> Any:
+    def parse_execute(self: Command, in_args: list[str]) -> object:
         try:
             return command.parse_execute(self, in_args)
         except BrokenPipeError:

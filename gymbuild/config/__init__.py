@@ -15,11 +15,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from gymbuild.config.build import build_config
 from gymbuild.config.model import Config, Resolved, freeze
 from gymbuild.config.secrets import host_secrets, otel_token, stand_ins
+from gymbuild.config.tree import JsonObject
 from gymbuild.errors import ConfigError, Problem
 
 __all__ = ["Checked", "Config", "ConfigCache", "Resolved", "load_config"]
@@ -30,8 +31,8 @@ class Checked:
     """A config file's tree and its validated, default-filled copy, with the validation's warnings:
     what a ConfigCache keeps for a file whose tree depends on its bytes alone."""
 
-    tree: dict[str, Any]
-    filled: dict[str, Any]
+    tree: JsonObject
+    filled: JsonObject
     warnings: list[str]
 
 

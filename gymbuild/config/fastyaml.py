@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 import io
-from typing import Any
+from collections.abc import Hashable
+from dataclasses import dataclass
 
 import yaml
 
@@ -29,7 +30,9 @@ def _omegaconf_loader() -> type[yaml.SafeLoader] | None:
     return factory() if callable(factory) else None
 
 
-def _no_duplicate_keys(self: Any, node: yaml.MappingNode, deep: bool = False) -> Any:
+def _no_duplicate_keys(
+    self: yaml.CSafeLoader, node: yaml.MappingNode, deep: bool = False
+) -> dict[Hashable, object]:
     seen: set[str] = set()
     for key_node, _ in node.value:
         if key_node.tag != yaml.resolver.BaseResolver.DEFAULT_SCALAR_TAG:
@@ -68,6 +71,15 @@ MAX_DEPTH = 64  # nesting, aliases expanded (a config is about 8 deep)
 MAX_SCALAR = 1 << 20  # characters of one scalar as read (validation bounds a value far lower)
 
 
+@dataclass
+class _Open:
+    """A collection `limits` is inside: its anchor, the values counted in it, its depth below."""
+
+    anchor: str | None
+    values: int = 0
+    depth: int = 0
+
+
 class YamlLimitError(ValueError):
     """A YAML text over the bounds of `limits`: a message and where in the text."""
 
@@ -83,20 +95,20 @@ def limits(text: str) -> None:
     """
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     anchors: dict[str, tuple[int, int]] = {}  # anchor -> (expanded values, depth below it)
-    open_: list[list[Any]] = []  # [anchor, values, depth below] of each open collection
+    open_: list[_Open] = []  # each open collection, outermost first
     total = 0
 
-    def add(values: int, depth: int, mark: Any) -> None:
+    def add(values: int, depth: int, line: int) -> None:
         nonlocal total
         total += values
-        where = f"line {mark.line + 1}: " if mark is not None else ""
+        where = f"line {line}: " if line else ""
         if total > MAX_NODES:
             raise YamlLimitError(f"{where}the YAML expands to more than {MAX_NODES} values (aliases)")
         if len(open_) + depth > MAX_DEPTH:
             raise YamlLimitError(f"{where}the YAML nests more than {MAX_DEPTH} levels deep")
         if open_:
-            open_[-1][1] += values
-            open_[-1][2] = max(open_[-1][2], depth + 1)
+            open_[-1].values += values
+            open_[-1].depth = max(open_[-1].depth, depth + 1)
 
     try:
         for event in yaml.parse(text, Loader=loader):
@@ -104,33 +116,33 @@ def limits(text: str) -> None:
             line = mark.line + 1 if mark is not None else 0
             if isinstance(event, yaml.AliasEvent):
                 if event.anchor in anchors:
-                    add(*anchors[event.anchor], mark)
-                elif any(entry[0] == event.anchor for entry in open_):
+                    add(*anchors[event.anchor], line)
+                elif any(entry.anchor == event.anchor for entry in open_):
                     raise YamlLimitError(
                         f"line {line}: alias *{event.anchor} refers to a collection it is inside"
                     )
             elif isinstance(event, yaml.ScalarEvent):
                 if len(event.value) > MAX_SCALAR:
                     raise YamlLimitError(f"line {line}: a value longer than {MAX_SCALAR} characters")
-                add(1, 0, mark)
+                add(1, 0, line)
                 if event.anchor:
                     anchors[event.anchor] = (1, 0)
             elif isinstance(event, yaml.CollectionStartEvent):
-                add(1, 0, mark)
-                open_.append([event.anchor, 0, 0])
+                add(1, 0, line)
+                open_.append(_Open(event.anchor))
             elif isinstance(event, yaml.CollectionEndEvent):
-                anchor, values, depth = open_.pop()
-                if anchor:
-                    anchors[anchor] = (values + 1, depth)
+                done = open_.pop()
+                if done.anchor:
+                    anchors[done.anchor] = (done.values + 1, done.depth)
                 if open_:  # the collection itself was counted at its start
-                    open_[-1][1] += values
-                    open_[-1][2] = max(open_[-1][2], depth + 1)
+                    open_[-1].values += done.values
+                    open_[-1].depth = max(open_[-1].depth, done.depth + 1)
     except yaml.YAMLError as err:  # malformed: the parsers say what is wrong, unless it is the depth
         if "nesting depth" in str(err):  # libyaml's own bound (1000 levels), met while it looks ahead
             raise YamlLimitError(f"the YAML nests more than {MAX_DEPTH} levels deep") from None
 
 
-def omegaconf_load(text: str) -> Any:
+def omegaconf_load(text: str) -> object:
     """`text` parsed as OmegaConf.load parses a file (its resolvers, constructors and duplicate-key
     refusal), without building a DictConfig: the fast path reads a plain config with this alone.
 

@@ -20,7 +20,7 @@ from hydra.core.config_search_path import ConfigSearchPath
 from hydra.core.object_type import ObjectType
 from hydra.plugins.config_source import ConfigLoadError, ConfigResult, ConfigSource
 from hydra.plugins.search_path_plugin import SearchPathPlugin
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from gymbuild.config.fastyaml import libyaml_rules, omegaconf_load
 
@@ -52,11 +52,14 @@ class LibyamlConfigSource(ConfigSource):
             header = ConfigSource._get_header_dict(text[:512])
             try:
                 tree = omegaconf_load(text)
-                ordinary = tree is None or isinstance(tree, dict | list | str)
+                parsed = True
             except yaml.YAMLError:
-                ordinary = False
-            if ordinary:
-                cfg = OmegaConf.create() if tree is None else OmegaConf.create(tree)
+                tree, parsed = None, False
+            cfg: DictConfig | ListConfig
+            if parsed and tree is None:
+                cfg = OmegaConf.create()
+            elif parsed and isinstance(tree, dict | list | str):
+                cfg = OmegaConf.create(tree)
             else:  # OmegaConf.load gives its own result or error, with the file's name
                 f.seek(0)
                 cfg = OmegaConf.load(f)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+
+from gymbuild.config.tree import JsonValue
 
 # Python's int() grammar for ASCII decimal digits (single underscores between digits), optionally
 # followed by a fraction of zeros only: pydantic reads "8001.0" as 8001 but refuses "8001." and "1e3".
@@ -20,10 +21,11 @@ _FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
 # pydantic holds a float-born int in 64 bits
 _INT_FROM_FLOAT_LIMIT = 2.0**63
 
-Coerced = tuple[bool, Any]
+# (accepted, the converted value), or (False, the value unchanged)
+Coerced = tuple[bool, JsonValue]
 
 
-def to_int(value: Any) -> Coerced:
+def to_int(value: JsonValue) -> Coerced:
     """An int as pydantic's lax `int` gives it: ints, booleans, integral floats and integer text."""
     if isinstance(value, bool):
         return True, int(value)
@@ -40,7 +42,7 @@ def to_int(value: Any) -> Coerced:
     return False, value
 
 
-def to_float(value: Any) -> Coerced:
+def to_float(value: JsonValue) -> Coerced:
     """A float as pydantic's lax `float` gives it: numbers, booleans and Python float text (ASCII)."""
     if isinstance(value, bool | int | float):
         return True, float(value)
@@ -52,7 +54,7 @@ def to_float(value: Any) -> Coerced:
     return False, value
 
 
-def to_bool(value: Any) -> Coerced:
+def to_bool(value: JsonValue) -> Coerced:
     """A bool as pydantic's lax `bool` gives it: booleans, 0/1 (int or float) and the usual words."""
     if isinstance(value, bool):
         return True, value
@@ -75,7 +77,7 @@ COERCIONS = {
 }
 
 
-def _is(json_type: str, value: Any) -> bool:
+def _is(json_type: str, value: object) -> bool:
     if json_type == "integer":
         return isinstance(value, int) and not isinstance(value, bool)
     if json_type == "number":
@@ -93,11 +95,16 @@ def _is(json_type: str, value: Any) -> bool:
     return False
 
 
-def coerce(types: str | list[str], value: Any) -> Any:
+def coerce(types: str | list[str], value: JsonValue) -> JsonValue:
     """`value` as a field of JSON Schema type(s) `types` receives it in lax mode; unchanged when it
     already has one of the types or no lax conversion applies (the schema then reports it)."""
     wanted = [types] if isinstance(types, str) else list(types)
-    if "number" in wanted and "integer" not in wanted and _is("integer", value):
+    if (
+        "number" in wanted
+        and "integer" not in wanted
+        and isinstance(value, int)
+        and not isinstance(value, bool)
+    ):
         return float(value)  # pydantic's float field holds 4 as 4.0
     if any(_is(t, value) for t in wanted):
         return value

@@ -19,6 +19,7 @@ import yaml
 from gymbuild.config.compose import OVERRIDE_KEY, check_overrides, compose, drop_scratch, interpolate
 from gymbuild.config.fastyaml import limits
 from gymbuild.config.source import Source, check_source
+from gymbuild.config.tree import JsonValue
 
 if TYPE_CHECKING:  # OmegaConf is imported only where a file needs it
     from omegaconf import DictConfig, ListConfig
@@ -42,13 +43,13 @@ def _plain_interpolations(strings: Sequence[str]) -> bool:
 
     for text in strings:
         try:
-            stack: list[Any] = [grammar_parser.parse(text)]
+            stack: list[object] = [grammar_parser.parse(text)]
         except GrammarParseError:
             return False
         while stack:
             node = stack.pop()
-            resolver = isinstance(node, OmegaConfGrammarParser.InterpolationResolverContext)
-            if resolver and node.resolverName().getText() not in _PLAIN_RESOLVERS:
+            resolver = OmegaConfGrammarParser.InterpolationResolverContext
+            if isinstance(node, resolver) and node.resolverName().getText() not in _PLAIN_RESOLVERS:
                 return False
             stack.extend(getattr(node, "children", None) or ())
     return True
@@ -113,7 +114,7 @@ def read_tree(
     return interpolate(plain, str(path)), False
 
 
-def escape_interpolations(value: Any) -> Any:
+def escape_interpolations(value: JsonValue) -> JsonValue:
     """`${` written back as `\\${`, so a resolved tree fed back in resolves to itself."""
     if isinstance(value, dict):
         return {k: escape_interpolations(v) for k, v in value.items()}

@@ -11,16 +11,26 @@ a vLLM service runs behind a Ray Serve gateway (`ray_serve`, NeMo Gym's effectiv
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Literal, TypeAlias, overload
+
+from gymbuild.config.tree import JsonValue, JsonView
 
 EnvKind = Literal["lit", "host", "runtime"]
 ENV_PREFIXES: tuple[EnvKind, ...] = ("lit", "host", "runtime")
+# An `extra_args` value: `#SBATCH --k=v`, or for true the bare flag, for false nothing.
+SbatchValue: TypeAlias = str | int | float | bool
 
 
-def freeze(value: Any) -> Any:
+@overload
+def freeze(value: Mapping[str, str]) -> Mapping[str, str]: ...
+@overload
+def freeze(value: Mapping[str, JsonView]) -> Mapping[str, JsonView]: ...
+@overload
+def freeze(value: JsonView) -> JsonView: ...
+def freeze(value: JsonView) -> JsonView:
     """Deep read-only copy of a JSON-like value: dicts become mapping proxies, lists tuples."""
     if isinstance(value, Mapping):
         return MappingProxyType({k: freeze(v) for k, v in value.items()})
@@ -29,11 +39,11 @@ def freeze(value: Any) -> Any:
     return value
 
 
-def thaw(value: Any) -> Any:
+def thaw(value: JsonView) -> JsonValue:
     """The plain JSON-like value back (for YAML/JSON output and templates)."""
     if isinstance(value, Mapping):
         return {k: thaw(v) for k, v in value.items()}
-    if isinstance(value, tuple):
+    if isinstance(value, Sequence) and not isinstance(value, str):
         return [thaw(v) for v in value]
     return value
 
@@ -66,7 +76,7 @@ class NodePool:
     nodes: int
     ntasks_per_node: int
     gpus_per_node: int | None
-    extra_args: Mapping[str, str]
+    extra_args: Mapping[str, SbatchValue]
 
 
 @dataclass(frozen=True)
@@ -76,7 +86,7 @@ class Compute:
     account: str | None
     hostname: str | None
     walltime: str | None
-    extra_args: Mapping[str, str]
+    extra_args: Mapping[str, SbatchValue]
     node_pools: Mapping[str, NodePool]
 
     @property
@@ -190,8 +200,8 @@ class Resumable:
 @dataclass(frozen=True)
 class Benchmark:
     name: str
-    prepare: Mapping[str, Any]
-    run: Mapping[str, Any]
+    prepare: Mapping[str, JsonView]
+    run: Mapping[str, JsonView]
     command: str | None
     resumable: Resumable | None
 
@@ -271,6 +281,6 @@ class Resolved:
 
     source: str
     config: Config
-    tree: Mapping[str, Any]
+    tree: Mapping[str, JsonView]
     secrets: Mapping[str, str]
     warnings: tuple[str, ...] = ()

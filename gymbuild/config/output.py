@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
 
 import yaml
 
 from gymbuild.config.load import escape_interpolations
 from gymbuild.config.model import thaw
+from gymbuild.config.tree import JsonView
 
 
-def dump_tree(tree: Mapping[str, Any], *, as_json: bool = False) -> str:
+def dump_tree(tree: Mapping[str, JsonView], *, as_json: bool = False) -> str:
     """YAML or JSON of a resolved tree, either one a config that resolves to itself.
 
     JSON is YAML too, so both spellings escape `${` as `\\${`: a value that was written `\\${X}` to get

@@ -12,10 +12,9 @@ output is its rule's place here.
 
 from __future__ import annotations
 
-from typing import Any
-
 from gymbuild.config import rules_driver, rules_otel, rules_services, rules_strings
 from gymbuild.config.rules_tree import Path, Rule, Rules
+from gymbuild.config.tree import JsonObject
 from gymbuild.errors import Problem
 
 RULES: tuple[Rule, ...] = (
@@ -42,7 +41,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def check(tree: dict[str, Any], bad: list[Path]) -> tuple[list[Problem], list[str]]:
+def check(tree: JsonObject, bad: list[Path]) -> tuple[list[Problem], list[str]]:
     """Fill the defaults that depend on other fields, then run every rule; (problems, warnings)."""
     r = Rules(tree, bad)
     rules_services.fill_placement(tree, r)

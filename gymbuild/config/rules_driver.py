@@ -74,20 +74,21 @@ def _per_job(r: Rules) -> int | str | None:
     """driver.benchmarks_per_job as the model reads it: 1 when unset, `all`, or an integer >= 1; integer
     text (`${oc.env:N}`) is the integer, as lax mode reads an int. None (reported) for anything else."""
     path = ("driver", "benchmarks_per_job")
-    if not r.ok(path) or not isinstance(r.get(("driver",)), dict):
+    driver = r.get(("driver",))
+    if not r.ok(path) or not isinstance(driver, dict):
         return None
     value = r.get(path)
     if value is None:
         return 1
     if isinstance(value, str) and value != "all":
         ok, number = lax.to_int(value)
-        if not ok or number < 1:
+        if not ok or not isinstance(number, int) or number < 1:
             r.error(
                 path, f"`{value}` is neither a number of benchmarks nor `all`", "write an integer >= 1 or all"
             )
             return None
-        value = r.tree["driver"]["benchmarks_per_job"] = number
-    return value
+        value = driver["benchmarks_per_job"] = number
+    return value if isinstance(value, int | str) else None  # the schema accepted an integer or `all`
 
 
 def shared_jobs(r: Rules) -> None:
@@ -97,7 +98,7 @@ def shared_jobs(r: Rules) -> None:
     concurrent = r.get(("driver", "concurrent_benchmarks"))
     size = per_job if isinstance(per_job, int) else None  # None: `all`, or a value already refused
     concurrent_ok = isinstance(concurrent, int) and r.ok(("driver", "concurrent_benchmarks"))
-    if concurrent_ok and size is not None and concurrent > size:
+    if isinstance(concurrent, int) and concurrent_ok and size is not None and concurrent > size:
         r.error(
             ("driver", "concurrent_benchmarks"),
             f"{concurrent} benchmarks at once, but a job holds {size} (driver.benchmarks_per_job)",

@@ -9,20 +9,20 @@ built config agree on it).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
-from gymbuild.config.derived import effective_ray_serve, pd_tier_trees, service_pools
+from gymbuild.config.derived import effective_ray_serve, pd_tier_trees, pool_gpus, pool_nodes, service_pools
 from gymbuild.config.rules_tree import Path, Rules, quoted
+from gymbuild.config.tree import JsonObject, JsonValue
 from gymbuild.errors import dotted
 
 POOL_ATTRS = ("partition", "ntasks_per_node", "gpus_per_node")
 
 
-def _int(value: Any) -> int | None:
+def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def fill_placement(tree: dict[str, Any], checked: Rules) -> None:
+def fill_placement(tree: JsonObject, checked: Rules) -> None:
     """`placement` defaults to the only compute: written into the tree so the resolved config says it."""
     if checked.compute is None:
         return
@@ -59,9 +59,10 @@ def placement_and_pools(r: Rules) -> None:
             )
         check_pool((*path, "node_pool"), r.get((*path, "node_pool")))
         if kind == "ray":
-            for index, pool in enumerate(r.get((*path, "node_pools")) or []):
+            spans = r.get((*path, "node_pools"))
+            listed = spans if isinstance(spans, list) else []  # None: unset or refused by the schema
+            for index, pool in enumerate(listed):
                 check_pool((*path, "node_pools", index), pool)
-            listed = r.get((*path, "node_pools")) or []
             for pool in r.mapping((*path, "resources")):
                 if pool not in listed:
                     r.error(
@@ -102,7 +103,8 @@ def pd_services(r: Rules) -> None:
             continue
         for tier in ("prefill", "decode"):
             for key in ("server_per_node", "nixl_side_channel_port"):
-                if key in svc[tier]:
+                own = svc[tier]
+                if isinstance(own, dict) and key in own:
                     r.error(
                         (*path, tier, key),
                         f"{key} is set on the {tier} tier",
@@ -110,7 +112,7 @@ def pd_services(r: Rules) -> None:
                     )
         tiers = pd_tier_trees(svc)
         ports = [tiers[t].get("data_parallel_rpc_port") for t in ("prefill", "decode")]
-        if ports[0] is not None and ports[0] == ports[1] and r.ok((*path, "prefill"), (*path, "decode")):
+        if isinstance(ports[0], int) and ports[0] == ports[1] and r.ok((*path, "prefill"), (*path, "decode")):
             r.error(
                 (*path, "decode", "data_parallel_rpc_port"),
                 f"the prefill and decode tiers share data_parallel_rpc_port {ports[0]}; each tier binds it "
@@ -150,7 +152,7 @@ def pools_agree(r: Rules) -> None:
                     "with one set of directives",
                     f"give every pool the same {attr}",
                 )
-    seen: dict[str, tuple[str, Any]] = {}
+    seen: dict[str, tuple[str, JsonValue]] = {}
     for name, pool in pools:
         args = pool.get("extra_args")
         if not isinstance(args, dict) or not r.ok((*base, name, "extra_args")):
@@ -229,7 +231,7 @@ def vllm_sizing(r: Rules) -> None:
             continue
         if not gpus:
             continue
-        total = sum(p["nodes"] * p["gpus_per_node"] for p in spanned.values() if p.get("gpus_per_node"))
+        total = sum(pool_nodes(p) * (pool_gpus(p) or 0) for p in spanned.values())
         if nodes > 1 and ray_serve:
             need, have, scope = tp_pp * count, total, f"the {total} GPUs of its nodes (Ray Serve gateway)"
         elif nodes > 1 and count > 1:

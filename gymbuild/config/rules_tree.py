@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
+from gymbuild.config.tree import JsonObject, JsonValue, TreePath
 from gymbuild.errors import Problem, dotted
 
-Path = tuple[Any, ...]
+Path = TreePath
 
 
 def _overlaps(a: Path, b: Path) -> bool:
@@ -31,7 +31,7 @@ def quoted(items: Iterable[object]) -> str:
 class Rules:
     """The filled tree, the paths the schema refused, and what the rules found."""
 
-    tree: dict[str, Any]
+    tree: JsonObject
     bad: list[Path]
     problems: list[Problem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -47,21 +47,21 @@ class Rules:
     def error(self, path: Path, message: str, fix: str) -> None:
         self.problems.append(Problem(dotted(path), message, fix))
 
-    def get(self, path: Path) -> Any:
+    def get(self, path: Path) -> JsonValue:
         """The value at `path`, or None when it or anything on the way is missing or refused.
 
         Entries inside a container may still be refused: check those with `ok` before trusting them.
         """
         if not self.reachable(path):
             return None
-        node: Any = self.tree
+        node: JsonValue = self.tree
         for part in path:
             if not isinstance(node, Mapping) or part not in node:
                 return None
             node = node[part]
         return node
 
-    def mapping(self, path: Path) -> dict[Any, Any]:
+    def mapping(self, path: Path) -> JsonObject:
         """A mapping the rules may iterate, or {} when the schema refused it."""
         node = self.get(path)
         return node if isinstance(node, dict) else {}
@@ -69,33 +69,38 @@ class Rules:
     # --- what several rules share ------------------------------------------------------------------
 
     @property
-    def compute(self) -> tuple[str, dict[str, Any]] | None:
+    def compute(self) -> tuple[str, JsonObject] | None:
         """(name, entry) of the one compute, when the schema accepted it."""
         entries = self.mapping(("compute",))
         if len(entries) != 1:
             return None
         ((name, entry),) = entries.items()
         # without a valid type no branch of the schema filled the entry's defaults: nothing to trust
-        trusted = isinstance(self.get(("compute", name)), dict) and self.ok(("compute", name, "type"))
-        return (name, entry) if trusted else None
+        if isinstance(entry, dict) and self.ok(("compute", name, "type")):
+            return name, entry
+        return None
 
     @property
-    def pools(self) -> dict[str, dict[str, Any]] | None:
-        """The compute's node pools by name, or None when they cannot be trusted."""
+    def pools(self) -> JsonObject | None:
+        """The compute's node pools by name, or None when they cannot be trusted (each pool may still
+        be refused: check it with `ok`)."""
         if self.compute is None:
             return None
         name, _ = self.compute
         pools = self.get(("compute", name, "node_pools"))
         return pools if isinstance(pools, dict) else None
 
-    def services(self) -> Iterator[tuple[Path, str, dict[str, Any]]]:
+    def services(self) -> Iterator[tuple[tuple[str, str], str, JsonObject]]:
         """(path, type, tree) of each service the schema accepted the type of."""
         for name, svc in self.mapping(("services",)).items():
             path = ("services", name)
-            if isinstance(svc, dict) and self.ok((*path, "type")) and svc.get("type") in _SERVICE_TYPES:
-                yield path, svc["type"], svc
+            if not isinstance(svc, dict) or not self.ok((*path, "type")):
+                continue
+            kind = svc.get("type")
+            if isinstance(kind, str) and kind in _SERVICE_TYPES:
+                yield path, kind, svc
 
-    def deployments(self) -> Iterator[tuple[Path, str, dict[str, Any]]]:
+    def deployments(self) -> Iterator[tuple[Path, str, JsonObject]]:
         """Every unit that is placed and started: the services and the prefill/decode tiers."""
         for path, kind, svc in self.services():
             yield path, kind, svc
@@ -105,7 +110,7 @@ class Rules:
                     if isinstance(sub, dict):
                         yield (*path, tier), "vllm", sub
 
-    def benchmarks(self) -> Iterator[tuple[Path, dict[str, Any]]]:
+    def benchmarks(self) -> Iterator[tuple[tuple[str, str, str], JsonObject]]:
         for name, bench in self.mapping(("driver", "benchmarks")).items():
             if isinstance(bench, dict):
                 yield ("driver", "benchmarks", name), bench

@@ -8,13 +8,13 @@ are read only where a job script is written.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
 
+from gymbuild.config.tree import JsonObject, mapping_at
 from gymbuild.errors import Problem
 from gymbuild.shell import is_shell_name
 
 
-def env_entries(tree: Mapping[str, Any]) -> Iterator[tuple[str, str, str]]:
+def env_entries(tree: Mapping[str, object]) -> Iterator[tuple[str, str, str]]:
     """(config path, key, value) of every `env` entry of the services, their tiers and the driver.
 
     Walks the raw tree defensively: it runs before (and regardless of) schema validation so that an
@@ -34,14 +34,17 @@ def env_entries(tree: Mapping[str, Any]) -> Iterator[tuple[str, str, str]]:
                 continue
             yield from from_env(f"services.{name}", svc.get("env"))
             for tier in ("prefill", "decode"):
-                if isinstance(svc.get(tier), Mapping):
-                    yield from from_env(f"services.{name}.{tier}", svc[tier].get("env"))
+                sub = svc.get(tier)
+                if isinstance(sub, Mapping):
+                    yield from from_env(f"services.{name}.{tier}", sub.get("env"))
     driver = tree.get("driver")
     if isinstance(driver, Mapping):
         yield from from_env("driver", driver.get("env"))
 
 
-def host_secrets(tree: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[dict[str, str], list[Problem]]:
+def host_secrets(
+    tree: Mapping[str, object], environ: Mapping[str, str]
+) -> tuple[dict[str, str], list[Problem]]:
     """VAR -> value for every `host:VAR`, and a Problem for each one the shell does not set."""
     secrets: dict[str, str] = {}
     problems = []
@@ -62,22 +65,29 @@ def host_secrets(tree: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[d
     return secrets, problems
 
 
-def stand_ins(tree: Mapping[str, Any], filled: Mapping[str, Any], found: Mapping[str, str]) -> dict[str, str]:
+def stand_ins(tree: Mapping[str, object], filled: JsonObject, found: Mapping[str, str]) -> dict[str, str]:
     """VAR -> a stand-in value for each secret of the config (`host:` values, the collector's token)
     not `found` in the shell: a run that queues nothing renders with these, and what it prints masks
     every secret all the same."""
     names = [value[len("host:") :] for _, _, value in env_entries(tree) if value.startswith("host:")]
-    if filled["otel"]["enabled"]:
-        names.append(filled["otel"]["token_env"])
+    if mapping_at(filled, "otel")["enabled"]:
+        names.append(_token_env(filled))
     return {name: f"<{name} unset>" for name in names if name not in found}
 
 
-def otel_token(tree: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[dict[str, str], list[Problem]]:
+def _token_env(filled: JsonObject) -> str:
+    """The variable holding the collector's token (validated: a str)."""
+    var = mapping_at(filled, "otel")["token_env"]
+    if not isinstance(var, str):
+        raise TypeError(f"otel.token_env is {var!r}, not the str the schema gives it")
+    return var
+
+
+def otel_token(tree: JsonObject, environ: Mapping[str, str]) -> tuple[dict[str, str], list[Problem]]:
     """The collector's ingest token, a secret like `host:` values; required while the collector is on."""
-    otel = tree["otel"]
-    if not otel["enabled"]:
+    if not mapping_at(tree, "otel")["enabled"]:
         return {}, []
-    var = otel["token_env"]
+    var = _token_env(tree)
     if environ.get(var):
         return {var: environ[var]}, []
     return {}, [

@@ -25,7 +25,7 @@ def _file_problem(path: Path, message: str, fix: str) -> ConfigError:
 LIMIT_FIX = "write the values out (a config is a few hundred values, a few levels deep), or split the file"
 
 
-def _parse_yaml(text: str) -> Any:
+def _parse_yaml(text: str) -> object:
     """libyaml when present (ten times faster: a thousand benchmarks took half a second in pure Python);
     on any error the pure-Python parser runs again, so messages stay word for word the same."""
     loader = getattr(yaml, "CSafeLoader", None)
@@ -111,7 +111,7 @@ def _scan(source: Source) -> bool:
     """Fill in what the tree holds; True when some key or value may be a date to the safe loader."""
     source.plain = True
     maybe_date = False
-    stack: list[Any] = [source.tree]
+    stack: list[object] = [source.tree]
     seen: set[int] = set()
     while stack:
         node = stack.pop()
@@ -153,7 +153,8 @@ def check_source(path: Path) -> Source:
     _check_path(path)
     try:
         text = path.read_text(encoding="utf-8")
-        source = Source(text, omegaconf_load(text))
+        loaded = omegaconf_load(text)
+        source = Source(text, loaded if type(loaded) is dict else None)
     except YamlLimitError as err:
         raise _file_problem(path, str(err), LIMIT_FIX) from None
     except Exception:  # any failure: the safe loader explains it, or Hydra does

@@ -14,26 +14,26 @@ import difflib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
 
-from jsonschema import Draft202012Validator, ValidationError, validators
+from jsonschema import Draft202012Validator, TypeChecker, ValidationError, validators
 from jsonschema.protocols import Validator
 
 from gymbuild.config.lax import coerce
 from gymbuild.config.rules import check
+from gymbuild.config.tree import JsonObject, JsonView, TreePath
 from gymbuild.errors import Problem, dotted
 from gymbuild.resources import load_schema
 
 SCHEMA_NAME = "submit-config.schema.json"
 
-Path = tuple[Any, ...]
+Path = TreePath
 
 
 @dataclass
 class Validation:
     """The outcome of `validate`: the filled copy, every problem, and advice that does not block."""
 
-    tree: dict[str, Any]
+    tree: JsonObject
     problems: list[Problem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -41,15 +41,16 @@ class Validation:
 # --- the validator ----------------------------------------------------------------------------------
 
 
-def _root() -> dict[str, Any]:
+def _root() -> Mapping[str, object]:
     return load_schema(SCHEMA_NAME)
 
 
-def _resolve_ref(ref: str) -> Any:
-    return _root()["$defs"].get(ref.rsplit("/", 1)[-1], {})
+def _resolve_ref(ref: str) -> object:
+    defs = _root()["$defs"]
+    return defs.get(ref.rsplit("/", 1)[-1], {}) if isinstance(defs, Mapping) else {}
 
 
-def _deref(schema: Any, key: str) -> Any:
+def _deref(schema: object, key: str) -> object:
     """Follow local `$ref`s (`#/$defs/x`, the only kind the config schema uses) until one carries
     `key`: a default or description written beside a `$ref` wins over the referenced schema's own."""
     for _ in range(20):
@@ -59,7 +60,7 @@ def _deref(schema: Any, key: str) -> Any:
     return schema
 
 
-def _default(subschema: Any) -> tuple[bool, Any]:
+def _default(subschema: object) -> tuple[bool, object]:
     """(found, value): a default written beside a `$ref` wins over the referenced schema's own."""
     target = _deref(subschema, "default")
     if isinstance(target, Mapping) and "default" in target:
@@ -71,7 +72,7 @@ _check_properties = Draft202012Validator.VALIDATORS["properties"]
 _check_additional = Draft202012Validator.VALIDATORS["additionalProperties"]
 
 
-def _coerce(instance: dict[Any, Any], key: Any, subschema: Any) -> None:
+def _coerce(instance: JsonObject, key: str, subschema: object) -> None:
     """Convert `instance[key]` the way pydantic's lax mode would for its declared type ("8001" is a
     port, "true" a boolean), so the filled tree holds the type NeMo Gym's model would hold."""
     target = _deref(subschema, "type")
@@ -80,7 +81,7 @@ def _coerce(instance: dict[Any, Any], key: Any, subschema: Any) -> None:
 
 
 def _fill_then_check(
-    validator: Any, properties: Mapping[str, Any], instance: Any, schema: Mapping[str, Any]
+    validator: Validator, properties: Mapping[str, object], instance: object, schema: Mapping[str, object]
 ) -> Iterator[ValidationError]:
     """The `properties` keyword, preceded by filling each absent property that has a default and
     converting each present scalar as lax mode does.
@@ -100,17 +101,18 @@ def _fill_then_check(
 
 
 def _coerce_then_check(
-    validator: Any, additional: Any, instance: Any, schema: Mapping[str, Any]
+    validator: Validator, additional: object, instance: object, schema: Mapping[str, object]
 ) -> Iterator[ValidationError]:
     """`additionalProperties`, its values converted as lax mode does (e.g. Ray's resource amounts)."""
     if isinstance(instance, dict) and isinstance(additional, Mapping):
+        declared = schema.get("properties", {})
         for name in instance:
-            if name not in schema.get("properties", {}):
+            if not isinstance(declared, Mapping) or name not in declared:
                 _coerce(instance, name, additional)
     yield from _check_additional(validator, additional, instance, schema)
 
 
-def _is_integer(_checker: Any, instance: Any) -> bool:
+def _is_integer(_checker: TypeChecker, instance: object) -> bool:
     """YAML `8000.0` is a float, not a port: JSON Schema's integer accepts it, templates would not."""
     return isinstance(instance, int) and not isinstance(instance, bool)
 
@@ -145,7 +147,7 @@ _JSON_TYPES = {
 }
 
 
-def _type_name(value: Any) -> str:
+def _type_name(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -163,7 +165,7 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
-def _shown(path: Path, value: Any) -> str:
+def _shown(path: Path, value: object) -> str:
     """The offending value, unless it may be a secret (env values) or too long to help."""
     if "env" in path[:-1] or isinstance(value, Mapping | list):
         return ""
@@ -171,11 +173,11 @@ def _shown(path: Path, value: Any) -> str:
     return f" ({text})" if len(text) <= 60 else ""
 
 
-def _known_keys(schema: Any, instance: Any) -> list[str]:
+def _known_keys(schema: object, instance: JsonView) -> list[str]:
     """The keys an object may have under `schema`, following the branch its `type` selects."""
     if not isinstance(schema, Mapping):
         return []
-    keys = list(schema.get("properties", {}))
+    keys: list[str] = list(schema.get("properties", {}))
     if "$ref" in schema:
         keys += _known_keys(_resolve_ref(schema["$ref"]), instance)
     for sub in schema.get("allOf", []):
@@ -186,7 +188,7 @@ def _known_keys(schema: Any, instance: Any) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
-def _unknown_key(path: Path, key: Any, valid: list[str]) -> Problem:
+def _unknown_key(path: Path, key: str | int, valid: list[str]) -> Problem:
     close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.6)
     hint = f"did you mean `{close[0]}`? " if close else ""
     listing = ", ".join(sorted(valid)) if valid else "none"
@@ -197,7 +199,7 @@ def _unknown_key(path: Path, key: Any, valid: list[str]) -> Problem:
     )
 
 
-def _description(schema: Any) -> str:
+def _description(schema: object) -> str:
     target = _deref(schema, "description")
     return str(target.get("description", "")) if isinstance(target, Mapping) else ""
 
@@ -209,7 +211,7 @@ def _problems_of(error: ValidationError) -> list[Problem]:
     kind = error.validator
     value = error.instance
     # The failed keyword's value (jsonschema's stubs allow Unset, which a reported error never has).
-    keyword: Any = error.validator_value
+    keyword: object = error.validator_value
     schema = error.schema if isinstance(error.schema, Mapping) else {}
 
     if kind in ("additionalProperties", "unevaluatedProperties") and isinstance(value, Mapping):
@@ -225,11 +227,11 @@ def _problems_of(error: ValidationError) -> list[Problem]:
                 f"missing required key `{key}`",
                 f"add `{key}:`" + (f" ({_description(props[key])})" if key in props else ""),
             )
-            for key in keyword
+            for key in (keyword if isinstance(keyword, list) else [])
             if key not in value
         ]
     if kind == "type":
-        wanted: list[str] = keyword if isinstance(keyword, list) else [keyword]
+        wanted: list[str] = keyword if isinstance(keyword, list) else [str(keyword)]
         if wanted == ["null"]:
             return [Problem(where, "must not be set here", _description(schema) or f"remove `{where}`")]
         expected = " or ".join(_JSON_TYPES.get(w, w) for w in wanted)
@@ -239,7 +241,7 @@ def _problems_of(error: ValidationError) -> list[Problem]:
         fix += f" ({desc})" if desc else ""
         return [Problem(where, f"expected {expected}, got {_type_name(value)}{_shown(path, value)}", fix)]
     if kind in ("enum", "const"):
-        allowed = keyword if kind == "enum" else [keyword]
+        allowed = keyword if kind == "enum" and isinstance(keyword, list) else [keyword]
         names = [str(a) for a in allowed]
         close = difflib.get_close_matches(str(value), names, n=1, cutoff=0.6)
         hint = f"did you mean `{close[0]}`? " if close else ""
@@ -283,7 +285,7 @@ def _problems_of(error: ValidationError) -> list[Problem]:
 _UNKNOWN_KEYS = ("additionalProperties", "unevaluatedProperties")
 
 
-def schema_problems(tree: dict[str, Any]) -> tuple[list[Problem], list[Path]]:
+def schema_problems(tree: JsonObject) -> tuple[list[Problem], list[Path]]:
     """Fill `tree` in place and return its problems plus the paths they are about (for the rules).
 
     An unknown or missing key blames only that key, not the object around it, so the rules still
@@ -300,8 +302,10 @@ def schema_problems(tree: dict[str, Any]) -> tuple[list[Problem], list[Path]]:
             valid = set(_known_keys(schema, value)) | set(schema.get("properties", {}))
             bad += [(*base, key) for key in value if key not in valid]
         elif error.validator == "required" and isinstance(value, Mapping):
-            required: Any = error.validator_value  # jsonschema's stubs allow Unset, never reported
-            bad += [(*base, key) for key in required if key not in value]
+            required = error.validator_value  # jsonschema's stubs allow Unset, never reported
+            bad += [
+                (*base, key) for key in (required if isinstance(required, list) else []) if key not in value
+            ]
         else:
             bad.append(base)
     return problems, bad
@@ -312,7 +316,7 @@ def unique_sorted(problems: list[Problem]) -> list[Problem]:
     return sorted(dict.fromkeys(problems), key=lambda p: (p.path, p.message))
 
 
-def validate(tree: dict[str, Any]) -> Validation:
+def validate(tree: JsonObject) -> Validation:
     """Validate a loaded tree: a filled deep copy (the input is untouched), every problem, warnings."""
     filled = copy.deepcopy(tree)
     if not isinstance(filled, dict):

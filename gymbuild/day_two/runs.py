@@ -17,7 +17,7 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from gymbuild.executors.states import run_state
 from gymbuild.executors.states import run_states as _states
@@ -65,7 +65,30 @@ def prune(days: float) -> tuple[list[str], str]:
     return gone, "\n".join(lines)
 
 
-def listing(s: Session) -> list[dict[str, Any]]:
+class RunRow(TypedDict):
+    """One run as `runs` lists it (and prints it with --json)."""
+
+    gym_job_id: str
+    submitted_at: str
+    state: str
+    benchmarks: dict[str, int]
+    not_queued: int
+    executor: str
+    cluster: str
+    hostname: str | None
+    config: str | None
+    policy_model: str | None
+    sweep: str | None
+    run_dir: str
+
+
+def _noted(note: Mapping[str, object], key: str) -> str | None:
+    """A text a note keeps (gymbuild writes them); None when absent or not text."""
+    value = note.get(key)
+    return value if isinstance(value, str) else None
+
+
+def listing(s: Session) -> list[RunRow]:
     """The runs to list, newest first, filtered by config=, state= and limit=, with their states."""
 
     inv = s.inv
@@ -78,7 +101,7 @@ def listing(s: Session) -> list[dict[str, Any]]:
     if wanted_state is None and limit is not None:
         records = records[:limit]
     counts = _states(records) if records else {}
-    rows = []
+    rows: list[RunRow] = []
     for r in records:
         note = notes[r.gym_job_id]
         rows.append(
@@ -91,9 +114,9 @@ def listing(s: Session) -> list[dict[str, Any]]:
                 "executor": r.executor,
                 "cluster": r.cluster,
                 "hostname": r.hostname,
-                "config": note.get("config"),
-                "policy_model": note.get("policy_model"),
-                "sweep": note.get("sweep"),
+                "config": _noted(note, "config"),
+                "policy_model": _noted(note, "policy_model"),
+                "sweep": _noted(note, "sweep"),
                 "run_dir": r.run_dir,
             }
         )
@@ -109,7 +132,7 @@ def _counts_text(counts: Mapping[str, int], not_queued: int) -> str:
     return ", ".join(parts) or "-"
 
 
-def format_listing(rows: Sequence[Mapping[str, Any]]) -> str:
+def format_listing(rows: Sequence[RunRow]) -> str:
     """A table with a header, one line per run, newest first."""
     if not rows:
         return f"no submissions in {local_index_dir()}\n"

@@ -8,7 +8,7 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gymbuild.day_two import watch
 from gymbuild.day_two.find import find_checked
@@ -87,7 +87,7 @@ def statuses_json(
     summary: Tally | None = None,
     looks: int | None = None,
 ) -> str:
-    payload: dict[str, Any] = {
+    payload: dict[str, object] = {
         "gym_job_id": record.gym_job_id,
         "executor": record.executor,
         "cluster": record.cluster,
@@ -101,7 +101,7 @@ def statuses_json(
     return json.dumps(payload, indent=2) + "\n"
 
 
-def _row_json(row: BenchStatus) -> dict[str, Any]:
+def _row_json(row: BenchStatus) -> dict[str, object]:
     """A row as JSON: a shared job's state and the rollout counts only where there are some."""
     doc = {k: v for k, v in row.__dict__.items() if k not in ("job_state", "progress") or v}
     if row.progress is not None:

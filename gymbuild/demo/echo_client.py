@@ -15,12 +15,11 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
 
 PROMPTS = ("What is 2 + 2?", "Name a prime number.", "Say hello.")
 
 
-def ask(url: str, payload: Any) -> Any:
+def ask(url: str, payload: object) -> object:
     request = urllib.request.Request(
         f"{url.rstrip('/')}/echo",
         data=json.dumps(payload).encode(),
@@ -46,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         results.append(
             {"prompt": prompt, "answer": answer, "correct": answer == {"echo": {"prompt": prompt}}}
         )
-    correct = sum(r["correct"] for r in results)
+    correct = sum(1 for r in results if r["correct"])
     summary = {"service": args.url, "total": len(results), "correct": correct, "results": results}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(summary, indent=2) + "\n")

@@ -13,13 +13,12 @@ import json
 import signal
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 
 class EchoHandler(BaseHTTPRequestHandler):
     server_version = "gymbuild-echo/1"
 
-    def _reply(self, status: int, payload: Any) -> None:
+    def _reply(self, status: int, payload: object) -> None:
         body = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -45,7 +44,7 @@ class EchoHandler(BaseHTTPRequestHandler):
             return
         self._reply(200, {"echo": received})
 
-    def log_message(self, format: str, *args: Any) -> None:
+    def log_message(self, format: str, *args: object) -> None:
         # One line per request on stderr, which the job sends to logs/<service>-<job id>.log.
         sys.stderr.write(f"echo_server: {self.address_string()} {format % args}\n")
 

@@ -23,7 +23,7 @@ _LAYOUTS: dict[type, tuple[tuple[str, str | None], ...]] = {}
 _encode_str = json.encoder.encode_basestring_ascii  # what json.dumps does with a str (C)
 
 
-def _dataclass_json(value: Any) -> str:
+def _dataclass_json(value: object) -> str:
     kind = type(value)
     layout = _LAYOUTS.get(kind)
     if layout is None:
@@ -54,7 +54,7 @@ class _Canonical:
         return kept
 
 
-def canonical_json(value: Any) -> str:
+def canonical_json(value: object) -> str:
     """The text `json.dumps(form, sort_keys=True, separators=(",", ":"))` gives for the JSON form of a
     plan value: a dataclass as an object of its fields plus `"__type__": <class name>`, tuples and
     lists as arrays, mappings with str keys. Written directly, without building the form first (a
@@ -78,7 +78,7 @@ def canonical_json(value: Any) -> str:
     raise TypeError(f"a plan holds a {type(value).__name__}, which has no canonical JSON form")
 
 
-def _array_json(value: tuple[Any, ...] | list[Any]) -> str:
+def _array_json(value: tuple[object, ...] | list[object]) -> str:
     return "[" + ",".join(map(canonical_json, value)) + "]"
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from gymbuild.config.model import Config
 from gymbuild.config.rules_strings import SBATCH_UNSAFE, is_sbatch_option
@@ -35,7 +35,7 @@ def _config_directives(
         before.append(_directive("account", compute.account, f"{where}.account"))
     if compute.walltime:
         before.append(_directive("time", compute.walltime, f"{where}.walltime"))
-    pool_extra: dict[str, Any] = {}
+    pool_extra: dict[str, object] = {}
     for pool in compute.node_pools.values():
         pool_extra.update(pool.extra_args)
     # NeMo Gym's order: the compute's extra_args, then the pools' directives, then the pools'
@@ -58,7 +58,7 @@ def _config_directives(
     return tuple(before), tuple(after)
 
 
-def _extra(args: dict[str, Any], where: str) -> list[tuple[str, str | None]]:
+def _extra(args: Mapping[str, object], where: str) -> list[tuple[str, str | None]]:
     """sbatch's flags take no value (`--hold=true` is refused): `true` writes the bare flag, `false`
     writes nothing, so a pool can switch off what the cluster's extra_args switched on."""
     return [_directive(k, v, f"{where}.extra_args.{k}") for k, v in args.items() if v is not False]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from gymbuild.errors import UserError
 
@@ -17,7 +16,7 @@ _HYDRA_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_][A-Za-z0-9_-]
 _HYDRA_BARE = re.compile(r"[A-Za-z0-9_./@%+:*?|-]+")
 
 
-def hydra_value(value: Any, where: str = "") -> str:
+def hydra_value(value: object, where: str = "") -> str:
     """A value as a `gym eval run` override, parsed by Hydra to what NeMo Gym 0.7.0's override gives.
 
     NeMo Gym writes `+key=<str(value)>`, so Hydra re-types a string: `limit: ${oc.env:LIMIT}` reaching
@@ -59,7 +58,7 @@ def hydra_value(value: Any, where: str = "") -> str:
     raise UserError(f"{where}: {type(value).__name__} values cannot be passed to gym")
 
 
-def flatten_overrides(tree: Mapping[str, Any], where: str) -> tuple[str, ...]:
+def flatten_overrides(tree: Mapping[str, object], where: str) -> tuple[str, ...]:
     """`{a: {b: 1}, c: [x, y], d.e: 2}` -> `+a.b=1`, `+c=[x,y]`, `+d.e=2`, as NeMo Gym flattens `run`.
 
     Nested keys are dotted and lists kept whole; an empty mapping gives no override at all (NeMo Gym
@@ -67,7 +66,7 @@ def flatten_overrides(tree: Mapping[str, Any], where: str) -> tuple[str, ...]:
     """
     out: list[str] = []
 
-    def walk(prefix: str, node: Mapping[str, Any], path: str) -> None:
+    def walk(prefix: str, node: Mapping[str, object], path: str) -> None:
         for key, value in node.items():
             if not isinstance(key, str) or not _HYDRA_PATH.fullmatch(key):
                 raise UserError(

@@ -26,7 +26,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
 
 from jinja2 import (
     ChoiceLoader,
@@ -105,14 +104,13 @@ def _ref(name: str, unset: str = "") -> str:
     return f'"${{{name}{unset}}}"'
 
 
-def sh(value: Any) -> str:
+def sh(value: object) -> str:
     """The one quoting filter: any plan value as one bash word, expanding only variable references.
 
     A job quotes ~80 words; the common ones (a str, a word of one str) are taken first."""
-    kind = type(value)
-    if kind is str:
+    if type(value) is str:
         return quote(value)
-    if kind is tuple and len(value) == 1 and type(value[0]) is str:
+    if type(value) is tuple and len(value) == 1 and type(value[0]) is str:
         return quote(value[0])
     if isinstance(value, Ref):
         return _ref(value.name)
@@ -133,7 +131,7 @@ def sh(value: Any) -> str:
     raise TypeError(f"cannot quote a {type(value).__name__} for bash")
 
 
-def sh_words(words: Iterable[Any]) -> str:
+def sh_words(words: Iterable[object]) -> str:
     return " ".join(map(sh, words))
 
 
@@ -162,11 +160,11 @@ def _once_key(arg: object) -> str:
     return f"template:{arg.__name__}" if isinstance(arg, TemplateModule) else canonical_json(arg)
 
 
-_ONCE: dict[tuple[Any, ...], str] = {}
+_ONCE: dict[tuple[object, ...], str] = {}
 _ONCE_LIMIT = 1024  # entries kept before the cache starts over: a long process renders many configs
 
 
-def once(macro: Callable[..., str], *args: Any) -> str:
+def once(macro: Callable[..., str], *args: object) -> str:
     """`macro(*args)`, rendered once for equal arguments (a template calls it for a part of the job).
 
     The parts of a job that depend on config-level plan parts only (a service step's script, the
@@ -262,7 +260,7 @@ def executor_template(executor: str) -> str:
 
 
 def job_files(
-    plan: BenchPlan, secrets: Mapping[str, str], template: str, subject: Any, who: str
+    plan: BenchPlan, secrets: Mapping[str, str], template: str, subject: object, who: str
 ) -> dict[str, RenderedFile]:
     """The files of a job: `template`'s `job(subject, executor)` macro as job.sh, and the
     collector's config when `plan` (the job as a whole) has one. `who` names the job in an error."""

@@ -31,7 +31,6 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from gymbuild.results import stats
 from gymbuild.results.table import _aligned, number, signed
@@ -62,13 +61,13 @@ class Side:
         return self.expected is not None and self.scored < self.expected
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value) if math.isfinite(value) else None
 
 
-def row_numbers(row: Mapping[str, Any]) -> dict[str, float]:
+def row_numbers(row: Mapping[str, object]) -> dict[str, float]:
     """A rollout's metrics, named as NeMo Gym's aggregation names their means: `mean/reward`,
     `mean/<any other top-level number>`, `mean/input_tokens` (from response.usage) and so on."""
     out = {}
@@ -76,7 +75,8 @@ def row_numbers(row: Mapping[str, Any]) -> dict[str, float]:
         number_ = _number(value)
         if number_ is not None and not name.startswith("_"):
             out[f"mean/{name}"] = number_
-    usage = (row.get("response") or {}).get("usage") if isinstance(row.get("response"), dict) else None
+    response = row.get("response")
+    usage = response.get("usage") if isinstance(response, dict) else None
     if isinstance(usage, dict):
         for name in _USAGE:
             number_ = _number(usage.get(name))

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict, TypeGuard
 
 from gymbuild.day_two import find
 from gymbuild.errors import UserError
@@ -31,8 +31,9 @@ from gymbuild.state.rollouts import Progress
 from gymbuild.state.workspace import atomic_write
 
 if TYPE_CHECKING:
+    from gymbuild.executors.connection import Connection
     from gymbuild.executors.states import BenchStatus
-    from gymbuild.state.records import SubmissionRecord
+    from gymbuild.state.records import BenchmarkJob, SubmissionRecord
     from gymbuild.state.rollouts import Progress
     from gymbuild.submit.session import Session
 
@@ -115,18 +116,52 @@ class Cache:
     def _path(self, gym_job_id: str) -> Path:
         return ids.id_path(self.root, gym_job_id)
 
-    def load(self, gym_job_id: str) -> dict[str, Any]:
+    def load(self, gym_job_id: str) -> Cached:
         try:
             data = json.loads(self._path(gym_job_id).read_text())
         except (OSError, ValueError):
             return {}
-        return data if isinstance(data, dict) and data.get("version") == CACHE_VERSION else {}
+        return data if _is_cached(data) else {}
 
-    def save(self, gym_job_id: str, data: dict[str, Any]) -> None:
+    def save(self, gym_job_id: str, data: Cached) -> None:
         # A cache that cannot be written costs the next call a read, nothing more.
         with contextlib.suppress(OSError):
             payload = json.dumps({**data, "version": CACHE_VERSION})
             atomic_write(self._path(gym_job_id), payload, durable=False)
+
+
+class CachedBench(TypedDict):
+    """A benchmark known for good: COMPLETED with metrics, under the job id the record gave it."""
+
+    job_id: str | None
+    state_job_id: str | None
+    exit_code: str | None
+    files: dict[str, str]
+    coverage: dict[str, int | None] | None  # a Progress's fields (none in entries cached before it)
+
+
+class Cached(TypedDict, total=False):
+    """A run's cache file."""
+
+    policy_model: str | None
+    benchmarks: dict[str, CachedBench]
+    version: NotRequired[int]
+
+
+def _is_cached_bench(entry: object) -> TypeGuard[CachedBench]:
+    if not isinstance(entry, dict) or not isinstance(entry.get("files"), dict):
+        return False
+    return all(isinstance(entry.get(key), str | None) for key in ("job_id", "state_job_id", "exit_code"))
+
+
+def _is_cached(data: object) -> TypeGuard[Cached]:
+    """Whether a cache file is this version's, with the shape `_result` writes (else it is ignored)."""
+    if not isinstance(data, dict) or data.get("version") != CACHE_VERSION:
+        return False
+    benches = data.get("benchmarks", {})
+    if not isinstance(data.get("policy_model"), str | None) or not isinstance(benches, dict):
+        return False
+    return all(_is_cached_bench(entry) for entry in benches.values())
 
 
 # --- the runs ----------------------------------------------------------------------------------
@@ -137,7 +172,7 @@ class _Run:
     """One run being read: its record, what the cache holds, and what this call found."""
 
     record: SubmissionRecord
-    cached: dict[str, Any]
+    cached: Cached
     policy_model: str | None
     statuses: dict[str, BenchStatus]
     files: dict[str, dict[str, str]]
@@ -221,13 +256,13 @@ def gather(s: Session, cache: Cache, records: Sequence[SubmissionRecord]) -> lis
     return out
 
 
-def _to_ask(run: _Run) -> list[Any]:
+def _to_ask(run: _Run) -> list[BenchmarkJob]:
     """The benchmarks of `run` the cache cannot answer: queued, and not cached under their job id."""
     cached = run.cached.get("benchmarks", {})
     return [
         job
         for job in run.record.benchmarks
-        if job.job_id and (cached.get(job.benchmark) or {}).get("job_id") != job.job_id
+        if job.job_id and ((entry := cached.get(job.benchmark)) is None or entry["job_id"] != job.job_id)
     ]
 
 
@@ -267,7 +302,7 @@ def _read_remote(s: Session, host: str | None, runs: Sequence[_Run]) -> None:
             conn.close()
 
 
-def connection_to(s: Session, host: str | None) -> tuple[Any, bool]:
+def connection_to(s: Session, host: str | None) -> tuple[Connection, bool]:
     """The session's connection when it goes (or may go) to `host`, else one of our own (a comparison
     of runs on two clusters), which the caller closes: (connection, whether it is ours)."""
     conn = s.connection(host, use_config=False)
@@ -339,7 +374,7 @@ def _result(run: _Run, cache: Cache) -> table.RunResult:
     )
 
 
-def _coverage(saved: Any) -> Progress | None:
+def _coverage(saved: object) -> Progress | None:
     """A cached benchmark's coverage (an entry cached before there was one has none)."""
     if not isinstance(saved, dict):
         return None

@@ -17,7 +17,6 @@ import io
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from gymbuild.state.rollouts import Progress
 
@@ -76,7 +75,7 @@ class MetricsFileError(ValueError):
     """A metrics file that is not in the shape its writer promises; the message says what is wrong."""
 
 
-def _metric_items(raw: Any, where: str) -> tuple[tuple[str, Value], ...]:
+def _metric_items(raw: object, where: str) -> tuple[tuple[str, Value], ...]:
     if not isinstance(raw, Mapping):
         raise MetricsFileError(f"{where} is not a JSON object of name: number")
     items: list[tuple[str, Value]] = []
@@ -156,13 +155,9 @@ def bench_result(
             try:
                 agents = parse(files[name])
             except MetricsFileError as err:
-                return _replace(base, why=f"artifacts/{name}: {err}")
-            return _replace(base, agents=agents, source=name, coverage=coverage)  # only with metrics
-    return _replace(base, why=no_metrics_reason(state, error))
-
-
-def _replace(result: BenchResult, **changes: Any) -> BenchResult:
-    return replace(result, **changes)
+                return replace(base, why=f"artifacts/{name}: {err}")
+            return replace(base, agents=agents, source=name, coverage=coverage)  # only with metrics
+    return replace(base, why=no_metrics_reason(state, error))
 
 
 # --- rows ----------------------------------------------------------------------------------------
@@ -441,7 +436,7 @@ def to_json(runs: Sequence[RunResult]) -> str:
     Each run as read; with several runs, `differences` lists each metric of a later run beside the
     first run's value and the delta."""
     names = labels(runs)
-    payload: dict[str, Any] = {
+    payload: dict[str, object] = {
         "runs": [
             {
                 "gym_job_id": run.gym_job_id,

@@ -14,7 +14,6 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from gymbuild.resources import user_state_home
 from gymbuild.state.ids import id_path, is_gym_job_id
@@ -34,7 +33,7 @@ def note_run(config: Path, policy_model: str | None, sweep: Sequence[str], gym_j
         print(f"warning: could not note {gym_job_id} for `gymbuild runs`: {err}", file=sys.stderr)
 
 
-def note(gym_job_id: str) -> dict[str, Any]:
+def note(gym_job_id: str) -> dict[str, object]:
     """The note of a submission; {} when there is none (NeMo Gym's own) or it cannot be read."""
     try:
         found = json.loads(id_path(notes_dir(), gym_job_id).read_text())
@@ -44,7 +43,7 @@ def note(gym_job_id: str) -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=4)
-def noted(directory: Path, changed: int) -> tuple[tuple[str, tuple[Any, Any]], ...]:
+def noted(directory: Path, changed: int) -> tuple[tuple[str, tuple[object, object]], ...]:
     """Every note's (gym_job_id, (config, sweep)), read once a process: a sweep's first submit asks
     for each of its combinations, and a notes directory holds every submission ever made. `changed`:
     the directory's mtime, which a note written or removed (a rename into it, an unlink) moves."""

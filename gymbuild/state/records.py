@@ -29,12 +29,12 @@ import secrets
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cache
 from importlib import metadata
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict, TypeGuard
 
 from gymbuild.errors import UserError
 from gymbuild.resources import load_schema, user_cache_home
@@ -150,7 +150,7 @@ class SubmissionRecord:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
 
     @classmethod
-    def load(cls, payload: dict[str, Any]) -> SubmissionRecord:
+    def load(cls, payload: object) -> SubmissionRecord:
         """Parse a record, refusing only one written by a newer gymbuild or NeMo Gym.
 
         Older records stay readable: fields added since take their defaults. A newer record may carry
@@ -178,14 +178,33 @@ class SubmissionRecord:
                 f"the job record was written by a newer gymbuild/Gym (schema {version}); "
                 f"this one reads up to {SCHEMA_VERSION}: upgrade gymbuild to read it"
             )
-        if not _fits(payload, _RECORD_SHAPE):
+        if not _is_record(payload):
             raise RecordError(_describe_problems(_validator().iter_errors(payload)))
         _check_places(payload)
-        known = _known_fields(cls, payload)
-        known["benchmarks"] = tuple(
-            BenchmarkJob(**_known_fields(BenchmarkJob, b)) for b in payload["benchmarks"]
+        # Only the fields this version knows are read; the rest (a newer writer's) are ignored.
+        return cls(
+            gym_job_id=payload["gym_job_id"],
+            gym_version=payload["gym_version"],
+            submitted_at=payload["submitted_at"],
+            run_dir=payload["run_dir"],
+            cluster=payload["cluster"],
+            executor=payload["executor"],
+            submitted_by=payload["submitted_by"],
+            benchmarks=tuple(
+                BenchmarkJob(
+                    benchmark=b["benchmark"],
+                    job_dir=b["job_dir"],
+                    job_id=b.get("job_id"),
+                    error=b.get("error"),
+                    previous_job_ids=tuple(b.get("previous_job_ids", ())),
+                )
+                for b in payload["benchmarks"]
+            ),
+            gym_commit=payload.get("gym_commit"),
+            hostname=payload.get("hostname"),
+            executor_metadata=payload.get("executor_metadata", {}),
+            schema_version=payload["schema_version"],
         )
-        return cls(**known)
 
     def write_local_index(self) -> Path | None:
         """Record the submission on this machine, or say on stderr why not and carry on.
@@ -364,7 +383,7 @@ def parse_record(text: str, where: str, *, named: str | None = None) -> Submissi
 _is_job_id = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+:@-]{0,127}", re.ASCII).fullmatch
 
 
-def _check_places(payload: Mapping[str, Any]) -> None:
+def _check_places(payload: _RecordJson) -> None:
     """The id and the paths a record hands to `cancel`, `logs` and `status`, which build paths and
     shell words from them: the id in its format, the run directory named after it, each benchmark's
     directory a plain name inside the run directory (NeMo Gym's records and gymbuild's all are)."""
@@ -398,27 +417,55 @@ def _check_places(payload: Mapping[str, Any]) -> None:
 # payloads, and that both list exactly the dataclass fields.
 
 
-def _is_str(value: Any) -> bool:
+def _is_str(value: object) -> bool:
     return isinstance(value, str)
 
 
-def _is_optional_str(value: Any) -> bool:
+def _is_optional_str(value: object) -> bool:
     return value is None or isinstance(value, str)
 
 
-def _is_str_list(value: Any) -> bool:
+def _is_str_list(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
-def _is_str_map(value: Any) -> bool:
+def _is_str_map(value: object) -> bool:
     return isinstance(value, dict) and all(isinstance(item, str) for item in value.values())
 
 
-def _is_benchmark_list(value: Any) -> bool:
+def _is_benchmark_list(value: object) -> bool:
     return isinstance(value, list) and all(_fits(item, _BENCHMARK_SHAPE) for item in value)
 
 
-_Shape = Mapping[str, tuple[bool, Callable[[Any], bool]]]
+_Shape = Mapping[str, tuple[bool, Callable[[object], bool]]]
+
+
+class _BenchmarkJson(TypedDict):
+    """A benchmark's entry as `_BENCHMARK_SHAPE` accepts it (keys a newer writer added aside)."""
+
+    benchmark: str
+    job_dir: str
+    job_id: NotRequired[str | None]
+    error: NotRequired[str | None]
+    previous_job_ids: NotRequired[list[str]]
+
+
+class _RecordJson(TypedDict):
+    """A record as `_RECORD_SHAPE` accepts it (keys a newer writer added aside)."""
+
+    schema_version: int
+    gym_job_id: str
+    gym_version: str
+    submitted_at: str
+    run_dir: str
+    cluster: str
+    executor: str
+    submitted_by: str
+    benchmarks: list[_BenchmarkJson]
+    gym_commit: NotRequired[str | None]
+    hostname: NotRequired[str | None]
+    executor_metadata: NotRequired[dict[str, str]]
+
 
 _BENCHMARK_SHAPE: _Shape = {
     "benchmark": (True, _is_str),
@@ -444,7 +491,7 @@ _RECORD_SHAPE: _Shape = {
 }
 
 
-def _fits(payload: Any, shape: _Shape) -> bool:
+def _fits(payload: object, shape: _Shape) -> bool:
     if not isinstance(payload, dict):
         return False
     return all(
@@ -460,9 +507,9 @@ def _validator() -> Validator:
     return Draft202012Validator(load_schema(SCHEMA_NAME))
 
 
-def _known_fields(cls: type, payload: Mapping[str, Any]) -> dict[str, Any]:
-    """The keys of `payload` that are fields of `cls`; the rest are ignored (added by a newer writer)."""
-    return {f.name: payload[f.name] for f in fields(cls) if f.name in payload}
+def _is_record(payload: object) -> TypeGuard[_RecordJson]:
+    """Whether `payload` has the record's shape (the two TypedDicts above spell what that means)."""
+    return _fits(payload, _RECORD_SHAPE)
 
 
 def _describe_problems(problems: Iterable[ValidationError]) -> str:
@@ -475,9 +522,9 @@ def _describe_problems(problems: Iterable[ValidationError]) -> str:
         if problem.validator == "required":
             names = missing.setdefault(where, [])
             # jsonschema's stubs allow Unset for both, which a reported `required` error never has.
-            required: Any = problem.validator_value
-            instance: Any = problem.instance
-            names.extend(n for n in required if n not in instance and n not in names)
+            required, instance = problem.validator_value, problem.instance
+            if isinstance(required, list) and isinstance(instance, Mapping):
+                names.extend(n for n in required if n not in instance and n not in names)
         else:
             message = problem.message if len(problem.message) <= 160 else problem.message[:157] + "..."
             others.append(f"{where}: {message}")

@@ -19,7 +19,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from gymbuild.errors import UserError
 from gymbuild.resources import user_state_home
@@ -398,7 +397,7 @@ def locked(root: Path, command: str, wait: float = LOCK_WAIT_SECONDS) -> Iterato
         os.close(fd)
 
 
-def digest(*parts: Any) -> str:
+def digest(*parts: object) -> str:
     """A short stable digest of JSON-able parts, for stamps and change detection."""
     blob = json.dumps(parts, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]

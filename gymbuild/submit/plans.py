@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gymbuild.config.tree import at, mapping_at
 from gymbuild.errors import UserError
 from gymbuild.plan.job import Group, JobPlan, Packing, pack, plan_job
 from gymbuild.state.workspace import digest
@@ -96,7 +97,7 @@ class RunPlans:
 
         sub = self.submission
         tree = dict(self.resolved.tree)
-        tree["driver"] = {k: v for k, v in tree["driver"].items() if k != "benchmarks"}
+        tree["driver"] = {k: v for k, v in mapping_at(tree, "driver").items() if k != "benchmarks"}
         secrets = hashlib.sha256(json.dumps(dict(self.resolved.secrets), sort_keys=True).encode())
         return digest(script_code_digest(), secrets.hexdigest(), sub.run_dir, sub.gym_job_id, thaw(tree))
 
@@ -111,7 +112,7 @@ class RunPlans:
         if found is None:
             from gymbuild.config.model import thaw
 
-            entry = thaw(self.resolved.tree["driver"]["benchmarks"][bench])
+            entry = thaw(at(self.resolved.tree, "driver", "benchmarks", bench))
             found = self._digests[bench] = digest(self._stage_basis, bench, entry)
         return found
 

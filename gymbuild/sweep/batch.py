@@ -14,7 +14,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gymbuild.config import load_config
 from gymbuild.day_two import act, find, watch
@@ -32,6 +32,7 @@ from gymbuild.submit.session import Session
 from gymbuild.sweep.expand import (
     Cell,
     Records,
+    SweepRecord,
     blamed,
     cells_of,
     expand,
@@ -270,7 +271,7 @@ def render(s: Session) -> None:
     _each(s, cells, dry_run, ident=ident, as_json=s.inv.json, field="dry_run")
 
 
-def _submitted(record: dict[str, Any]) -> list[Cell]:
+def _submitted(record: SweepRecord) -> list[Cell]:
     cells = cells_of(record)
     if not cells:
         raise UserError(
@@ -415,7 +416,7 @@ def resubmit(s: Session) -> None:
         close_all(sessions)
 
 
-def gathered(s: Session) -> tuple[dict[str, Any], list[Cell], list[RunResult]]:
+def gathered(s: Session) -> tuple[SweepRecord, list[Cell], list[RunResult]]:
     """The sweep's record, its submitted combinations and their results (one status and one read
     round trip for every combination; what is cached is not read again)."""
     from gymbuild.results import read  # late: measured, about 9 ms with the next two (House rules)

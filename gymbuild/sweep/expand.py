@@ -32,7 +32,7 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict, TypeGuard
 
 from gymbuild.errors import ConfigError, Problem, UserError, printable
 from gymbuild.request.arguments import argument
@@ -40,6 +40,9 @@ from gymbuild.shell import quote
 from gymbuild.state.workspace import Workspace, atomic_write, digest
 
 if TYPE_CHECKING:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import Override
+
     from gymbuild.submit.session import Session
 
 PATHS = "paths"
@@ -66,7 +69,7 @@ class Cell:
         return digest(list(self.overrides))[:12]
 
 
-def _parser(found: Mapping[str, Sequence[str]] | None, seen: list[str] | None = None) -> Any:
+def _parser(found: Mapping[str, Sequence[str]] | None, seen: list[str] | None = None) -> OverridesParser:
     """Hydra's override parser with its functions, and `paths(GLOB)`: the paths `found` for the glob
     (while only looking for globs, `seen` collects them and each stands for itself)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser, create_functions
@@ -94,11 +97,12 @@ def _key_of(text: str) -> str:
     return text.split("=", 1)[0].lstrip("+~")
 
 
-def _parse(overrides: Sequence[str], source: str, parser: Any) -> list[Any]:
+def _parse(overrides: Sequence[str], source: str, parser: OverridesParser) -> list[Override]:
     """Each override as Hydra reads it; a mistake is one ConfigError naming every bad override."""
     from hydra.errors import HydraException
 
-    parsed, problems = [], []
+    parsed: list[Override] = []
+    problems: list[Problem] = []
     for text in overrides:
         try:
             parsed.extend(parser.parse_overrides([text]))
@@ -131,7 +135,9 @@ def expand(
     for override in _parse(overrides, source, _parser(found or {})):
         key = override.get_key_element()
         if not override.is_sweep_override():
-            per_key[key] = (False, [override.input_line])
+            typed = override.input_line
+            assert typed is not None  # parse_overrides sets it on every override (Hydra asserts so too)
+            per_key[key] = (False, [typed])
             continue
         if not override.is_discrete_sweep():
             problems.append(
@@ -228,7 +234,7 @@ def unescaped(value: str) -> str:
     return re.sub(r"\\(.)", r"\1", value)
 
 
-def natural(path: str) -> list[Any]:
+def natural(path: str) -> list[int | str]:
     """Sort key: ASCII digits compared as numbers, so iter_200 comes before iter_1000 (other digits,
     such as a superscript, are text: int() does not read them all)."""
     return [int(part) if index % 2 else part for index, part in enumerate(re.split(r"([0-9]+)", path))]
@@ -358,17 +364,45 @@ def sweep_id(config: Path, overrides: Sequence[str]) -> str:
     return f"sweep-{digest(str(config.resolve()), list(overrides))[:10]}"
 
 
+class SweepCell(TypedDict):
+    """One combination in a sweep's record: its overrides, its swept values, its submission."""
+
+    key: str
+    overrides: list[str]
+    values: list[str]
+    gym_job_id: str | None
+
+
+class SweepRecord(TypedDict):
+    """A sweep's record (`<config corner>/sweeps/<id>.json`), as `merged` writes it."""
+
+    sweep_id: str
+    config: str
+    overrides: list[str]
+    cells: list[SweepCell]
+
+
+def _is_sweep_record(found: object) -> TypeGuard[SweepRecord]:
+    """Whether a parsed file has a record's shape (a damaged one reads as no record)."""
+    if not isinstance(found, dict):
+        return False
+    lists = (found.get("overrides"), found.get("cells"))
+    return isinstance(found.get("sweep_id"), str) and all(isinstance(v, list) for v in lists)
+
+
 class Records:
     """The config's sweeps: `<config corner>/sweeps/<id>.json`, and `latest` naming the last submitted."""
 
     def __init__(self, workspace: Workspace) -> None:
         self.dir = workspace.config_dir / "sweeps"
 
-    def load(self, ident: str) -> dict[str, Any] | None:
+    def load(self, ident: str) -> SweepRecord | None:
+        """The record `merged` wrote (gymbuild's own file, read as written), None when there is none."""
         try:
-            return dict(json.loads((self.dir / f"{ident}.json").read_text()))
+            found = json.loads((self.dir / f"{ident}.json").read_text())
         except (FileNotFoundError, ValueError):
             return None
+        return found if _is_sweep_record(found) else None
 
     def latest(self) -> str | None:
         try:
@@ -379,28 +413,29 @@ class Records:
     def known(self) -> list[str]:
         return sorted(p.stem for p in self.dir.glob("sweep-*.json"))
 
-    def save(self, record: dict[str, Any]) -> None:
+    def save(self, record: SweepRecord) -> None:
         atomic_write(self.dir / f"{record['sweep_id']}.json", json.dumps(record, indent=2) + "\n")
         atomic_write(self.dir / "latest", record["sweep_id"] + "\n")
 
 
 def merged(
-    earlier: dict[str, Any] | None,
+    earlier: SweepRecord | None,
     ident: str,
     config: Path,
     overrides: Sequence[str],
     cells: Sequence[tuple[Cell, str | None]],
-) -> dict[str, Any]:
+) -> SweepRecord:
     """The record after this run: its cells in the order of the expansion, with their current
     gym_job_ids, then any earlier cell it no longer has (a checkpoint since deleted keeps its row)."""
-    before = {c["key"]: c for c in (earlier or {}).get("cells", [])}
-    entries: dict[str, dict[str, Any]] = {}
+    before = {c["key"]: c for c in (earlier["cells"] if earlier else [])}
+    entries: dict[str, SweepCell] = {}
     for cell, gym_job_id in cells:
+        old = before.get(cell.key)
         entries[cell.key] = {
             "key": cell.key,
             "overrides": list(cell.overrides),
             "values": list(cell.values),
-            "gym_job_id": gym_job_id or before.get(cell.key, {}).get("gym_job_id"),
+            "gym_job_id": gym_job_id or (old.get("gym_job_id") if old else None),
         }
     entries.update({key: entry for key, entry in before.items() if key not in entries})
     return {
@@ -411,7 +446,7 @@ def merged(
     }
 
 
-def cells_of(record: Mapping[str, Any]) -> list[Cell]:
+def cells_of(record: SweepRecord) -> list[Cell]:
     return [Cell(tuple(c["overrides"]), tuple(c["values"])) for c in record.get("cells", [])]
 
 
@@ -427,7 +462,7 @@ def expression(s: Session) -> tuple[str, list[str]]:
     return sweep_id(inv.config, inv.overrides), list(inv.overrides)
 
 
-def _record_by_id(s: Session, ident: str) -> dict[str, Any]:
+def _record_by_id(s: Session, ident: str) -> SweepRecord:
     records = Records(s.workspace)
     record = records.load(ident)
     if record is None:
@@ -439,7 +474,7 @@ def _record_by_id(s: Session, ident: str) -> dict[str, Any]:
     return record
 
 
-def find_sweep(s: Session) -> dict[str, Any]:
+def find_sweep(s: Session) -> SweepRecord:
     """The sweep a day-two verb acts on: sweep=ID; else the one of these overrides (multirun=1 and the
     command line it was submitted with); else, with no overrides, the config's latest."""
     inv = s.inv

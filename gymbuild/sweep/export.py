@@ -27,7 +27,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from gymbuild.errors import UserError, printable
 from gymbuild.state.records import RESOLVED_CONFIG_NAME
@@ -38,6 +39,7 @@ from gymbuild.sweep.series import Point
 
 if TYPE_CHECKING:
     from gymbuild.submit.session import Session
+    from gymbuild.sweep.expand import Cell
 
 TRACKERS = {"mlflow": "mlflow", "wandb": "wandb"}  # to= -> the extra that installs its library
 
@@ -82,7 +84,7 @@ def checkpoints(ident: str, rows: Sequence[Point], digests: dict[str, str]) -> l
     return list(out.values())
 
 
-def _library(to: str) -> Any:
+def _library(to: str) -> ModuleType:
     try:
         return importlib.import_module(to)
     except ImportError:
@@ -194,7 +196,7 @@ def to_wandb(project: str, found: Sequence[Checkpoint]) -> tuple[int, int, int]:
         raise refused_by_tracker("wandb", f"W&B ({printable(mode, lines=False)})", err) from None
 
 
-def _log_wandb(wandb: Any, project: str, found: Sequence[Checkpoint]) -> tuple[int, int, int]:
+def _log_wandb(wandb: ModuleType, project: str, found: Sequence[Checkpoint]) -> tuple[int, int, int]:
     offline = os.environ.get("WANDB_MODE", "").lower() in ("offline", "dryrun")
     runs_dir = Path(os.environ.get("WANDB_DIR") or ".") / "wandb"
     created = again = logged = 0
@@ -227,7 +229,7 @@ def _log_wandb(wandb: Any, project: str, found: Sequence[Checkpoint]) -> tuple[i
     return created, again, logged
 
 
-def _wandb_has(wandb: Any, project: str, run_id: str, step: int) -> bool:
+def _wandb_has(wandb: ModuleType, project: str, run_id: str, step: int) -> bool:
     """Whether the W&B server has the run with a point at `step` (a run it does not know: no)."""
     try:
         api = wandb.Api()
@@ -287,7 +289,7 @@ def export(s: Session) -> None:
         print("(nothing new: every point was there already)", file=sys.stderr)
 
 
-def _digests(s: Session, cells: Sequence[Any]) -> dict[str, str]:
+def _digests(s: Session, cells: Sequence[Cell]) -> dict[str, str]:
     """gym_job_id -> digest of the resolved config each combination was submitted with (its staged
     copy in the workspace: nothing remote is read)."""
     out = {}

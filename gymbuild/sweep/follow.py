@@ -27,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from gymbuild.day_two import act
 from gymbuild.errors import UserError
@@ -48,6 +48,17 @@ DEFAULT_EVERY = 300.0
 DEFAULT_RETRIES = 2
 
 SUBMITTED, COMPLETED, GAVE_UP = "submitted", "completed", "gave up"
+
+
+class Followed(TypedDict):
+    """What the follower keeps of one checkpoint it submitted (its state file, per cell key)."""
+
+    name: str
+    values: list[str]
+    gym_job_id: str
+    attempts: int
+    state: str  # SUBMITTED, COMPLETED or GAVE_UP
+    why: NotRequired[str]  # what failed, once given up on
 
 
 @dataclass(frozen=True)
@@ -77,11 +88,20 @@ class State:
             data = {}
         self.ident = ident
         self.polls: int = int(data.get("polls", 0))
-        self.checkpoints: dict[str, dict[str, Any]] = dict(data.get("checkpoints", {}))
+        self.checkpoints: dict[str, Followed] = dict(data.get("checkpoints", {}))
 
     def save(self) -> None:
         doc = {"sweep_id": self.ident, "polls": self.polls, "checkpoints": self.checkpoints}
         atomic_write(self.path, json.dumps(doc, indent=2) + "\n")
+
+    def gym_job_id(self, key: str) -> str | None:
+        """The submission of a checkpoint, None when it was not submitted yet."""
+        entry = self.checkpoints.get(key)
+        return entry["gym_job_id"] if entry else None
+
+    def state_of(self, key: str) -> str | None:
+        entry = self.checkpoints.get(key)
+        return entry["state"] if entry else None
 
     def with_state(self, state: str) -> list[str]:
         return [key for key, entry in self.checkpoints.items() if entry["state"] == state]
@@ -155,9 +175,9 @@ def poll(s: Session, ident: str, overrides: Sequence[str], opts: Options, state:
     if fresh:
         _submit(s, fresh, ident, state, overrides)
         records = Records(s.workspace)
-        ids = [(cell, state.checkpoints.get(cell.key, {}).get("gym_job_id")) for cell in cells]
+        ids = [(cell, state.gym_job_id(cell.key)) for cell in cells]
         records.save(merged(records.load(ident), ident, s.inv.config, overrides, ids))
-    in_flight = [cell for cell in cells if state.checkpoints.get(cell.key, {}).get("state") == SUBMITTED]
+    in_flight = [cell for cell in cells if state.state_of(cell.key) == SUBMITTED]
     if in_flight:
         _settle(s, in_flight, opts, state)
 

@@ -21,7 +21,8 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from gymbuild.errors import UserError
 from gymbuild.results.table import number
@@ -138,7 +139,7 @@ def _table(rows: Sequence[Point]) -> str:
     return f"<table><thead><tr>{ths}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def _matplotlib() -> Any:
+def _matplotlib() -> ModuleType:
     try:
         import matplotlib
     except ImportError:
