@@ -5,7 +5,7 @@ KeyboardInterrupt that knows its signal, so the process ends with 128 + the sign
 129) and one line, as a shell reports a killed command. Python's default SIGTERM and SIGHUP end the
 process on the spot, skipping every `finally`: a submit killed so kept none of the job ids it had.
 
-While a run starts jobs (`deferred()`: steps/queue.py's pass, and the record after it) a signal is
+While a run starts jobs (`deferred()`: submit/queue.py's pass, and the record after it) a signal is
 only noted: the queue sends no further job, reads the answers of those in flight (each already
 started), writes their outcomes and the record, and only then raises. A second signal while one is
 pending raises at once (the user insists); the next submit recovers what was left in flight from the

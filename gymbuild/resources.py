@@ -81,7 +81,7 @@ def code_digest(package: Path = _PACKAGE) -> str:
 @cache
 def script_code_digest() -> str:
     """A digest of the code that makes job scripts from a resolved config, so a staged script is known
-    stale after gymbuild changes without planning anything (planning.py: RunPlans.stage_digest).
+    stale after gymbuild changes without planning anything (submit/plans.py: RunPlans.stage_digest).
 
     Here rather than beside that code so that asking for it (a no-op submit does) imports none of it.
     """

@@ -82,7 +82,7 @@ def _looks_like_override(word: str) -> bool:
 def normalize(argv: Sequence[str]) -> Parsed:
     """NeMo Gym's flags and a positional config rewritten into gymbuild's `name=value` words.
 
-    Help and version flags stay (cli.py answers them); doit's own commands keep their options; a
+    Help and version flags stay (cli/main.py answers them); doit's own commands keep their options; a
     verb's command line holds only words gymbuild reads, or the result carries the error.
     """
     args = list(argv)
@@ -132,7 +132,7 @@ def normalize(argv: Sequence[str]) -> Parsed:
                 f"did you mean {word}={value}?",
             )
         else:
-            out.append(word)  # an unknown verb: cli.py names the nearest
+            out.append(word)  # an unknown verb: cli/main.py names the nearest
         i += 1
     return _one_verb(out, flags)
 

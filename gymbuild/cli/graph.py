@@ -124,7 +124,7 @@ class Graph(TaskMaker):
     def _pipeline_ready(self) -> bool:
         """The run builds its pipeline tasks: not for read-only verbs (doit calls every task_*
         generator before it runs anything, and `status` of a thousand jobs must not compose and
-        validate a thousand benchmarks), not for a sweep (its verbs hand the run to sweep.py), nor
+        validate a thousand benchmarks), not for a sweep (its verbs hand the run to sweep/batch.py), nor
         when the config did not load (the verb says why)."""
         inv = self.ctx.inv
         return not inv.read_only and not inv.is_sweep and self.ctx.error is None
@@ -334,7 +334,7 @@ class Graph(TaskMaker):
         return self.verb("resubmit", lambda: act.resubmit(self.ctx))
 
     def task_results(self) -> dict[str, Any]:
-        """The score table (read.py); what the user sees is in verbs.py."""
+        """The score table (read.py); what the user sees is in request/verbs.py."""
 
         def action() -> None:
             from gymbuild.results import read
@@ -344,7 +344,7 @@ class Graph(TaskMaker):
         return self.verb("results", action, needs_config=False)
 
     def task_compare(self) -> dict[str, Any]:
-        """Two runs paired by task and repeat (compare_read.py); what the user sees is in verbs.py."""
+        """Two runs paired by task and repeat (results/compare_read.py); its help: request/verbs.py."""
 
         def action() -> None:
             from gymbuild.results import compare_read
@@ -354,7 +354,7 @@ class Graph(TaskMaker):
         return self.verb("compare", action, needs_config=False)
 
     def task_export(self) -> dict[str, Any]:
-        """A sweep's series to MLflow (export.py); what the user sees is in verbs.py."""
+        """A sweep's series to MLflow (export.py); what the user sees is in request/verbs.py."""
 
         def action() -> None:
             from gymbuild.sweep import export
@@ -364,7 +364,7 @@ class Graph(TaskMaker):
         return self.verb("export", action, needs_config=False)
 
     def task_report(self) -> dict[str, Any]:
-        """A sweep's series as one HTML page (report.py); what the user sees is in verbs.py."""
+        """A sweep's series as one HTML page (report.py); what the user sees is in request/verbs.py."""
 
         def action() -> None:
             from gymbuild.sweep import report

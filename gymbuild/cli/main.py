@@ -175,7 +175,7 @@ def answer_here(args: Sequence[str]) -> int | None:
 
 
 def _doit(namespace: dict[str, object]) -> DoitMain:
-    """doit on these tasks, calling itself `gymbuild` in what it prints (not `cli.py`, whatever ran it)."""
+    """doit on these tasks, calling itself `gymbuild` in what it prints (not `main.py`, whatever ran it)."""
     from doit.cmd_base import ModuleTaskLoader
     from doit.doit_cmd import DoitMain
 
@@ -243,7 +243,7 @@ def _connect_ahead(args: Sequence[str]) -> None:
         inv = Invocation.from_vars(command_variables(args))
     except UserError:  # a mistake in a value: graph.namespace says it, and nothing connects
         return
-    if inv.run or inv.is_sweep:  # a sweep connects once it knows it has something to do (sweep.py)
+    if inv.run or inv.is_sweep:  # a sweep connects once it knows it has something to do (sweep/expand.py)
         return
     try:
         submission = Workspace(inv.workspace, inv.config).submission()

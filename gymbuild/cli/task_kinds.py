@@ -1,7 +1,7 @@
 """The two kinds of doit task the graph is made of, a step and a verb, and how a user error travels
 between them.
 
-Apart from tasks.py so that the graph reads as the graph (which tasks a run has, what each reads
+Apart from graph.py so that the graph reads as the graph (which tasks a run has, what each reads
 and writes, what it depends on) while the contract every one of them keeps with doit lives once:
 a step holds its user error for the verb instead of failing (doit would skip the rest and exit 2),
 a verb reports what was held as one message and exit 1, and no check or action shows a traceback.
@@ -123,7 +123,7 @@ class TaskMaker:
         """A top-level command; when the config did not load it fails with the config's errors instead."""
         ctx = self.ctx
         doc = verb_doc(name)
-        if ctx.inv.is_sweep and name in verbs.SWEEP_VERBS:  # sweep.py drives one submission per combination
+        if ctx.inv.is_sweep and name in verbs.SWEEP_VERBS:  # sweep/batch.py: one submission per combination
             from gymbuild.sweep import batch, follow
 
             following = name == "submit" and ctx.inv.follow  # follow.py keeps a sweep submitting

@@ -7,7 +7,7 @@ does for one run), and shows per run its state: RUNNING or PENDING while a job i
 every benchmark completed, else FAILED (or UNKNOWN when a look could not tell).
 
 What a record does not carry (the config it came from, its policy model, the sweep combination) is
-noted beside the index when gymbuild records a run (`run_notes.note_run`), under the user's state directory:
+noted beside the index when gymbuild records a run (`state/notes.note_run`), under the user's state directory:
 the index directory itself is NeMo Gym's, which reads every `*.json` in it as a record.
 """
 

@@ -1,7 +1,7 @@
 """The queue attempt protocol every executor queues through: a run dir's queue lock and queue log.
 
 A run (one gymbuild process) sends each job's start as an *attempt* with a random id into its session
-shell, after a stamp naming that attempt is durable in the workspace (steps/queue.py). The command
+shell, after a stamp naming that attempt is durable in the workspace (submit/queue.py). The command
 that starts the job (Slurm's `sbatch --parsable`, the local executor's detached `setsid bash`) is the
 executor's; the rest is shared, so both recover a killed run's attempts the same way:
 

@@ -54,7 +54,7 @@ class JobState:
     elapsed: str | None = None
     nodes: str | None = None
     note: str | None = None  # why the state is UNKNOWN: what squeue and sacct said
-    progress: Progress | None = None  # its rollouts so far, from gym's files (rollout_counts.py)
+    progress: Progress | None = None  # its rollouts so far, from gym's files (state/rollouts.py)
 
 
 Answer = Callable[[], Queued]  # the answer to a queued job, read when asked (in the order sent)

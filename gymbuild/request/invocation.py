@@ -67,7 +67,7 @@ class Invocation:
     workspace: Path = field(default_factory=default_workspace)
     format: str | None = None  # results: table (the default), csv or markdown
     verbs: tuple[str, ...] = ()  # the verbs (and doit commands or task names) the command line names
-    multirun: bool = False  # the overrides' sweep syntax makes a sweep (sweep.py)
+    multirun: bool = False  # the overrides' sweep syntax makes a sweep (sweep/expand.py)
     sweep: str | None = None  # a sweep by its id, for the day-two verbs
     config_given: bool = False  # config= was on the command line (`runs config=F` filters by it)
     max_drop: float | None = None  # compare: exit 1 when a benchmark dropped by more (compare_read.py)

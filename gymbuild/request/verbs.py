@@ -1,7 +1,7 @@
 """What the user can type: every verb, its one line, its arguments and examples, as data.
 
 This is the one place the command line is described. `gymbuild --help` and `gymbuild help VERB`
-(cli.py), the tasks' docs that `doit list` shows (tasks.py), README's command table and the set of
+(cli/main.py), the tasks' docs that `doit list` shows (cli/graph.py), README's command table and the set of
 reserved argument names (invocation.RESERVED: every name of arguments.py, where each argument's
 type is; any other `key=value` is a config override; one a verb does not list is refused, argv.py)
 are all read from it, so a verb or an argument added here is documented everywhere at
@@ -388,7 +388,7 @@ VERBS: tuple[Verb, ...] = (
     ),
 )
 
-# The verbs that act on a whole sweep with multirun=1 or sweep=ID (sweep.py); `runs` lists every
+# The verbs that act on a whole sweep with multirun=1 or sweep=ID (sweep/expand.py); `runs` lists every
 # submission as it is, and `logs` names the sweep's submissions, one of which run= shows.
 SWEEP_VERBS = frozenset(v.name for v in VERBS if v.sweeps)
 

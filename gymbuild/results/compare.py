@@ -19,7 +19,7 @@ Coverage comes with every row: how many rollouts each side scored of how many it
 (`rollouts_materialized_inputs.jsonl` has one line per rollout asked for), and how many pairs the
 comparison used. A partial side is said, never silently compared with a complete one.
 
-compare_read.py fetches the files; this module turns their text into comparisons and those into a
+results/compare_read.py fetches the files; this module turns their text into comparisons and those into a
 table or JSON, and says whether a benchmark dropped by more than `max_drop` with confidence, or
 whether that cannot be told (`shortfalls`): a gate that is green when nothing was compared would
 pass the worst regression of all, a run that crashed.

@@ -2,7 +2,7 @@
 
 The numbers come from the files a benchmark leaves in its `artifacts/`: NeMo Gym's
 `rollouts_aggregate_metrics.json` (a list with one entry per agent: `agent_ref.name`, `key_metrics`)
-or, for a `command` benchmark, `metrics.json` ({name: number}). results_read.py fetches them (and the
+or, for a `command` benchmark, `metrics.json` ({name: number}). read.py fetches them (and the
 jobs' states); this module turns what was fetched into rows, and rows into text, JSON or CSV.
 
 Rows are long: one per (benchmark, agent, metric). Benchmarks name their metrics differently, so a
@@ -50,7 +50,7 @@ class BenchResult:
     agents: tuple[AgentMetrics, ...] = ()
     source: str | None = None  # the file the metrics came from
     why: str | None = None
-    # What its metrics cover: rollouts scored of those gym set out to run (rollout_counts.py). A run
+    # What its metrics cover: rollouts scored of those gym set out to run (state/rollouts.py). A run
     # that stopped short (gym's `EVAL FAILED: k/N`) still leaves its aggregate: a partial score.
     coverage: Progress | None = None
 

@@ -99,7 +99,7 @@ class Workspace:
         key = hashlib.sha256(str(resolved).encode()).hexdigest()[:10]
         self.root, self.config_path, self.cell, self.draft = root, config_path, cell, draft
         self.config_dir = root / f"{resolved.stem}-{key}"
-        # A sweep's combination (sweep.py) is a submission of its own, kept under its config.
+        # A sweep's combination (sweep/expand.py) is a submission of its own, kept under its config.
         self.dir = self.config_dir / "cells" / cell if cell else self.config_dir
         # Where this run's derived files go (the staged tree, its stamps, doit's database, the lock):
         # the submission's own directory, or for a dry run its draft beside it.

@@ -1,7 +1,7 @@
 """The verbs of a sweep (multirun=1): each combination's submission is a Session of its own, and the
 verbs act on them as a batch through the same code as on one submission (pipeline.run_batch,
 states.states_of, day_two.requeue), over the base run's one connection (its Link, lent to every
-cell). What is a sweep's own (expanding it, its record, which one a verb means) is in sweep.py;
+cell). What is a sweep's own (expanding it, its record, which one a verb means) is in sweep/expand.py;
 what is here is the batch and its output: each cell's under a heading naming its values.
 """
 
@@ -385,7 +385,7 @@ def resubmit(s: Session) -> None:
     submission (day_two.requeue): one look, one copy, one sbatch per job re-queued."""
     record = find_sweep(s)
     cells = _submitted(record)
-    if s.inv.dry_run:  # each combination's dry run (day_two.py): nothing is released or queued
+    if s.inv.dry_run:  # each combination's dry run (day_two/act.py): nothing is released or queued
         _each(s, cells, act.resubmit, ident=record["sweep_id"], as_json=s.inv.json, field="resubmit")
         return
     sessions = sessions_of(s, cells)
@@ -488,5 +488,5 @@ VERBS: dict[str, Callable[[Session], None]] = {
 
 
 def verb_action(name: str, s: Session) -> Callable[[], None]:
-    """The action of verb `name` on the sweep of this run (tasks.py's hook)."""
+    """The action of verb `name` on the sweep of this run (cli/graph.py's hook)."""
     return lambda: VERBS[name](s)

@@ -20,7 +20,7 @@ bytes that are not UTF-8) is skipped with one line naming it; the rest of the sw
 The cost rules of one submit hold for the whole sweep: one connection, one copy (rsync) of every run
 directory that needs one (they sit side by side under job.output_path), one sbatch per job queued.
 The expansion is pure; the record is the workspace's. The verbs that act on a sweep's combinations
-as a batch are in multirun.py.
+as a batch are in sweep/batch.py.
 """
 
 from __future__ import annotations
