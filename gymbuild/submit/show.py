@@ -43,7 +43,7 @@ def print_dry_run(ctx: Session) -> None:
     jobs = {}
     for group in plans.packing(selected).jobs(selected):
         job = plans.job(group)
-        jobs[job.rel_dir] = ctx.rendered.get(job.rel_dir) or render_job_plan(job, mask)
+        jobs[job.rel_dir] = ctx.memory.rendered.get(job.rel_dir) or render_job_plan(job, mask)
     run_dir = ctx.submission().run_dir
     if ctx.inv.json:
         payload = {
@@ -74,7 +74,8 @@ def report_submit(ctx: Session, benches: Sequence[str] | None = None) -> str | N
     id."""
     ctx.progress.done()
     ctx.warn(executor=True)
-    record = build_record(ctx, commit=ctx.inv.json)  # json=1 prints it as the manifest
+    # json=1 prints it as the manifest
+    record = build_record(ctx.submission(), ctx.workspace, commit=ctx.inv.json)
     # resubmit reports on what it re-queued; a benchmark it was not asked about fails nothing.
     selected = set(ctx.selected() if benches is None else benches)
     jobs = [j for j in record.benchmarks if j.benchmark in selected]
