@@ -59,8 +59,10 @@ def build_record(sub: Submission, workspace: Workspace, *, commit: bool = True) 
     from gymbuild.executors.base import executor_for
     from gymbuild.state.records import BenchmarkJob, SubmissionRecord, gym_commit
 
+    kept = benchmark_order(workspace)
+    metadata = _metadata(workspace, executor_for(sub.executor).metadata())
     outcomes = workspace.outcomes()
-    order = [b for b in benchmark_order(workspace) if b in outcomes]
+    order = [b for b in kept if b in outcomes]
     order += [b for b in outcomes if b not in order]
     return SubmissionRecord(
         gym_job_id=sub.gym_job_id,
@@ -72,7 +74,7 @@ def build_record(sub: Submission, workspace: Workspace, *, commit: bool = True) 
         executor=sub.executor,
         hostname=sub.hostname,
         submitted_by=sub.submitted_by,
-        executor_metadata=_metadata(workspace, executor_for(sub.executor).metadata()),
+        executor_metadata=metadata,
         benchmarks=tuple(
             BenchmarkJob(
                 benchmark=b,
