@@ -112,6 +112,7 @@ class Connection:
     def __init__(self, hostname: str | None) -> None:
         self.hostname = None if is_this_machine(hostname) else hostname
         self._control: str | None = None
+        self._master: subprocess.Popen[str] | None = None  # the ControlMaster while it shakes hands
         self._shell: subprocess.Popen[bytes] | None = None
         self._shell_err: IO[bytes] | None = None
         self.round_trips = 0
@@ -146,8 +147,11 @@ class Connection:
         else:
             assert self.hostname
             self._control = _control_path()
-            master = _start_master(self.hostname, self._control)
-            _, stderr = master.communicate()
+            master = self._master = _start_master(self.hostname, self._control)
+            try:
+                _, stderr = master.communicate()
+            finally:
+                self._master = None
             if master.returncode != 0:
                 self._control = None
                 raise _ssh_failure(self.hostname, stderr)
@@ -172,6 +176,13 @@ class Connection:
         )
         if not self.run("true").ok:
             raise UserError(f"error: could not start a shell on {self.target}")
+
+    def abort(self) -> None:
+        """Stop a handshake still under way (another thread is in `open`, which then fails): a run
+        that ends, or finds it needs another host, does not wait for an unreachable one."""
+        master = self._master
+        if master is not None and master.poll() is None:
+            master.terminate()
 
     def close(self) -> None:
         """Close the shell and the master; safe to call twice, and on a half-open connection."""

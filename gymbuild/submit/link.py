@@ -33,7 +33,7 @@ class Link:
     def __init__(self) -> None:
         self._conn: Connection | None = None
         self._opening: tuple[Connection, threading.Thread, list[BaseException]] | None = None
-        self._guess = False  # the host being opened is a guess, checked by the first get()
+        self._guess: str | None = None  # the host being opened is a guess, checked by the first get()
 
     @classmethod
     def ahead(cls, hostname: str | None) -> Link:
@@ -53,7 +53,7 @@ class Link:
     @property
     def guessing(self) -> bool:
         """Being opened to a host nobody has asked for yet (Link.ahead)."""
-        return self._opening is not None and self._guess
+        return self._opening is not None and self._guess is not None
 
     def start(self, hostname: str | None, *, guess: bool = False) -> None:
         """Start opening the connection to `hostname` in the background."""
@@ -72,14 +72,17 @@ class Link:
 
         thread = threading.Thread(target=open_it, name="gymbuild-connect", daemon=True)
         thread.start()
-        self._opening, self._guess = (conn, thread, failed), guess
+        self._opening, self._guess = (conn, thread, failed), hostname if guess else None
         atexit.register(self.close)  # a run that ends before its owner closes it leaves no master behind
 
-    def _opened_early(self) -> None:
+    def _opened_early(self, *, abort: bool = False) -> None:
+        """The connection started in the background, once it is open (`abort`: its handshake cut short)."""
         opening, self._opening = self._opening, None
         if opening is None:
             return
         conn, thread, failed = opening
+        if abort:
+            conn.abort()
         thread.join()
         if failed:
             conn.close()
@@ -104,15 +107,16 @@ class Link:
         from gymbuild.executors.connection import is_this_machine
 
         assert self._opening is not None
-        self._guess = False
-        if self._opening[0].hostname != (None if is_this_machine(hostname) else hostname):
-            with contextlib.suppress(UserError):
-                self._opened_early()
+        guess, self._guess = self._guess, None
+        if hostname == guess:
+            return
+        wanted = None if is_this_machine(hostname) else hostname
+        if wanted != self._opening[0].hostname:
             self.close()
 
     def close(self) -> None:
         with contextlib.suppress(UserError):
-            self._opened_early()  # opened for nothing (a render failed): closed all the same
+            self._opened_early(abort=True)  # opened for nothing (a render failed): closed all the same
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
