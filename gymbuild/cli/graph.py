@@ -266,8 +266,10 @@ class Graph(TaskMaker):
         return self.step(write, current, file_dep=[], targets=[path], clean=[], teardown=False)
 
     def doit_stage(self, step: pipeline.Step) -> Iterator[TaskDict]:
-        """Render each benchmark's job script into the staged tree (only what changed). The first
-        stage task of a run stages every stale benchmark; the tasks after it find theirs done."""
+        """Render each benchmark's job script into the staged tree (only what changed).
+
+        The first stage task of a run stages every stale benchmark; the tasks after it find theirs
+        done."""
         if not self._pipeline_ready():
             return
         ctx = self.ctx
@@ -316,6 +318,7 @@ class Graph(TaskMaker):
 
     def doit_queue(self, step: pipeline.Step) -> Iterator[TaskDict]:
         """Queue each benchmark that has no job id yet (one sbatch each, in the run's shell session).
+
         The first queue task of a run queues every benchmark the run queues (one pipelined pass), the
         tasks after it find theirs done (a queued benchmark is never queued again)."""
         ctx = self.ctx
