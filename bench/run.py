@@ -258,7 +258,8 @@ class Bench:
 
     @staticmethod
     def stage_of(workspace: Path) -> Path:
-        return next(workspace.glob("*/stage"))
+        """The staged tree a run left: a submit's, or (render stages into the draft) a dry run's."""
+        return next(p for pattern in ("*/stage", "*/draft/stage") for p in workspace.glob(pattern))
 
     def record(
         self, n: int, measure: str, runs: list[Run], floors: list[Run] | None = None, **extra: object

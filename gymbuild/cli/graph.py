@@ -13,44 +13,71 @@ line, parsed once: one run context (session.Session) per run, no module state.
     record           -> the workspace's copy of gym-job.json     (file_dep: every outcome)
     render <- stage; submit <- record; the day-two verbs stand alone
 
+The order of the steps is the pipeline's (submit/pipeline.py STEPS), not written here: each step's
+task depends on the tasks of the step before it there (Graph._creator), and its action is that
+step's, for this run.
+
 Whether a step is up to date is decided from the workspace (stamps and outcome files) by its
 `uptodate` check, never from doit's database alone (doit saves that only when a run ends); file_dep
 and targets say what the step reads and writes, so `doit info`, `doit list --status` and `doit
 clean` tell the truth. Every step's action is idempotent against the workspace, so running it when
-doit's database is stale does nothing twice. Queueing is batched: the first queue:<bench> task runs
-the pipeline (pipeline.run) for every benchmark the run queues, and the tasks after it find theirs
-done. `doit clean` removes staged files of benchmarks not queued yet, never an outcome.
+doit's database is stale does nothing twice. Each step is batched: the first stage:<bench> task
+stages every stale benchmark, the first queue:<bench> task queues every benchmark the run queues,
+and the tasks after them find theirs done. `doit clean` removes staged files of benchmarks not
+queued yet, never an outcome.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from doit.dependency import TimestampChecker
 from doit.exceptions import TaskFailed
 
 from gymbuild.cli.reporter import GymReporter
-from gymbuild.cli.task_kinds import TaskMaker, fail_with, verb_doc
+from gymbuild.cli.task_kinds import TaskDict, TaskMaker, TaskResult, fail_with, verb_doc
 from gymbuild.day_two import act, logs, status
 from gymbuild.errors import UserError
 from gymbuild.request.invocation import Invocation
 from gymbuild.resources import script_code_digest
 from gymbuild.state.workspace import atomic_write
 from gymbuild.submit import pipeline, queue, record, show, stage, sync
-from gymbuild.submit.session import Session, hold_workspace
+from gymbuild.submit.link import Link
+from gymbuild.submit.session import Session
 
 
-def namespace(argv: Sequence[str]) -> dict[str, Any]:
+def namespace(argv: Sequence[str], early: Link | None = None) -> dict[str, object]:
     """What doit loads for the command line `argv` (after the program name): DOIT_CONFIG and the task
-    creators of one run context. Raises UserError when another run holds the workspace."""
+    creators of one run context, which owns `early` (its connection, already opening: Link.ahead).
+    Raises UserError when another run holds the workspace (and closes `early`)."""
     inv = Invocation.from_argv(argv)
-    session = Session(inv)
-    config = doit_config(inv, session.workspace.lock_dir)
+    session = Session(inv, early=early)
+    try:
+        config = doit_config(session)
+    except BaseException:
+        session.close()
+        raise
     return {"DOIT_CONFIG": config, **Graph(session).creators()}
+
+
+# DOIT_CONFIG as doit_config makes it (the functional form: one of doit's option names is `continue`).
+DoitConfig = TypedDict(
+    "DoitConfig",
+    {
+        "default_tasks": list[str],
+        "dep_file": str,
+        "backend": str,
+        "check_file_uptodate": type[TimestampChecker],
+        "continue": bool,
+        "verbosity": int,
+        "reporter": type[GymReporter],
+    },
+)
 
 
 def _check_workspace(root: Path) -> None:
@@ -65,7 +92,7 @@ def _check_workspace(root: Path) -> None:
             return
 
 
-def doit_config(inv: Invocation, config_dir: Path) -> dict[str, Any]:
+def doit_config(session: Session) -> DoitConfig:
     """DOIT_CONFIG for this run: doit's database in the workspace, json backend, `continue` on.
 
     `continue` because one benchmark's failure must never stop the others; the json backend because
@@ -76,11 +103,14 @@ def doit_config(inv: Invocation, config_dir: Path) -> dict[str, Any]:
     A run of read-only verbs holds no lock and keeps doit's database in memory: `status` must answer
     while a long submit holds the workspace, and `status run=<id>` or `runs` must leave no
     workspace behind. The lock and doit's database are the config's own (`config_dir`), so two
-    configs never wait for each other; `list` and `info` only look, and take no lock.
+    configs never wait for each other; `list` and `info` only look, and take no lock. The run holds
+    the lock (Session.hold_workspace) until it closes.
     """
+    inv = session.inv
     _check_workspace(inv.workspace)
     if not inv.read_only and not inv.inspects:
-        hold_workspace(config_dir)
+        session.hold_workspace()
+    config_dir = session.workspace.lock_dir
     return {
         "default_tasks": ["render"],  # bare `gymbuild` is the dry run, never a submit
         "dep_file": ":memory:" if inv.read_only else str(config_dir / "doit-db.json"),
@@ -105,10 +135,10 @@ class WorkspaceFiles(TimestampChecker):
         except FileNotFoundError:
             return None
 
-    def check_modified(self, file_path: str, file_stat: os.stat_result | None, state: Any) -> bool:
+    def check_modified(self, file_path: str, file_stat: os.stat_result | None, state: object) -> bool:
         return file_stat is None or file_stat.st_mtime != state
 
-    def get_state(self, dep: str, current_state: Any) -> float | None:
+    def get_state(self, dep: str, current_state: object) -> float | None:
         try:
             return os.path.getmtime(dep)
         except FileNotFoundError:
@@ -116,10 +146,43 @@ class WorkspaceFiles(TimestampChecker):
 
 
 class Graph(TaskMaker):
-    """The task creators of one run, bound to its run context."""
+    """The task creators of one run, bound to its run context. The steps' tasks are made from the
+    pipeline's STEPS, in their order (each depends on the step before it); what doit needs to know of
+    each (what it reads and writes, when it is up to date) is the `doit_<step>` method of its name."""
 
-    def creators(self) -> dict[str, Callable[[], Any]]:
-        return {name: getattr(self, name) for name in dir(type(self)) if name.startswith("task_")}
+    def creators(self) -> dict[str, Callable[[], TaskResult]]:
+        made = {name: getattr(self, name) for name in dir(type(self)) if name.startswith("task_")}
+        for step in pipeline.STEPS:
+            made[f"task_{step.name}"] = self._creator(step)
+        return made
+
+    def _creator(self, step: pipeline.Step) -> Callable[[], TaskResult]:
+        """doit's creator of `step`'s task(s): its `doit_<name>` method's, each depending on the tasks
+        of the step before it."""
+        describe: Callable[[pipeline.Step], TaskResult] = getattr(self, f"doit_{step.name}")
+        previous = pipeline.before(step.name)
+        after = [previous.name] if previous else []
+
+        def creator() -> TaskResult:
+            made = describe(step)
+            if made is None:
+                return None
+            if isinstance(made, dict):
+                return {**made, "task_dep": [*after, *made.get("task_dep", [])]}
+            return ({**task, "task_dep": [*after, *task.get("task_dep", [])]} for task in made)
+
+        creator.__doc__ = describe.__doc__
+        return creator
+
+    @cached_property
+    def batch(self) -> pipeline.Batch:
+        """The run as the pipeline's steps take it (settled on first need: an uptodate check, or an
+        action), with its one connection, asked for once."""
+        return pipeline.Batch([pipeline.Work.of(self.ctx.settled)])
+
+    @property
+    def work(self) -> pipeline.Work:
+        return self.batch.works[0]
 
     def _pipeline_ready(self) -> bool:
         """The run builds its pipeline tasks: not for read-only verbs (doit calls every task_*
@@ -133,9 +196,9 @@ class Graph(TaskMaker):
         """No sync, queue or record task: the run's verbs stop at the staged tree, or it is a sweep."""
         return self.ctx.inv.stage_only or self.ctx.inv.is_sweep
 
-    # --- the steps --------------------------------------------------------------------------------
+    # --- the steps (pipeline.STEPS), as doit sees them ------------------------------------------------
 
-    def task_resolve(self) -> dict[str, Any]:
+    def doit_resolve(self, step: pipeline.Step) -> TaskDict:
         """Validate the config and print it resolved (YAML; json=1 for JSON). host: values stay
         references. As a step it writes resolved-config.yaml into the staged tree, which every stage
         task reads; printing is for a run that names the verb."""
@@ -144,14 +207,15 @@ class Graph(TaskMaker):
         if not printing:
             if not self._pipeline_ready():
                 return {"doc": verb_doc("resolve"), "actions": []}
+            target = stage.resolved_path(ctx.workspace)
             return {
                 "doc": verb_doc("resolve"),
                 **self.step(
-                    lambda: stage.write_resolved(ctx),
-                    lambda: stage.resolved_written(ctx),
+                    lambda: step.run(self.batch),
+                    lambda: stage.resolved_written(ctx.settled),
                     file_dep=[],
-                    targets=[stage.resolved_path(ctx)],
-                    clean=[lambda: stage.resolved_path(ctx).unlink(missing_ok=True)],
+                    targets=[target],
+                    clean=[lambda: target.unlink(missing_ok=True)],
                     teardown=False,
                 ),
             }
@@ -161,12 +225,12 @@ class Graph(TaskMaker):
 
         def action() -> None:
             if writes:
-                stage.write_resolved(ctx)
+                stage.write_resolved(ctx.settled)
             show.print_resolved(ctx)
 
         task = self.verb("resolve", action)
         if not ctx.inv.is_sweep and writes and ctx.error is None:
-            task["targets"] = [str(stage.resolved_path(ctx))]
+            task["targets"] = [str(stage.resolved_path(ctx.workspace))]
         return task
 
     def stage_targets(self, bench: str) -> list[str]:
@@ -181,7 +245,7 @@ class Graph(TaskMaker):
         gymbuild's code, not the submission."""
         return self.ctx.workspace.scratch / "script-code"
 
-    def task_script_code(self) -> dict[str, Any]:
+    def task_script_code(self) -> TaskDict:
         """The digest of the code that makes job scripts (templates and modules), as one file that is
         rewritten only when that code changes: every stage task reads it, so doit checks one file per
         benchmark for them, not each of the templates."""
@@ -201,29 +265,40 @@ class Graph(TaskMaker):
 
         return self.step(write, current, file_dep=[], targets=[path], clean=[], teardown=False)
 
-    def task_stage(self) -> Any:
-        """Render each benchmark's job script into the staged tree (only what changed)."""
+    def doit_stage(self, step: pipeline.Step) -> Iterator[TaskDict]:
+        """Render each benchmark's job script into the staged tree (only what changed).
+
+        The first stage task of a run stages every stale benchmark; the tasks after it find theirs
+        done."""
         if not self._pipeline_ready():
             return
         ctx = self.ctx
-        inputs = [str(stage.resolved_path(ctx)), str(self.script_code_path())]
+        inputs = [str(stage.resolved_path(ctx.workspace)), str(self.script_code_path())]
+
+        def staged(bench: str) -> bool:
+            return stage.staged(self.work.run, self.work.packing, bench)
+
+        def action(bench: str) -> None:
+            if not staged(bench):
+                step.run(self.batch)
+
         for bench in ctx.selected():
             targets = self.stage_targets(bench)
-            step = self.step(
-                functools.partial(stage.stage_step, ctx, bench),
-                functools.partial(stage.staged, ctx, bench),
+            task = self.step(
+                functools.partial(action, bench),
+                functools.partial(staged, bench),
                 file_dep=inputs,
                 targets=targets,
-                clean=[functools.partial(stage.unstage, ctx, bench, targets)],
+                clean=[functools.partial(stage.unstage, ctx.workspace, bench, targets)],
                 teardown=False,
             )
-            yield {"name": bench, **step}
+            yield {"name": bench, **task}
 
-    def task_render(self) -> dict[str, Any]:
+    def task_render(self) -> TaskDict:
         """The dry run: print the remote run dir and every job script (secrets masked); queue nothing."""
         return self.verb("render", self.verb_action(lambda: show.print_dry_run(self.ctx)), ["stage"])
 
-    def task_sync(self) -> dict[str, Any]:
+    def doit_sync(self, step: pipeline.Step) -> TaskDict:
         """Check mounts and copy the staged tree to the run directory (only when something will be queued)."""
         ctx = self.ctx
         if self._stops_at_stage():
@@ -234,28 +309,18 @@ class Graph(TaskMaker):
             ctx.connect_early()  # the SSH handshake overlaps the rendering (nothing opens on a no-op)
         staged = [p for b in ctx.selected() for p in self.stage_targets(b)]
         return self.step(
-            lambda: None if sync.synced(ctx) else sync.sync(ctx),
-            lambda: sync.synced(ctx),
-            file_dep=[stage.resolved_path(ctx), *staged],
+            lambda: step.run(self.batch),
+            lambda: self.work.synced(),
+            file_dep=[stage.resolved_path(ctx.workspace), *staged],
             targets=[ctx.workspace.stamps_dir / sync.SYNC_STAMP],
             clean=[],  # the stamp says what the run directory holds: it outlives the staged files
         )
 
-    def queue_step(self, bench: str) -> None:
-        """queue:<bench>'s action. The batched step, here only: the first queue task of a run runs the
-        pipeline for every benchmark the run queues (one pipelined pass), the tasks after it find
-        theirs done (a queued benchmark is never queued again)."""
-        ctx = self.ctx
-        if bench in ctx.queue_done or queue.queued(ctx, bench):
-            return
-        try:
-            pipeline.run(ctx)
-        except UserError:
-            if bench not in ctx.queue_done:
-                raise  # else the task of the benchmark it stopped at reports it when doit gets there
+    def doit_queue(self, step: pipeline.Step) -> Iterator[TaskDict]:
+        """Queue each benchmark that has no job id yet (one sbatch each, in the run's shell session).
 
-    def task_queue(self) -> Any:
-        """Queue each benchmark that has no job id yet (one sbatch each, in the run's shell session)."""
+        The first queue task of a run queues every benchmark the run queues (one pipelined pass), the
+        tasks after it find theirs done (a queued benchmark is never queued again)."""
         ctx = self.ctx
         if self._stops_at_stage() or ctx.error is not None:
             return
@@ -264,18 +329,30 @@ class Graph(TaskMaker):
             ctx.workspace.stage,
             ctx.workspace.outcomes_dir,
         )
+
+        def queued(bench: str) -> bool:
+            return queue.queued(ctx.settled, bench)
+
+        def action(bench: str) -> None:
+            if bench in ctx.memory.queue_done or queued(bench):
+                return
+            try:
+                step.run(self.batch)
+            except UserError:
+                if bench not in ctx.memory.queue_done:
+                    raise  # else the task of the benchmark it stopped at reports it when doit gets there
+
         for bench in ctx.selected():
-            step = self.step(
-                functools.partial(self.queue_step, bench),
-                functools.partial(queue.queued, ctx, bench),
+            task = self.step(
+                functools.partial(action, bench),
+                functools.partial(queued, bench),
                 file_dep=[f"{staged}/{bench}/job.sh", synced],
                 targets=[f"{outcomes}/{bench}.json"],  # Workspace.outcome_path
-                task_dep=["sync"],
                 clean=[],  # an outcome holds the job id of a queued job: never removed
             )
-            yield {"name": bench, **step}
+            yield {"name": bench, **task}
 
-    def task_record(self) -> dict[str, Any]:
+    def doit_record(self, step: pipeline.Step) -> TaskDict:
         """Write the record: the local index first (best-effort), then gym-job.json in the run directory."""
         ctx = self.ctx
         if self._stops_at_stage():
@@ -287,19 +364,19 @@ class Graph(TaskMaker):
         def up_to_date() -> bool:
             # A benchmark never queued has no outcome file yet: the record is not up to date (and
             # doit must not look for a file_dep that is not there).
-            return record.recorded(ctx) and all(p.exists() for p in outcomes)
+            run = ctx.settled
+            return record.recorded(run.submission, run.workspace) and all(p.exists() for p in outcomes)
 
         return self.step(
-            lambda: None if record.recorded(ctx) else record.record(ctx),
+            lambda: step.run(self.batch),
             up_to_date,
             file_dep=outcomes,
-            targets=[record.manifest_copy(ctx)],
-            task_dep=[f"queue:{b}" for b in ctx.selected()],
+            targets=[record.manifest_copy(ctx.workspace)],
             clean=[],  # the copy of a submission's manifest: never removed
             after_failure=True,
         )
 
-    def task_submit(self) -> dict[str, Any]:
+    def task_submit(self) -> TaskDict:
         """Submit every benchmark not queued yet; print the run dir and each job id (json=1: the manifest)."""
 
         def report() -> TaskFailed | None:
@@ -316,24 +393,24 @@ class Graph(TaskMaker):
 
     # --- the day-two verbs --------------------------------------------------------------------------
 
-    def task_status(self) -> dict[str, Any]:
+    def task_status(self) -> TaskDict:
         """Per benchmark: job id, state, exit code, elapsed, nodes (one squeue and one sacct per call)."""
         return self.verb("status", lambda: status.print_status(self.ctx), needs_config=False)
 
-    def task_logs(self) -> dict[str, Any]:
+    def task_logs(self) -> TaskDict:
         """Print (follow=1: follow) one benchmark's newest service and driver logs: only=<bench>."""
         return self.verb("logs", lambda: logs.print_logs(self.ctx), needs_config=False)
 
-    def task_cancel(self) -> dict[str, Any]:
+    def task_cancel(self) -> TaskDict:
         """Cancel the submission's pending and running jobs (only= narrows)."""
         return self.verb("cancel", lambda: act.cancel(self.ctx), needs_config=False)
 
-    def task_resubmit(self) -> dict[str, Any]:
+    def task_resubmit(self) -> TaskDict:
         """Re-queue the benchmarks whose job ended FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, PREEMPTED
         or BOOT_FAIL, into the same run directory (the submit pipeline, for those benchmarks)."""
         return self.verb("resubmit", lambda: act.resubmit(self.ctx))
 
-    def task_results(self) -> dict[str, Any]:
+    def task_results(self) -> TaskDict:
         """The score table (read.py); what the user sees is in request/verbs.py."""
 
         def action() -> None:
@@ -343,7 +420,7 @@ class Graph(TaskMaker):
 
         return self.verb("results", action, needs_config=False)
 
-    def task_compare(self) -> dict[str, Any]:
+    def task_compare(self) -> TaskDict:
         """Two runs paired by task and repeat (results/compare_read.py); its help: request/verbs.py."""
 
         def action() -> None:
@@ -353,7 +430,7 @@ class Graph(TaskMaker):
 
         return self.verb("compare", action, needs_config=False)
 
-    def task_export(self) -> dict[str, Any]:
+    def task_export(self) -> TaskDict:
         """A sweep's series to MLflow (export.py); what the user sees is in request/verbs.py."""
 
         def action() -> None:
@@ -363,7 +440,7 @@ class Graph(TaskMaker):
 
         return self.verb("export", action, needs_config=False)
 
-    def task_report(self) -> dict[str, Any]:
+    def task_report(self) -> TaskDict:
         """A sweep's series as one HTML page (report.py); what the user sees is in request/verbs.py."""
 
         def action() -> None:
@@ -373,7 +450,7 @@ class Graph(TaskMaker):
 
         return self.verb("report", action, needs_config=False)
 
-    def task_runs(self) -> dict[str, Any]:
+    def task_runs(self) -> TaskDict:
         """List this machine's submissions from the local index, newest first (json=1 for scripts)."""
 
         def action() -> None:

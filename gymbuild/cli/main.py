@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from doit.plugin import PluginDict
 
     from gymbuild.request import verbs
+    from gymbuild.submit.link import Link
 
 # Nothing here changes the process when imported. Ctrl-C (SIGTERM, SIGHUP) while gymbuild starts is
 # answered by interrupts' handler, which main() installs first thing; so what answers a command line
@@ -216,12 +217,13 @@ def _doit_help(topic: list[str]) -> int:
     return _doit({"DOIT_CONFIG": {"dep_file": ":memory:", "backend": "sqlite3"}}).run(["help", *topic])
 
 
-def _connect_ahead(args: Sequence[str]) -> None:
-    """Start the SSH handshake before importing doit, so the two overlap, when the host is known:
+def _connect_ahead(args: Sequence[str]) -> Link | None:
+    """The run's connection, started before importing doit, so the SSH handshake and doit's import
+    overlap, when the host is known (the run owns it from here: graph.namespace hands it to the session):
     for status, logs and cancel of the config's current submission, the workspace says which; for
     the first submit of a config (or new=1), the config file does, if plainly (config.load.host_hint).
     A later submit may have nothing to queue, and a no-op must open nothing: it connects when needed.
-    Which verbs do is each verb's `connects_ahead` (verbs.py).
+    Which verbs do is each verb's `connects_ahead` (verbs.py). None: nothing started.
     """
     from gymbuild.request.invocation import (
         AHEAD_OF_CONFIG,
@@ -234,27 +236,28 @@ def _connect_ahead(args: Sequence[str]) -> None:
     verbs = set(command_verbs(args))
     day_two = bool(verbs) and verbs <= AHEAD_OF_SUBMISSION
     if not day_two and not (len(verbs) == 1 and verbs <= AHEAD_OF_CONFIG):
-        return  # and nothing imported: the other verbs open their connection later, if at all
+        return None  # and nothing imported: the other verbs open their connection later, if at all
     from gymbuild.errors import UserError
-    from gymbuild.executors.connection import connect_ahead
     from gymbuild.state.workspace import Workspace
+    from gymbuild.submit.link import Link
 
     try:
         inv = Invocation.from_vars(command_variables(args))
     except UserError:  # a mistake in a value: graph.namespace says it, and nothing connects
-        return
+        return None
     if inv.run or inv.is_sweep:  # a sweep connects once it knows it has something to do (sweep/expand.py)
-        return
+        return None
     try:
         submission = Workspace(inv.workspace, inv.config).submission()
     except (UserError, OSError):  # a damaged workspace, or not a directory: the verb itself says so
-        return
+        return None
     if day_two and submission is not None:
-        connect_ahead(submission.hostname)
-    elif not day_two and (submission is None or inv.new):
+        return Link.ahead(submission.hostname)
+    if not day_two and (submission is None or inv.new):
         from gymbuild.config.load import host_hint
 
-        connect_ahead(host_hint(inv.config, inv.overrides))
+        return Link.ahead(host_hint(inv.config, inv.overrides))
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -338,13 +341,13 @@ def _main(argv: Sequence[str] | None) -> int:
     answered = answer_here(args)
     if answered is not None:
         return answered
-    _connect_ahead(args)
+    early = _connect_ahead(args)
 
     from gymbuild.cli import graph
     from gymbuild.errors import UserError
 
     try:
-        namespace = graph.namespace(args)
+        namespace = graph.namespace(args, early)
     except UserError as err:  # the workspace is held by another run: its message, not a traceback
         print(err, file=sys.stderr)
         return 1

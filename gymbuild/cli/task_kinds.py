@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import ParamSpec, TypeAlias, TypedDict, TypeVar
 
 from doit.exceptions import TaskFailed
 
@@ -22,14 +22,46 @@ from gymbuild.errors import Inconclusive, OutputClosed, UserError, stdout_closed
 from gymbuild.request import verbs
 from gymbuild.submit.session import Session
 
+P = ParamSpec("P")
+R = TypeVar("R")
 
-def user_action(func: Callable[..., Any]) -> Callable[..., Any]:
+# What a task's action returns to doit: None (done), a TaskFailed (the verb's one message), an
+# Undecided (exit 2), or (doit allows it) a dict of values; gymbuild's return the first three.
+ActionResult: TypeAlias = "TaskFailed | Undecided | None"
+Action: TypeAlias = Callable[[], ActionResult]
+
+
+class TaskIO(TypedDict):
+    capture: bool
+
+
+class TaskDict(TypedDict, total=False):
+    """A doit task as gymbuild makes it: the fields of doit's task dict that the graph uses."""
+
+    name: str  # a subtask's name (`stage:<bench>` is yielded as name=<bench>)
+    doc: str
+    actions: list[Action]
+    file_dep: list[str]
+    targets: list[str]
+    task_dep: list[str]
+    uptodate: list[Callable[[], bool] | bool]
+    clean: list[Callable[[], None]]
+    teardown: list[Callable[[], None]]
+    io: TaskIO
+
+
+# What a task creator returns: one task, a group of them (a generator; none at all is an empty
+# group), or nothing.
+TaskResult: TypeAlias = TaskDict | Iterator[TaskDict] | None
+
+
+def user_action(func: Callable[P, R]) -> Callable[P, R | ActionResult]:
     """A task action whose UserError becomes doit's TaskFailed: the message, exit 1, no traceback
     (an Inconclusive gate: the message, exit 2); and whose stdout, closed by its reader, ends the run
     quietly (OutputClosed)."""
 
     @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R | ActionResult:
         try:
             return func(*args, **kwargs)
         except Inconclusive as err:
@@ -80,7 +112,7 @@ class TaskMaker:
     def __init__(self, ctx: Session) -> None:
         self.ctx = ctx
 
-    def step_action(self, func: Callable[[], None], *, after_failure: bool = False) -> Callable[[], None]:
+    def step_action(self, func: Callable[[], None], *, after_failure: bool = False) -> Action:
         """An intermediate step (stage, sync, queue, record) whose user error is held for the verb.
 
         Failing the step itself would make doit skip its dependants with an "unmet dependency" and exit
@@ -100,11 +132,11 @@ class TaskMaker:
 
         return wrapper
 
-    def verb_action(self, func: Callable[[], Any]) -> Callable[[], Any]:
+    def verb_action(self, func: Callable[[], ActionResult]) -> Action:
         """The verb's action: what the steps held is the verb's failure, after its own report."""
         ctx = self.ctx
 
-        def action() -> Any:
+        def action() -> ActionResult:
             result = func() if not ctx.held or ctx.queued_now else None
             if ctx.held:
                 return TaskFailed("\n".join(dict.fromkeys(str(err) for err in ctx.held)))
@@ -115,11 +147,11 @@ class TaskMaker:
     def verb(
         self,
         name: str,
-        action: Callable[[], Any],
+        action: Callable[[], ActionResult],
         task_dep: list[str] | None = None,
         *,
         needs_config: bool = True,
-    ) -> dict[str, Any]:
+    ) -> TaskDict:
         """A top-level command; when the config did not load it fails with the config's errors instead."""
         ctx = self.ctx
         doc = verb_doc(name)
@@ -130,7 +162,12 @@ class TaskMaker:
             action = (lambda: follow.follow(ctx)) if following else batch.verb_action(name, ctx)
             task_dep, needs_config = [], False
         if needs_config and not ctx.inv.read_only and ctx.error is not None:
-            return {"doc": doc, "actions": [fail_with(ctx.error)], "uptodate": [False]}
+            return {
+                "doc": doc,
+                "actions": [fail_with(ctx.error)],
+                "uptodate": [False],
+                "teardown": [ctx.close],
+            }
         return {
             "doc": doc,
             "actions": [user_action(action)],
@@ -150,10 +187,9 @@ class TaskMaker:
         file_dep: Sequence[str | Path],
         targets: Sequence[str | Path],
         clean: list[Callable[[], None]],
-        task_dep: Sequence[str] = (),
         after_failure: bool = False,
         teardown: bool = True,
-    ) -> dict[str, Any]:
+    ) -> TaskDict:
         """A step of the submit pipeline: what it reads (file_dep) and writes (targets), whether it is up
         to date (read from the workspace), its user errors held for the verb (step_action), and what
         `doit clean` removes (explicitly: doit's `clean=True` would remove outcomes of queued jobs). The
@@ -163,7 +199,6 @@ class TaskMaker:
             "actions": [self.step_action(action, after_failure=after_failure)],
             "file_dep": [os.fspath(p) for p in file_dep],
             "targets": [os.fspath(p) for p in targets],
-            "task_dep": list(task_dep),
             "uptodate": [user_check(check)],
             "clean": clean,
             "teardown": [self.ctx.close] if teardown else [],

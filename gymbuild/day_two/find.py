@@ -72,7 +72,7 @@ def find_record(s: Session, run: str | None = None, *, connect: bool = True) -> 
     s.adopt_submission(current)
     if connect:
         s.connection(current.hostname, use_config=False)
-    return build_record(s, commit=False)
+    return build_record(current, s.workspace, commit=False)
 
 
 def _askable(record: SubmissionRecord) -> SubmissionRecord:

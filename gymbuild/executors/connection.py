@@ -8,7 +8,6 @@ byte counts, so no output a command prints can be mistaken for another command's
 
 from __future__ import annotations
 
-import atexit
 import base64
 import filecmp
 import os
@@ -106,34 +105,6 @@ _EMIT = (
 # the session): it ends with `__gym_status N` instead, which gives its group the status N.
 _STATUS = '__gym_status() { return "$1"; }'
 
-_AHEAD: dict[str, tuple[str, subprocess.Popen[str]]] = {}  # hostname -> master started by connect_ahead
-
-
-def connect_ahead(hostname: str | None) -> None:
-    """Start the SSH handshake with `hostname` now; the run's Connection to it adopts the master.
-
-    `status` knows its host from the workspace before Python has imported doit and the rest, and the
-    handshake (a quarter of a second or more) can run meanwhile. A master nobody adopts is closed
-    when the process exits.
-    """
-    if hostname is None or hostname in _AHEAD or is_this_machine(hostname):
-        return
-    control = _control_path()
-    _AHEAD[hostname] = (control, _start_master(hostname, control))
-    if len(_AHEAD) == 1:
-        atexit.register(_close_unadopted)
-
-
-def _close_unadopted() -> None:
-    """At exit: a master nobody adopted (the run failed first, or went to another host) is stopped; one
-    still shaking hands is killed rather than waited for (an unreachable host takes ConnectTimeout)."""
-    while _AHEAD:
-        hostname, (control, master) = _AHEAD.popitem()
-        if master.poll() is None:
-            master.terminate()
-        if master.wait() == 0:
-            _stop_master(hostname, control)
-
 
 class Connection:
     """A shell on the submit target, open for the whole run. Use as a context manager."""
@@ -141,6 +112,7 @@ class Connection:
     def __init__(self, hostname: str | None) -> None:
         self.hostname = None if is_this_machine(hostname) else hostname
         self._control: str | None = None
+        self._master: subprocess.Popen[str] | None = None  # the ControlMaster while it shakes hands
         self._shell: subprocess.Popen[bytes] | None = None
         self._shell_err: IO[bytes] | None = None
         self.round_trips = 0
@@ -174,12 +146,12 @@ class Connection:
             argv = ["bash", "-s"]
         else:
             assert self.hostname
-            ahead = _AHEAD.pop(self.hostname, None)
-            if ahead is None:
-                control = _control_path()
-                ahead = (control, _start_master(self.hostname, control))
-            self._control, master = ahead
-            _, stderr = master.communicate()
+            self._control = _control_path()
+            master = self._master = _start_master(self.hostname, self._control)
+            try:
+                _, stderr = master.communicate()
+            finally:
+                self._master = None
             if master.returncode != 0:
                 self._control = None
                 raise _ssh_failure(self.hostname, stderr)
@@ -204,6 +176,13 @@ class Connection:
         )
         if not self.run("true").ok:
             raise UserError(f"error: could not start a shell on {self.target}")
+
+    def abort(self) -> None:
+        """Stop a handshake still under way (another thread is in `open`, which then fails): a run
+        that ends, or finds it needs another host, does not wait for an unreachable one."""
+        master = self._master
+        if master is not None and master.poll() is None:
+            master.terminate()
 
     def close(self) -> None:
         """Close the shell and the master; safe to call twice, and on a half-open connection."""

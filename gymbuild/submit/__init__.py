@@ -1,7 +1,8 @@
 """One submission: what `gymbuild submit` does, in the order it does it.
 
-- `session`: the run's context (the invocation, the workspace, the connection), opened once per command
-- `pipeline`: the steps in order, for one config or a batch of them
+- `session`: the run's context (the invocation, the workspace, the lock), opened once per command
+- `settled`: what the run settles once and hands to the steps as values; `link`: its one connection
+- `pipeline`: the steps in order (STEPS, which the doit graph follows), for one config or a batch
 - `plans`: the planner's job plans for this run, packed into jobs
 - `stage` -> `sync` -> `queue` -> `record`: the four steps; each takes the settled values it needs
 - `show`: what a verb prints of a submission

@@ -18,21 +18,22 @@ from gymbuild.state.workspace import Outcome
 from gymbuild.submit.record import keep_benchmark_order
 
 if TYPE_CHECKING:
+    from gymbuild.executors.connection import Connection
     from gymbuild.executors.secrets import SecretsFile
-    from gymbuild.plan.job import JobPlan
-    from gymbuild.submit.session import Session
+    from gymbuild.plan.job import JobPlan, Packing
+    from gymbuild.submit.settled import Settled
 
 IO_THREADS = 4  # outcome and stamp writes (each fsynced) at once while sbatch calls are in flight
 QUEUE_PIPELINE = 16  # sbatch calls in flight at once in the run's shell (a few KB of pipe either way)
 
 
-def queued(ctx: Session, bench: str) -> bool:
-    """`bench` has a job id in the current submission (its outcome file, queue:<bench>'s target)."""
-    outcome = ctx.current_outcome(bench)
+def queued(run: Settled, bench: str) -> bool:
+    """`bench` has a job id in the run's submission (its outcome file, queue:<bench>'s target)."""
+    outcome = run.workspace.outcome(bench)
     return outcome is not None and outcome.job_id is not None
 
 
-def queue_many(ctx: Session, benches: list[str]) -> None:
+def queue_many(run: Settled, conn: Connection, packing: Packing, benches: list[str]) -> None:
     """sbatch the job of each of `benches` (once a job) and write its outcomes the moment its answer
     is read.
 
@@ -44,18 +45,17 @@ def queue_many(ctx: Session, benches: list[str]) -> None:
     few benchmarks and the outcomes are written (and fsynced) on IO threads, because two fsyncs a
     benchmark in this thread were most of a submit's local time.
     """
-    executor = ctx.executor
-    keep_benchmark_order(ctx)
+    executor, workspace, memory = run.executor, run.workspace, run.memory
+    keep_benchmark_order(run)
     # Packed once for the pass; a job's state (its in-flight stamp) is its first benchmark's.
-    jobs = {job.key: job for job in map(ctx.plans.job, ctx.freeze_packing().jobs(benches))}
+    jobs = {job.key: job for job in map(run.plans.job, packing.jobs(benches))}
     benches = list(jobs)
-    if ctx.queue_total is None:  # once per run: reading every outcome per sbatch was O(N^2)
-        ctx.queue_total = len(ctx.to_queue())
-    run_dir = ctx.submission().run_dir
-    executor.hold_queue(ctx.connection(), run_dir)
+    if memory.queue_total is None:  # once per run: reading every outcome per sbatch was O(N^2)
+        memory.queue_total = len(run.to_queue())
+    executor.hold_queue(conn, run.submission.run_dir)
     # Read before any new stamp is written: these are the attempts of a killed run.
-    lost = {b: a for b in benches if (a := ctx.workspace.stamp(f"inflight-{b}")) is not None}
-    earlier_outcomes = ctx.workspace.outcomes()  # once: only this run writes them (it holds the lock)
+    lost = {b: a for b in benches if (a := workspace.stamp(f"inflight-{b}")) is not None}
+    earlier_outcomes = workspace.outcomes()  # once: only this run writes them (it holds the lock)
     fresh = collections.deque(b for b in benches if b not in lost)
     stamped: collections.deque[tuple[str, str, Future[None]]] = collections.deque()
     in_flight: collections.deque[tuple[str, Outcome | None, Answer]] = collections.deque()
@@ -64,10 +64,10 @@ def queue_many(ctx: Session, benches: list[str]) -> None:
 
         def stamp(bench: str) -> tuple[str, Future[None]]:
             attempt = secrets.token_hex(6)
-            return attempt, io.submit(ctx.workspace.set_stamp, f"inflight-{bench}", attempt)
+            return attempt, io.submit(workspace.set_stamp, f"inflight-{bench}", attempt)
 
         def done(bench: str, earlier: Outcome | None, result: Queued) -> None:
-            writes.append(io.submit(_queued, ctx, jobs[bench], earlier, result))
+            writes.append(io.submit(_queued, run, jobs[bench], earlier, result))
 
         def receive_one() -> None:
             bench, earlier, answer = in_flight.popleft()
@@ -85,7 +85,7 @@ def queue_many(ctx: Session, benches: list[str]) -> None:
                     while in_flight:  # answers come back in order: read those sent before
                         receive_one()
                     known = frozenset(earlier.previous_job_ids) if earlier else frozenset()
-                    adopted = executor.recover_lost(ctx.connection(), script, lost[bench], job.plan, known)
+                    adopted = executor.recover_lost(conn, script, lost[bench], job.plan, known)
                     if adopted is not None:
                         done(bench, earlier, adopted)
                         continue
@@ -98,7 +98,7 @@ def queue_many(ctx: Session, benches: list[str]) -> None:
                         stamped.append((ahead, *stamp(ahead)))
                     _, attempt, stamp_written = stamped.popleft()
                 stamp_written.result()  # durable before the command is sent
-                answer = executor.send(ctx.connection(), script, secrets_file(ctx, job), attempt)
+                answer = executor.send(conn, script, secrets_file(run, job), attempt)
                 in_flight.append((bench, earlier, answer))
                 if len(in_flight) >= QUEUE_PIPELINE:
                     receive_one()
@@ -108,41 +108,41 @@ def queue_many(ctx: Session, benches: list[str]) -> None:
             for write in writes:  # every answer read is on disk before anything else is said
                 write.result()
             if interrupts.pending():
-                _not_started(ctx, [jobs[b] for b in jobs if b not in answered], earlier_outcomes)
+                _not_started(run, [jobs[b] for b in jobs if b not in answered], earlier_outcomes)
                 for ahead, _, stamp_written in stamped:  # stamped, never sent: no attempt to recover
                     stamp_written.result()
-                    (ctx.workspace.stamps_dir / f"inflight-{ahead}").unlink(missing_ok=True)
+                    (workspace.stamps_dir / f"inflight-{ahead}").unlink(missing_ok=True)
 
 
-def _queued(ctx: Session, job: JobPlan, earlier: Outcome | None, result: Queued) -> None:
+def _queued(run: Settled, job: JobPlan, earlier: Outcome | None, result: Queued) -> None:
     """Write what queueing `job` gave (on an IO thread): every member gets its id. Then drop its
     in-flight stamp. `earlier`: the outcome of its first benchmark before."""
     from gymbuild.state.records import utc_now, utc_timestamp
 
-    bench, members = job.key, job.members
+    bench, members, workspace, memory = job.key, job.members, run.workspace, run.memory
     for member in members:
-        before = earlier if member == bench else ctx.workspace.outcome(member)
-        ctx.workspace.save_outcome(
+        before = earlier if member == bench else workspace.outcome(member)
+        workspace.save_outcome(
             Outcome(
                 benchmark=member,
                 job_id=result.job_id,
                 error=result.error,
-                script_digest=ctx.plans.stage_digest(member),
+                script_digest=run.plans.stage_digest(member),
                 at=utc_timestamp(utc_now()),
                 previous_job_ids=before.previous_job_ids if before else (),
             )
         )
-    (ctx.workspace.stamps_dir / f"inflight-{bench}").unlink(missing_ok=True)
-    with ctx.progress_lock:
-        ctx.queue_done.update(members)
-        ctx.queued_now.extend(members)
-        ctx.progress.show(f"queued {len(ctx.queued_now)}/{ctx.queue_total}")
+    (workspace.stamps_dir / f"inflight-{bench}").unlink(missing_ok=True)
+    with memory.lock:
+        memory.queue_done.update(members)
+        memory.queued_now.extend(members)
+        memory.progress.show(f"queued {len(memory.queued_now)}/{memory.queue_total}")
 
 
 NOT_STARTED = "not queued: the submit was interrupted before its job started (`gymbuild submit` queues it)"
 
 
-def _not_started(ctx: Session, jobs: list[JobPlan], earlier: dict[str, Outcome]) -> None:
+def _not_started(run: Settled, jobs: list[JobPlan], earlier: dict[str, Outcome]) -> None:
     """The outcome of each benchmark an interrupted pass never started: no job id, and why, so that
     the record and `status` list it (as NOT QUEUED) beside those it did start. An earlier job id is
     never overwritten; a killed run's attempt keeps its in-flight stamp, for the next run to recover."""
@@ -153,30 +153,26 @@ def _not_started(ctx: Session, jobs: list[JobPlan], earlier: dict[str, Outcome])
             before = earlier.get(member)
             if before is not None and before.job_id is not None:
                 continue
-            ctx.workspace.save_outcome(
+            run.workspace.save_outcome(
                 Outcome(
                     benchmark=member,
                     job_id=None,
                     error=NOT_STARTED,
-                    script_digest=ctx.plans.stage_digest(member),
+                    script_digest=run.plans.stage_digest(member),
                     at=utc_timestamp(utc_now()),
                     previous_job_ids=before.previous_job_ids if before else (),
                 )
             )
-            ctx.queued_now.append(member)
+            run.memory.queued_now.append(member)
 
 
-def secrets_file(ctx: Session, job: JobPlan) -> SecretsFile:
+def secrets_file(run: Settled, job: JobPlan) -> SecretsFile:
     """The job's secrets file, written just before its job is queued (and again by each
     resubmit): its `host:` values and the collector's ingest token, which DESIGN keeps out of the
     run directory, the batch script and sbatch's environment, all of which Slurm stores."""
     from gymbuild.executors.secrets import SecretsFile
     from gymbuild.render import secret_values
 
-    assert ctx.resolved is not None
-    plan = job.plan  # a shared job's file is its own, named as the job reads it
-    values = secret_values(plan, ctx.resolved.secrets)
-    return SecretsFile(ctx.submission().gym_job_id, plan.bench, values, tuple(sorted(ctx.resolved.secrets)))
-
-
-# --- record --------------------------------------------------------------------------------
+    plan, secrets = job.plan, run.resolved.secrets  # a shared job's file is its own, as the job reads it
+    values = secret_values(plan, secrets)
+    return SecretsFile(run.submission.gym_job_id, plan.bench, values, tuple(sorted(secrets)))

@@ -12,44 +12,46 @@ from gymbuild.errors import UserError
 from gymbuild.state.workspace import atomic_write, digest
 
 if TYPE_CHECKING:
+    from gymbuild.executors.connection import Connection
     from gymbuild.state.records import SubmissionRecord
-    from gymbuild.submit.session import Session
+    from gymbuild.state.workspace import Submission, Workspace
+    from gymbuild.submit.settled import Settled
 
 ORDER_STAMP = "benchmark-order"
 RECORD_STAMP = "record"
 
 
-def manifest_copy(ctx: Session) -> Path:
+def manifest_copy(workspace: Workspace) -> Path:
     """The workspace's copy of the run directory's gym-job.json, written once the manifest is
     (Workspace.start removes it with the rest of a submission)."""
-    return ctx.workspace.dir / "gym-job.json"
+    return workspace.dir / "gym-job.json"
 
 
-def benchmark_order(ctx: Session) -> list[str]:
+def benchmark_order(workspace: Workspace) -> list[str]:
     """The config's benchmark order as of the last queueing, kept in the workspace so that status
     can list a record in config order without loading the config."""
-    return json.loads(ctx.workspace.stamp(ORDER_STAMP) or "[]")
+    return json.loads(workspace.stamp(ORDER_STAMP) or "[]")
 
 
-def keep_benchmark_order(ctx: Session) -> None:
-    names = list(ctx.config.driver.benchmarks)
-    kept = benchmark_order(ctx)
+def keep_benchmark_order(run: Settled) -> None:
+    names = list(run.config.driver.benchmarks)
+    kept = benchmark_order(run.workspace)
     order = [*names, *(b for b in kept if b not in names)]
     if order != kept:
-        ctx.workspace.set_stamp(ORDER_STAMP, json.dumps(order))
+        run.workspace.set_stamp(ORDER_STAMP, json.dumps(order))
 
 
-def _note(ctx: Session, gym_job_id: str) -> None:
+def _note(run: Settled, gym_job_id: str) -> None:
     """What `gymbuild runs` shows beside the record: the config, its policy model, the sweep's values."""
     from gymbuild.state.notes import note_run
 
-    config = ctx.config
+    config = run.config
     service = config.services.get(config.driver.policy_model) if config.driver.policy_model else None
     model = getattr(service, "model", None) if service is not None else None
-    note_run(ctx.inv.config, str(model) if model else None, ctx.sweep_values, gym_job_id)
+    note_run(run.config_file, str(model) if model else None, run.sweep_values, gym_job_id)
 
 
-def build_record(ctx: Session, *, commit: bool = True) -> SubmissionRecord:
+def build_record(sub: Submission, workspace: Workspace, *, commit: bool = True) -> SubmissionRecord:
     """The submission record from the workspace. `commit=False` leaves gym_commit None for a record
     that is only read here (status, the plain submit report): finding the commit runs git three
     times in a checkout, a tenth of a no-op submit."""
@@ -57,9 +59,10 @@ def build_record(ctx: Session, *, commit: bool = True) -> SubmissionRecord:
     from gymbuild.executors.base import executor_for
     from gymbuild.state.records import BenchmarkJob, SubmissionRecord, gym_commit
 
-    sub = ctx.submission()
-    outcomes = ctx.workspace.outcomes()
-    order = [b for b in benchmark_order(ctx) if b in outcomes]
+    kept = benchmark_order(workspace)
+    metadata = _metadata(workspace, executor_for(sub.executor).metadata())
+    outcomes = workspace.outcomes()
+    order = [b for b in kept if b in outcomes]
     order += [b for b in outcomes if b not in order]
     return SubmissionRecord(
         gym_job_id=sub.gym_job_id,
@@ -71,7 +74,7 @@ def build_record(ctx: Session, *, commit: bool = True) -> SubmissionRecord:
         executor=sub.executor,
         hostname=sub.hostname,
         submitted_by=sub.submitted_by,
-        executor_metadata=_metadata(ctx, executor_for(sub.executor).metadata()),
+        executor_metadata=metadata,
         benchmarks=tuple(
             BenchmarkJob(
                 benchmark=b,
@@ -85,13 +88,13 @@ def build_record(ctx: Session, *, commit: bool = True) -> SubmissionRecord:
     )
 
 
-def _metadata(ctx: Session, metadata: dict[str, str]) -> dict[str, str]:
+def _metadata(workspace: Workspace, metadata: dict[str, str]) -> dict[str, str]:
     """The executor's metadata, and the resolved configs when a later submit of a changed config
     staged more than the first (stage.resolved_target): `resolved_configs`, their names in the run
     directory, oldest first, comma-separated (the schema's metadata values are strings)."""
     from gymbuild.submit.stage import resolved_names
 
-    names = sorted(set(resolved_names(ctx).values()), key=_resolved_order)
+    names = sorted(set(resolved_names(workspace).values()), key=_resolved_order)
     return {**metadata, "resolved_configs": ",".join(names)} if len(names) > 1 else metadata
 
 
@@ -100,38 +103,37 @@ def _resolved_order(name: str) -> int:
     return int(number) if number.isdigit() else 1
 
 
-def _record_digest(ctx: Session) -> str:
+def _record_digest(sub: Submission, workspace: Workspace) -> str:
     """What the record says of each benchmark (not the outcome files whole: serialising 1000 of
     them again was a tenth of a no-op submit)."""
-    sub = ctx.submission()
-    outcomes = ctx.workspace.outcomes().values()
+    outcomes = workspace.outcomes().values()
     said = [(o.benchmark, o.job_id, o.error, o.previous_job_ids) for o in outcomes]
     return digest(sub.gym_job_id, said)  # a new resolved config comes only with a queue: its outcomes
 
 
-def recorded(ctx: Session) -> bool:
+def recorded(sub: Submission, workspace: Workspace) -> bool:
     """The run directory's manifest (and its local copy) says what the outcomes say."""
-    return ctx.workspace.stamp(RECORD_STAMP) == _record_digest(ctx)
+    return workspace.stamp(RECORD_STAMP) == _record_digest(sub, workspace)
 
 
-def record(ctx: Session) -> None:
+def record(run: Settled, conn: Connection) -> None:
     """Local index first (it cannot fail the submit), then the manifest in the run directory, then its
     copy in the workspace (record's doit target)."""
     from gymbuild.state.records import MANIFEST_NAME
 
-    record = build_record(ctx)
+    sub, workspace = run.submission, run.workspace
+    record = build_record(sub, workspace)
     record.write_local_index()
-    _note(ctx, record.gym_job_id)
+    _note(run, record.gym_job_id)
     text = record.dumps()
-    sub = ctx.submission()
-    result = ctx.connection().write_file(f"{sub.run_dir}/{MANIFEST_NAME}", text.encode())
+    result = conn.write_file(f"{sub.run_dir}/{MANIFEST_NAME}", text.encode())
     if not result.ok:
         queued = " ".join(f"{j.benchmark}={j.job_id}" for j in record.benchmarks if j.job_id)
         raise UserError(
             f"error: the jobs are queued but {sub.run_dir}/{MANIFEST_NAME} could not be written on "
-            f"{ctx.connection().target}: {result.stderr.strip()}\n"
+            f"{conn.target}: {result.stderr.strip()}\n"
             f"    queued: {queued or 'none'}\n"
             "    fix: note these job ids; run `gymbuild submit` again to rewrite the record"
         )
-    atomic_write(manifest_copy(ctx), text)
-    ctx.workspace.set_stamp(RECORD_STAMP, _record_digest(ctx))
+    atomic_write(manifest_copy(workspace), text)
+    workspace.set_stamp(RECORD_STAMP, _record_digest(sub, workspace))

@@ -1,19 +1,19 @@
 """The run context: what one gymbuild run shares (its invocation, workspace, loaded config,
 submission and its one connection), and what the run's steps remember between them.
 
-The steps themselves are functions in gymbuild/submit/ that take this context; gymbuild/submit/pipeline.py
-runs them in order, and the doit tasks in tasks.py name them as file-targeted steps. State that
+The steps themselves are functions in gymbuild/submit/ that take what the run settled (`settled`,
+settled.py), never this context; gymbuild/submit/pipeline.py runs them in order, and the doit tasks
+in cli/graph.py are made from the same steps. The run owns its link (link.py: its one connection,
+perhaps started early) and its hold on the workspace (the lock, let go at close). State that
 decides what is up to date lives in the workspace (outcome files and stamps), so a killed run loses
 nothing and the next one carries on from what really happened.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import getpass
 import sys
-import threading
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,27 +22,15 @@ from gymbuild.errors import UserError, printable
 from gymbuild.executors.base import Executor, executor_for
 from gymbuild.progress import Progress, on_a_terminal
 from gymbuild.request.invocation import Invocation
-from gymbuild.state.workspace import Outcome, Submission, Workspace, locked
+from gymbuild.state.workspace import Submission, Workspace, locked
+from gymbuild.submit.link import Link
+from gymbuild.submit.settled import Memory, Settled
 
 if TYPE_CHECKING:
     from gymbuild.config import Resolved
     from gymbuild.config.model import Config
     from gymbuild.executors.connection import Connection
-    from gymbuild.plan.job import Packing
-    from gymbuild.render import RenderedJob
     from gymbuild.submit.plans import RunPlans
-
-_HELD: contextlib.ExitStack | None = None
-
-
-def hold_workspace(root: Path) -> None:
-    """Hold the workspace lock until the process ends (or the next run in this process starts)."""
-    global _HELD
-    if _HELD is not None:
-        _HELD.close()
-    _HELD = contextlib.ExitStack()
-    _HELD.enter_context(locked(root, " ".join(sys.argv[:3])))
-    atexit.register(_HELD.close)
 
 
 def _where(sub: Submission) -> tuple[str, str, str, str | None]:
@@ -54,96 +42,33 @@ def _err(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-class Link:
-    """One connection, opened on first use (or early, in the background) and closed by its owner.
-
-    A run has one; the runs of a batch (a sweep's combinations) are given their base run's, so they
-    all go over one SSH connection and none of them closes it.
-    """
-
-    def __init__(self) -> None:
-        self._conn: Connection | None = None
-        self._opening: tuple[Connection, threading.Thread, list[BaseException]] | None = None
-
-    @property
-    def used(self) -> bool:
-        """Opened, or being opened: a run with nothing to do has neither."""
-        return self._conn is not None or self._opening is not None
-
-    def start(self, hostname: str | None) -> None:
-        """Start opening the connection to `hostname` in the background."""
-        from gymbuild.executors.connection import Connection
-
-        if self.used:
-            return
-        conn = Connection(hostname)
-        failed: list[BaseException] = []
-
-        def open_it() -> None:
-            try:
-                conn.open()
-            except BaseException as err:  # handed to the main thread in get()
-                failed.append(err)
-
-        thread = threading.Thread(target=open_it, name="gymbuild-connect", daemon=True)
-        thread.start()
-        self._opening = (conn, thread, failed)
-
-    def _opened_early(self) -> None:
-        opening, self._opening = self._opening, None
-        if opening is None:
-            return
-        conn, thread, failed = opening
-        thread.join()
-        if failed:
-            conn.close()
-            raise failed[0]
-        self._conn = conn
-
-    def get(self, hostname: str | None) -> Connection:
-        """The connection, opened to `hostname` now if it is not open yet (the first caller's host)."""
-        self._opened_early()
-        if self._conn is None:
-            from gymbuild.executors.connection import Connection
-
-            conn = Connection(hostname)
-            conn.open()
-            self._conn = conn
-        return self._conn
-
-    def close(self) -> None:
-        with contextlib.suppress(UserError):
-            self._opened_early()  # opened for nothing (a render failed): closed all the same
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
-
-
 class Session:
     """The run context of one gymbuild run; built lazily so `doit list` touches nothing remote, and
     `status`, `logs` and `cancel`, which read the workspace, never load the config at all."""
 
     def __init__(
-        self, inv: Invocation, *, workspace: Workspace | None = None, link: Link | None = None
+        self,
+        inv: Invocation,
+        *,
+        workspace: Workspace | None = None,
+        link: Link | None = None,
+        early: Link | None = None,
     ) -> None:
+        """`link`: a lent one (a sweep's cell: its owner closes it); `early`: the run's own, already
+        opening (the console script starts it before importing doit: Link.ahead)."""
         self.inv = inv
         self.workspace = workspace or Workspace(inv.workspace, inv.config)
         if inv.drafts:  # render and resolve stage into the draft: looking changes no submission
             self.workspace = self.workspace.as_draft()
-        self.link = link or Link()  # a lent link (a sweep's cell) is closed by its owner
+        self.link = link or early or Link()
         self._owns_link = link is None
+        self._held = contextlib.ExitStack()  # the workspace's lock, while this run holds it
         # User errors of the steps between the config and the verb (stage, sync, queue, record): kept
         # for the verb to report, so doit sees no failed dependency (it would exit 2, not the user's 1).
         self.held: list[UserError] = []
-        self.queued_now: list[str] = []  # benchmarks whose outcome this run wrote, in that order
         self.progress = Progress(on_a_terminal(json=inv.json))  # "queued 350/1000", on a terminal only
+        self.memory = Memory(self.progress)  # what the steps write down (gymbuild/submit/settled.py)
         self._submission: Submission | None = None
-        # What the steps remember for the rest of the run (gymbuild/submit/).
-        self.rendered: dict[str, RenderedJob] = {}  # job dir -> its files as staged (no secret value)
-        self._queue_packing: Packing | None = None  # the packing a queue pass started with
-        self.queue_total: int | None = None
-        self.queue_done: set[str] = set()  # benchmarks this run has queued (or tried to)
-        self.progress_lock = threading.Lock()  # outcomes are written on IO threads
         self.sweep_values: tuple[str, ...] = ()  # a sweep's combination: its swept key=values (sweep.py)
 
     # --- the config, loaded on first need ---------------------------------------------------------
@@ -180,25 +105,6 @@ class Session:
     def config(self) -> Config:
         assert self.resolved is not None
         return self.resolved.config
-
-    @cached_property
-    def resolved_yaml(self) -> str:
-        """The resolved config as YAML, host: values kept as references (once a run: the dump of
-        1000 benchmarks takes a twentieth of a second)."""
-        from gymbuild.config.output import dump_tree
-
-        assert self.resolved is not None
-        return dump_tree(self.resolved.tree)
-
-    @cached_property
-    def resolved_digest(self) -> str:
-        """A digest of the resolved tree: what the staged resolved-config.yaml is stamped with (not
-        its YAML text, whose dump for 1000 benchmarks is a tenth of a render)."""
-        from gymbuild.config.model import thaw
-        from gymbuild.state.workspace import digest
-
-        assert self.resolved is not None
-        return digest(thaw(self.resolved.tree))
 
     def _check_only(self, config: Config) -> None:
         unknown = [b for b in self.inv.only if b not in config.driver.benchmarks]
@@ -327,6 +233,31 @@ class Session:
                 "pass new=1 to queue a fresh submission beside it"
             )
 
+    # --- what the steps are handed -------------------------------------------------------------------
+
+    @property
+    def queued_now(self) -> list[str]:
+        """The benchmarks whose outcome this run wrote, in that order (the verb's report)."""
+        return self.memory.queued_now
+
+    @cached_property
+    def settled(self) -> Settled:
+        """The run's settled values, made once, when the first step needs them: the submission (settled
+        first), its executor and plans, and the run's link; the steps take them as arguments."""
+        submission = self.submission()
+        return Settled(
+            submission=submission,
+            executor=self.executor,
+            plans=self.plans,
+            workspace=self.workspace,
+            link=self.link,
+            hostname=self.config.compute.hostname,
+            config_file=self.inv.config,
+            selected=tuple(self.selected()),
+            sweep_values=self.sweep_values,
+            memory=self.memory,
+        )
+
     # --- the plans ----------------------------------------------------------------------------------
 
     @cached_property
@@ -337,23 +268,6 @@ class Session:
 
         assert self.resolved is not None
         return RunPlans(self.resolved, self.submission(), planning_traits(self.config), self.inv.config)
-
-    def packing(self) -> Packing:
-        """Which of the benchmarks to queue now share a job; while a queue pass runs, the packing it
-        started with (the outcomes it writes shrink what is left to queue, not the jobs it queues)."""
-        if self._queue_packing is not None:
-            return self._queue_packing
-        if not self.config.driver.shares_jobs:
-            from gymbuild.plan.job import Packing
-
-            return Packing()
-        return self.plans.packing(self.to_queue())
-
-    def freeze_packing(self) -> Packing:
-        """The packing of a queue pass, kept for the rest of the run."""
-        self._queue_packing = None
-        self._queue_packing = self.packing()
-        return self._queue_packing
 
     # --- the connection ------------------------------------------------------------------------
 
@@ -376,24 +290,30 @@ class Session:
     def connection(self, hostname: str | None = None, *, use_config: bool = True) -> Connection:
         """The run's one connection (its link's), opened on first use and closed by the tasks'
         teardown. It goes to the config's compute host, or to `hostname` for a record found by `run=`."""
-        if self.link.used:  # open (or opening) already: where to is settled; the config is not loaded
+        if self.link.used and not self.link.guessing:  # where to is settled; the config is not loaded
             return self.link.get(hostname)
         return self.link.get(self.config.compute.hostname if use_config else hostname)
 
+    # --- the run's hold on its workspace ------------------------------------------------------------
+
+    def hold_workspace(self) -> None:
+        """Hold the workspace's lock (its config's, or its draft's) until this run closes: doit saves
+        its database before the tasks' teardown closes the run, so the save is under the lock too."""
+        inv = self.inv
+        label = f"gymbuild {' '.join(inv.verbs) or 'render'} config={inv.config}"
+        self._held.enter_context(locked(self.workspace.lock_dir, printable(label)))
+
     def close(self) -> None:
-        """Save what the steps stamped; close the connection unless it is lent (a sweep's cell)."""
-        self.workspace.save_stage_stamps()
-        if self._owns_link:
-            self.link.close()
+        """Save what the steps stamped; close the connection unless it is lent (a sweep's cell); let
+        go of the workspace. Safe to call again (each task that ran closes the run at its teardown)."""
+        try:
+            self.workspace.save_stage_stamps()
+            if self._owns_link:
+                self.link.close()
+        finally:
+            self._held.close()
 
     # --- what the submission still needs -------------------------------------------------------
-
-    def current_outcome(self, bench: str) -> Outcome | None:
-        """The bench's outcome in the current submission. The submission is settled first: with new=1
-        that empties the outcomes, which an uptodate check must not read before (it would find the
-        old submission's job ids, skip every step, and write a record into a run dir never made)."""
-        self.submission()
-        return self.workspace.outcome(bench)
 
     def to_queue(self) -> list[str]:
         self.submission()

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from gymbuild.executors.base import executor_for
 from gymbuild.submit.record import build_record
 
 if TYPE_CHECKING:
-    from gymbuild.state.workspace import Outcome
+    from gymbuild.state.workspace import Outcome, Workspace
+    from gymbuild.submit.plans import RunPlans
     from gymbuild.submit.session import Session
 
 
@@ -43,7 +44,7 @@ def print_dry_run(ctx: Session) -> None:
     jobs = {}
     for group in plans.packing(selected).jobs(selected):
         job = plans.job(group)
-        jobs[job.rel_dir] = ctx.rendered.get(job.rel_dir) or render_job_plan(job, mask)
+        jobs[job.rel_dir] = ctx.memory.rendered.get(job.rel_dir) or render_job_plan(job, mask)
     run_dir = ctx.submission().run_dir
     if ctx.inv.json:
         payload = {
@@ -56,16 +57,12 @@ def print_dry_run(ctx: Session) -> None:
             sys.stdout.write(chunk)
 
 
-def _changed_since_queued(ctx: Session, benches: Iterable[str]) -> Iterator[tuple[str, Outcome]]:
-    for bench in benches:
-        outcome = ctx.workspace.outcome(bench)
-        if (
-            outcome
-            and outcome.job_id
-            and bench not in ctx.queued_now
-            and outcome.script_digest != ctx.plans.stage_digest(bench)
-        ):
-            yield bench, outcome
+def _changed_since_queued(
+    workspace: Workspace, plans: RunPlans, queued_now: Sequence[str], benches: Iterable[str]
+) -> list[tuple[str, Outcome]]:
+    """The benchmarks of `benches` queued before this run whose script would now be another."""
+    earlier = [(b, o) for b in benches if b not in queued_now and (o := workspace.outcome(b)) and o.job_id]
+    return [(b, o) for b, o in earlier if o.script_digest != plans.stage_digest(b)]
 
 
 def report_submit(ctx: Session, benches: Sequence[str] | None = None) -> str | None:
@@ -74,14 +71,18 @@ def report_submit(ctx: Session, benches: Sequence[str] | None = None) -> str | N
     id."""
     ctx.progress.done()
     ctx.warn(executor=True)
-    record = build_record(ctx, commit=ctx.inv.json)  # json=1 prints it as the manifest
+    # What the report reads, settled first: the run context is not asked again below.
+    sub, workspace, plans = ctx.submission(), ctx.workspace, ctx.plans
+    everyone, queued_now = ctx.selected(), ctx.queued_now
     # resubmit reports on what it re-queued; a benchmark it was not asked about fails nothing.
-    selected = set(ctx.selected() if benches is None else benches)
+    selected = set(everyone if benches is None else benches)
+    changed = _changed_since_queued(workspace, plans, queued_now, [b for b in everyone if b in selected])
+    record = build_record(sub, workspace, commit=ctx.inv.json)  # json=1 prints it as the manifest
     jobs = [j for j in record.benchmarks if j.benchmark in selected]
     label = executor_for(record.executor).JOB_LABEL
     if ctx.inv.json:
         sys.stdout.write(record.dumps())
-    elif not ctx.queued_now and all(j.job_id for j in jobs):
+    elif not queued_now and all(j.job_id for j in jobs):
         print(
             f"nothing to submit: {_all_queued(len(jobs))} ({record.gym_job_id}); one that failed "
             f"is re-queued by `gymbuild resubmit config={ctx.inv.config}` (a cancelled one: add only=NAME), "
@@ -90,13 +91,13 @@ def report_submit(ctx: Session, benches: Sequence[str] | None = None) -> str | N
     else:
         print(f"run dir: {record.run_dir}")
         for job in jobs:
-            if job.benchmark not in ctx.queued_now:
+            if job.benchmark not in queued_now:
                 continue
             if job.job_id:
                 print(f"submitted {job.benchmark} -> {label} {job.job_id}")
             else:
                 print(f"failed {job.benchmark}: {job.error}")
-    for bench, outcome in _changed_since_queued(ctx, [b for b in ctx.selected() if b in selected]):
+    for bench, outcome in changed:
         _err(
             f"note: {bench} changed since it was queued as job {outcome.job_id}; it was left alone "
             "(new=1 submits everything again as a fresh submission)"

@@ -26,7 +26,7 @@ from gymbuild.executors.base import executor_for
 from gymbuild.resources import user_cache_home
 from gymbuild.state.records import SubmissionRecord
 from gymbuild.state.workspace import Workspace
-from gymbuild.submit import pipeline, show, stage
+from gymbuild.submit import pipeline, show
 from gymbuild.submit.queue import queued
 from gymbuild.submit.session import Session
 from gymbuild.sweep.expand import (
@@ -232,7 +232,7 @@ def submit(s: Session) -> None:
     sessions = sessions_of(s, cells, overrides)
     cells = [cell_of(cs) for cs in sessions]
     try:
-        todo = [[b for b in cs.selected() if not queued(cs, b)] for cs in sessions]
+        todo = [[b for b in cs.selected() if not queued(cs.settled, b)] for cs in sessions]
         try:
             pipeline.run_batch(sessions, todo, [header(cell, ident) for cell in cells])
         finally:
@@ -265,7 +265,7 @@ def render(s: Session) -> None:
     cells = [cell_of(cs) for cs in sessions_of(s, expand_for_submit(s, overrides), overrides)]
 
     def dry_run(cs: Session) -> None:
-        stage.stage_all(cs)
+        pipeline.stage_only(cs)
         show.print_dry_run(cs)
 
     _each(s, cells, dry_run, ident=ident, as_json=s.inv.json, field="dry_run")

@@ -186,7 +186,7 @@ def _submit(s: Session, cells: Sequence[Cell], ident: str, state: State, overrid
     sessions = batch.sessions_of(s, cells, overrides)  # a checkpoint whose config fails: skipped
     cells = [batch.cell_of(cs) for cs in sessions]
     try:
-        todo = [[b for b in cs.selected() if not queued(cs, b)] for cs in sessions]
+        todo = [[b for b in cs.selected() if not queued(cs.settled, b)] for cs in sessions]
         try:
             pipeline.run_batch(sessions, todo, [header(cell, ident) for cell in cells])
         finally:

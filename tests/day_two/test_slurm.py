@@ -458,7 +458,7 @@ def test_status_reads_the_workspace_even_after_the_config_is_broken(remote: Remo
 
 
 def test_status_at_an_unreachable_host_is_one_clear_error(remote: Remote, gym: Gym, tmp_path: Path) -> None:
-    """The SSH handshake for status starts before doit is imported (connect_ahead); its failure must
+    """The SSH handshake for status starts before doit is imported (Link.ahead); its failure must
     still be one message naming the host, with no traceback and no control socket left behind."""
     workspace = tmp_path / "ws"
     mine = Workspace(workspaces(gym.home), remote.config).config_dir  # the state follows the config
