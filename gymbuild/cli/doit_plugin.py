@@ -69,7 +69,7 @@ class _Verb(Command):
 
 
 # One class per verb of verbs.VERBS, named as pyproject.toml's entry points name them
-# (tests/cli/test_main.py and tests/test_verb_registry.py check the three agree).
+# (tests/cli/test_main.py and tests/cli/test_verbs.py check the three agree).
 class Resolve(_Verb):
     name = "resolve"
 

@@ -9,7 +9,7 @@ once. So are the facts the run is shaped by: what a verb writes (invocation's re
 stage-only sets: the lock, the pipeline), whether it connects ahead (cli._connect_ahead), whether it
 works on a sweep (task_kinds, multirun.VERBS) and whether it queues. A new verb is a `task_<verb>`
 in cli/graph.py, an entry in VERBS, a command class in cli/doit_plugin.py and an entry point in
-pyproject.toml: tests/cli/test_main.py and tests/test_verb_registry.py fail for a verb missing from any.
+pyproject.toml: tests/cli/test_main.py and tests/cli/test_verbs.py fail for a verb missing from any.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from gymbuild.request import verbs
 from gymbuild.state.workspace import Workspace, locked
 from gymbuild.sweep import batch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 IN_USE = "is in use by"  # workspace.locked's message to a run that found the workspace held
 
 

@@ -8,14 +8,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from gymbuild.invocation import Invocation
 
 from gymbuild.cli import graph
+from gymbuild.request.invocation import Invocation
 from gymbuild.submit import pipeline
 from gymbuild.submit.link import Link
 from gymbuild.submit.session import Session
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
