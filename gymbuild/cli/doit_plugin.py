@@ -56,7 +56,7 @@ class _Verb(Command):
         cls.doc_purpose = f"gymbuild: {verb.does}"
 
     def parse_execute(self, in_args: list[str]) -> int:
-        from gymbuild.cli import main
+        from gymbuild.cli import main  # late: measured, off doit's start-up (it loads every command)
 
         # doit took the `name=value` words into its variables; the verb's main parses the whole
         # line itself (main.py), NeMo Gym's flags included.

@@ -414,7 +414,7 @@ class Graph(TaskMaker):
         """The score table (read.py); what the user sees is in request/verbs.py."""
 
         def action() -> None:
-            from gymbuild.results import read
+            from gymbuild.results import read  # late: measured, off every other verb (House rules)
 
             read.print_results(self.ctx)
 
@@ -424,7 +424,7 @@ class Graph(TaskMaker):
         """Two runs paired by task and repeat (results/compare_read.py); its help: request/verbs.py."""
 
         def action() -> None:
-            from gymbuild.results import compare_read
+            from gymbuild.results import compare_read  # late: measured, as read
 
             compare_read.print_compare(self.ctx)
 
@@ -434,7 +434,7 @@ class Graph(TaskMaker):
         """A sweep's series to MLflow (export.py); what the user sees is in request/verbs.py."""
 
         def action() -> None:
-            from gymbuild.sweep import export
+            from gymbuild.sweep import export  # late: measured, as read
 
             export.export(self.ctx)
 
@@ -444,7 +444,7 @@ class Graph(TaskMaker):
         """A sweep's series as one HTML page (report.py); what the user sees is in request/verbs.py."""
 
         def action() -> None:
-            from gymbuild.sweep import report
+            from gymbuild.sweep import report  # late: measured, as read
 
             report.report(self.ctx)
 
@@ -454,7 +454,7 @@ class Graph(TaskMaker):
         """List this machine's submissions from the local index, newest first (json=1 for scripts)."""
 
         def action() -> None:
-            from gymbuild.day_two import runs
+            from gymbuild.day_two import runs  # late: measured, about 1 ms off every other verb
 
             runs.print_runs(self.ctx)
 

@@ -16,7 +16,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from gymbuild import interrupts
+from gymbuild import __version__, interrupts
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 # answered by interrupts' handler, which main() installs first thing; so what answers a command line
 # (gymbuild.request.verbs, .cli.argv, .errors: about 20 ms of imports, docs/architecture.md "House rules") is
 # imported by the functions below, which run after it, not up here, where a signal would be a traceback.
+# Such an import says `# late: start-up` (tests/cli/test_startup_signals.py).
 
 
 def _table(rows: Sequence[tuple[str, str]], indent: str = "  ") -> list[str]:
@@ -43,7 +44,7 @@ def _table(rows: Sequence[tuple[str, str]], indent: str = "  ") -> list[str]:
 def usage() -> str:
     """`gymbuild --help`: what gymbuild is, its verbs, the reserved arguments, the override syntax,
     examples, and where doit's own commands went."""
-    from gymbuild.request import verbs
+    from gymbuild.request import verbs  # late: start-up
 
     readers = {a.name: [v.name for v in verbs.VERBS if a.name in dict(v.arguments)] for a in verbs.ARGUMENTS}
 
@@ -78,7 +79,7 @@ def usage() -> str:
 
 def verb_usage(verb: verbs.Verb) -> str:
     """`gymbuild help VERB`: its line, each argument it reads with what it does there, examples."""
-    from gymbuild.request import verbs
+    from gymbuild.request import verbs  # late: start-up
 
     rows = [(verbs.argument(name).usage, does or verbs.argument(name).does) for name, does in verb.arguments]
     if verb.overrides:
@@ -101,17 +102,15 @@ def verb_usage(verb: verbs.Verb) -> str:
 
 
 def version() -> str:
-    from importlib.metadata import version as installed
-
-    from gymbuild import __version__
+    from importlib.metadata import version as installed  # late: measured, --version only (House rules)
 
     return f"gymbuild {__version__}\ndoit {installed('doit')}\n"
 
 
 def _unknown(word: str, out: TextIO) -> int:
     """A word that is no verb: one message (with the nearest verb, if any), then the help; exit 1."""
-    from gymbuild.cli.argv import nearest_verb
-    from gymbuild.request import verbs
+    from gymbuild.cli.argv import nearest_verb  # late: start-up
+    from gymbuild.request import verbs  # late: start-up
 
     names = [v.name for v in verbs.VERBS]
     near = nearest_verb(word)
@@ -126,10 +125,10 @@ def _unknown(word: str, out: TextIO) -> int:
 def answer_here(args: Sequence[str]) -> int | None:
     """The exit status of a command line answered without doit (help, version, an unknown verb), or
     None for doit to run it. `help doit` and `help <doit command>` are doit's own help."""
-    from pathlib import Path
+    from pathlib import Path  # late: start-up
 
-    from gymbuild.cli.argv import DOIT_COMMANDS, HELP_FLAGS, VERSION_FLAGS, known_word
-    from gymbuild.request import verbs
+    from gymbuild.cli.argv import DOIT_COMMANDS, HELP_FLAGS, VERSION_FLAGS, known_word  # late: start-up
+    from gymbuild.request import verbs  # late: start-up
 
     if any(a in VERSION_FLAGS for a in args):
         sys.stdout.write(version())
@@ -143,7 +142,7 @@ def answer_here(args: Sequence[str]) -> int | None:
         sys.stdout.write(verb_usage(named) if named else usage())
         return 0
     if not args:
-        from gymbuild.request.invocation import DEFAULT_CONFIG
+        from gymbuild.request.invocation import DEFAULT_CONFIG  # late: start-up
 
         if not Path(DEFAULT_CONFIG).exists():  # nothing to dry-run here: say what gymbuild is
             sys.stdout.write(usage())
@@ -177,14 +176,14 @@ def answer_here(args: Sequence[str]) -> int | None:
 
 def _doit(namespace: dict[str, object]) -> DoitMain:
     """doit on these tasks, calling itself `gymbuild` in what it prints (not `main.py`, whatever ran it)."""
-    from doit.cmd_base import ModuleTaskLoader
-    from doit.doit_cmd import DoitMain
+    from doit.cmd_base import ModuleTaskLoader  # late: doit (House rules)
+    from doit.doit_cmd import DoitMain  # late: doit
 
     class Main(DoitMain):
         def get_cmds(self) -> PluginDict:
             # doit's own commands only: the gymbuild verbs that doit_plugin.py adds to doit are
             # tasks here, and a task may not share a command's name.
-            from doit.plugin import PluginDict
+            from doit.plugin import PluginDict  # late: doit
 
             commands = PluginDict()
             for command in self.DOIT_CMDS:
@@ -199,7 +198,7 @@ def _doit(namespace: dict[str, object]) -> DoitMain:
 def _quiet_when_unread(command: type[Command]) -> type[Command]:
     """doit's command `command`, whose stdout closed by its reader (`gymbuild list | head -1`) ends the
     run as a verb's does (OutputClosed), not as doit's "unexpected error" with a traceback."""
-    from gymbuild.errors import OutputClosed, stdout_closed
+    from gymbuild.errors import OutputClosed, stdout_closed  # late: start-up
 
     def parse_execute(self: Command, in_args: list[str]) -> object:
         try:
@@ -225,7 +224,7 @@ def _connect_ahead(args: Sequence[str]) -> Link | None:
     A later submit may have nothing to queue, and a no-op must open nothing: it connects when needed.
     Which verbs do is each verb's `connects_ahead` (verbs.py). None: nothing started.
     """
-    from gymbuild.request.invocation import (
+    from gymbuild.request.invocation import (  # late: start-up
         AHEAD_OF_CONFIG,
         AHEAD_OF_SUBMISSION,
         Invocation,
@@ -237,9 +236,9 @@ def _connect_ahead(args: Sequence[str]) -> Link | None:
     day_two = bool(verbs) and verbs <= AHEAD_OF_SUBMISSION
     if not day_two and not (len(verbs) == 1 and verbs <= AHEAD_OF_CONFIG):
         return None  # and nothing imported: the other verbs open their connection later, if at all
-    from gymbuild.errors import UserError
-    from gymbuild.state.workspace import Workspace
-    from gymbuild.submit.link import Link
+    from gymbuild.errors import UserError  # late: start-up
+    from gymbuild.state.workspace import Workspace  # late: start-up
+    from gymbuild.submit.link import Link  # late: start-up
 
     try:
         inv = Invocation.from_vars(command_variables(args))
@@ -254,7 +253,7 @@ def _connect_ahead(args: Sequence[str]) -> Link | None:
     if day_two and submission is not None:
         return Link.ahead(submission.hostname)
     if not day_two and (submission is None or inv.new):
-        from gymbuild.config.load import host_hint
+        from gymbuild.config.load import host_hint  # late: start-up; PyYAML (House rules)
 
         return Link.ahead(host_hint(inv.config, inv.overrides))
     return None
@@ -294,7 +293,7 @@ def _answered(argv: Sequence[str] | None) -> int:
 
 def _flushed(argv: Sequence[str] | None) -> int:
     """_main's status with stdout flushed, or a shell's status for a reader that has gone."""
-    from gymbuild.errors import OutputClosed, stdout_closed
+    from gymbuild.errors import OutputClosed, stdout_closed  # late: start-up
 
     try:
         status = _main(argv)
@@ -331,7 +330,7 @@ def _reader_gone() -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    from gymbuild.cli.argv import normalize
+    from gymbuild.cli.argv import normalize  # late: start-up
 
     parsed = normalize(sys.argv[1:] if argv is None else argv)
     if parsed.error is not None:
@@ -343,8 +342,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return answered
     early = _connect_ahead(args)
 
-    from gymbuild.cli import graph
-    from gymbuild.errors import UserError
+    from gymbuild.cli import graph  # late: start-up; doit (House rules)
+    from gymbuild.errors import UserError  # late: start-up
 
     try:
         namespace = graph.namespace(args, early)

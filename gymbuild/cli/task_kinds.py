@@ -156,7 +156,7 @@ class TaskMaker:
         ctx = self.ctx
         doc = verb_doc(name)
         if ctx.inv.is_sweep and name in verbs.SWEEP_VERBS:  # sweep/batch.py: one submission per combination
-            from gymbuild.sweep import batch, follow
+            from gymbuild.sweep import batch, follow  # late: measured, off every plain run (House rules)
 
             following = name == "submit" and ctx.inv.follow  # follow.py keeps a sweep submitting
             action = (lambda: follow.follow(ctx)) if following else batch.verb_action(name, ctx)

@@ -38,7 +38,7 @@ class Link:
     @classmethod
     def ahead(cls, hostname: str | None) -> Link:
         """A link already opening to `hostname`, a guess (nothing opens for this machine or no host)."""
-        from gymbuild.executors.connection import is_this_machine
+        from gymbuild.executors.connection import is_this_machine  # late: measured, off resolve, list
 
         link = cls()
         if hostname is not None and not is_this_machine(hostname):
@@ -57,7 +57,7 @@ class Link:
 
     def start(self, hostname: str | None, *, guess: bool = False) -> None:
         """Start opening the connection to `hostname` in the background."""
-        from gymbuild.executors.connection import Connection
+        from gymbuild.executors.connection import Connection  # late: as in ahead
 
         if self.used:
             return
@@ -95,7 +95,7 @@ class Link:
             self._check_guess(hostname)
         self._opened_early()
         if self._conn is None:
-            from gymbuild.executors.connection import Connection
+            from gymbuild.executors.connection import Connection  # late: as in ahead
 
             conn = Connection(hostname)
             conn.open()
@@ -104,7 +104,7 @@ class Link:
 
     def _check_guess(self, hostname: str | None) -> None:
         """The guessed host is `hostname`'s: adopted. Another: closed, whether it opened or not."""
-        from gymbuild.executors.connection import is_this_machine
+        from gymbuild.executors.connection import is_this_machine  # late: as in ahead
 
         assert self._opening is not None
         guess, self._guess = self._guess, None

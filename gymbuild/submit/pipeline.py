@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from gymbuild import interrupts
 from gymbuild.plan.job import Packing
+from gymbuild.state.records import RESOLVED_CONFIG_NAME
 from gymbuild.submit import queue, record, stage, sync
 
 if TYPE_CHECKING:
@@ -92,8 +93,7 @@ def _stage(batch: Batch) -> None:
 def _sync(batch: Batch) -> None:
     """Every run directory not synced yet made and copied: the mounts of all checked at once, one copy
     per parent directory."""
-    from gymbuild.executors import rundir
-    from gymbuild.state.records import RESOLVED_CONFIG_NAME
+    from gymbuild.executors import rundir  # late: measured, off resolve, list (House rules)
 
     works = [w for w in batch.works if not w.synced()]
     if not works:

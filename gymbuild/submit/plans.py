@@ -14,9 +14,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gymbuild.config.model import thaw
 from gymbuild.config.tree import at, mapping_at
 from gymbuild.errors import UserError
+from gymbuild.plan import planner
 from gymbuild.plan.job import Group, JobPlan, Packing, pack, plan_job
+from gymbuild.resources import script_code_digest, user_cache_home
 from gymbuild.state.workspace import digest
 
 if TYPE_CHECKING:
@@ -28,8 +31,7 @@ if TYPE_CHECKING:
 @functools.cache
 def keep_compiled_templates() -> None:
     """Keep gymbuild.render's compiled templates in the user's cache between runs (once a process)."""
-    from gymbuild import render
-    from gymbuild.resources import user_cache_home
+    from gymbuild import render  # late: Jinja2 (House rules)
 
     render.keep_compiled_templates(user_cache_home() / "gymbuild" / "jinja")
 
@@ -55,8 +57,6 @@ class RunPlans:
         """`bench`'s own plan."""
         found = self._plans.get(bench)
         if found is None:
-            from gymbuild.plan import planner
-
             try:
                 if self._planner is None:
                     sub = self.submission
@@ -92,9 +92,6 @@ class RunPlans:
     def _stage_basis(self) -> str:
         """What every benchmark's script is made from besides its own entry: the code that makes
         scripts, the secrets, the submission, and the resolved config without driver.benchmarks."""
-        from gymbuild.config.model import thaw
-        from gymbuild.resources import script_code_digest
-
         sub = self.submission
         tree = dict(self.resolved.tree)
         tree["driver"] = {k: v for k, v in mapping_at(tree, "driver").items() if k != "benchmarks"}
@@ -110,8 +107,6 @@ class RunPlans:
         """
         found = self._digests.get(bench)
         if found is None:
-            from gymbuild.config.model import thaw
-
             entry = thaw(at(self.resolved.tree, "driver", "benchmarks", bench))
             found = self._digests[bench] = digest(self._stage_basis, bench, entry)
         return found

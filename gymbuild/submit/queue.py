@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING
 
 from gymbuild import interrupts
 from gymbuild.executors.base import Answer, Queued
+from gymbuild.executors.secrets import SecretsFile
+from gymbuild.state.records import utc_now, utc_timestamp
 from gymbuild.state.workspace import Outcome
 from gymbuild.submit.record import keep_benchmark_order
 
 if TYPE_CHECKING:
     from gymbuild.executors.connection import Connection
-    from gymbuild.executors.secrets import SecretsFile
     from gymbuild.plan.job import JobPlan, Packing
     from gymbuild.submit.settled import Settled
 
@@ -117,8 +118,6 @@ def queue_many(run: Settled, conn: Connection, packing: Packing, benches: list[s
 def _queued(run: Settled, job: JobPlan, earlier: Outcome | None, result: Queued) -> None:
     """Write what queueing `job` gave (on an IO thread): every member gets its id. Then drop its
     in-flight stamp. `earlier`: the outcome of its first benchmark before."""
-    from gymbuild.state.records import utc_now, utc_timestamp
-
     bench, members, workspace, memory = job.key, job.members, run.workspace, run.memory
     for member in members:
         before = earlier if member == bench else workspace.outcome(member)
@@ -146,8 +145,6 @@ def _not_started(run: Settled, jobs: list[JobPlan], earlier: dict[str, Outcome])
     """The outcome of each benchmark an interrupted pass never started: no job id, and why, so that
     the record and `status` list it (as NOT QUEUED) beside those it did start. An earlier job id is
     never overwritten; a killed run's attempt keeps its in-flight stamp, for the next run to recover."""
-    from gymbuild.state.records import utc_now, utc_timestamp
-
     for job in jobs:
         for member in job.members:
             before = earlier.get(member)
@@ -170,8 +167,7 @@ def secrets_file(run: Settled, job: JobPlan) -> SecretsFile:
     """The job's secrets file, written just before its job is queued (and again by each
     resubmit): its `host:` values and the collector's ingest token, which DESIGN keeps out of the
     run directory, the batch script and sbatch's environment, all of which Slurm stores."""
-    from gymbuild.executors.secrets import SecretsFile
-    from gymbuild.render import secret_values
+    from gymbuild.render import secret_values  # late: Jinja2 (House rules)
 
     plan, secrets = job.plan, run.resolved.secrets  # a shared job's file is its own, as the job reads it
     values = secret_values(plan, secrets)

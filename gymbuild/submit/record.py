@@ -8,12 +8,16 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gymbuild import __version__
 from gymbuild.errors import UserError
+from gymbuild.executors.base import executor_for
+from gymbuild.state.notes import note_run
+from gymbuild.state.records import MANIFEST_NAME, BenchmarkJob, SubmissionRecord, gym_commit
 from gymbuild.state.workspace import atomic_write, digest
+from gymbuild.submit.stage import resolved_names
 
 if TYPE_CHECKING:
     from gymbuild.executors.connection import Connection
-    from gymbuild.state.records import SubmissionRecord
     from gymbuild.state.workspace import Submission, Workspace
     from gymbuild.submit.settled import Settled
 
@@ -43,8 +47,6 @@ def keep_benchmark_order(run: Settled) -> None:
 
 def _note(run: Settled, gym_job_id: str) -> None:
     """What `gymbuild runs` shows beside the record: the config, its policy model, the sweep's values."""
-    from gymbuild.state.notes import note_run
-
     config = run.config
     service = config.services.get(config.driver.policy_model) if config.driver.policy_model else None
     model = getattr(service, "model", None) if service is not None else None
@@ -55,10 +57,6 @@ def build_record(sub: Submission, workspace: Workspace, *, commit: bool = True) 
     """The submission record from the workspace. `commit=False` leaves gym_commit None for a record
     that is only read here (status, the plain submit report): finding the commit runs git three
     times in a checkout, a tenth of a no-op submit."""
-    from gymbuild import __version__
-    from gymbuild.executors.base import executor_for
-    from gymbuild.state.records import BenchmarkJob, SubmissionRecord, gym_commit
-
     kept = benchmark_order(workspace)
     metadata = _metadata(workspace, executor_for(sub.executor).metadata())
     outcomes = workspace.outcomes()
@@ -92,8 +90,6 @@ def _metadata(workspace: Workspace, metadata: dict[str, str]) -> dict[str, str]:
     """The executor's metadata, and the resolved configs when a later submit of a changed config
     staged more than the first (stage.resolved_target): `resolved_configs`, their names in the run
     directory, oldest first, comma-separated (the schema's metadata values are strings)."""
-    from gymbuild.submit.stage import resolved_names
-
     names = sorted(set(resolved_names(workspace).values()), key=_resolved_order)
     return {**metadata, "resolved_configs": ",".join(names)} if len(names) > 1 else metadata
 
@@ -119,8 +115,6 @@ def recorded(sub: Submission, workspace: Workspace) -> bool:
 def record(run: Settled, conn: Connection) -> None:
     """Local index first (it cannot fail the submit), then the manifest in the run directory, then its
     copy in the workspace (record's doit target)."""
-    from gymbuild.state.records import MANIFEST_NAME
-
     sub, workspace = run.submission, run.workspace
     record = build_record(sub, workspace)
     record.write_local_index()

@@ -18,19 +18,24 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gymbuild.config import load_config
 from gymbuild.errors import UserError, printable
-from gymbuild.executors.base import Executor, executor_for
+from gymbuild.executors.base import Executor, executor_for, planning_traits
 from gymbuild.progress import Progress, on_a_terminal
 from gymbuild.request.invocation import Invocation
+from gymbuild.resources import user_cache_home
+from gymbuild.state.config_cache import ValidatedConfigs
+from gymbuild.state.records import new_gym_job_id, utc_now, utc_timestamp
 from gymbuild.state.workspace import Submission, Workspace, locked
 from gymbuild.submit.link import Link
+from gymbuild.submit.live import live_submissions
+from gymbuild.submit.plans import RunPlans
 from gymbuild.submit.settled import Memory, Settled
 
 if TYPE_CHECKING:
     from gymbuild.config import Resolved
     from gymbuild.config.model import Config
     from gymbuild.executors.connection import Connection
-    from gymbuild.submit.plans import RunPlans
 
 
 def _where(sub: Submission) -> tuple[str, str, str, str | None]:
@@ -77,10 +82,6 @@ class Session:
     def _loaded(self) -> tuple[Resolved | None, UserError | None]:
         """The config, or why it did not load. Composing and validating a thousand benchmarks costs
         seconds, so only the verbs that use the config pay for it."""
-        from gymbuild.config import load_config
-        from gymbuild.resources import user_cache_home
-        from gymbuild.state.config_cache import ValidatedConfigs
-
         cache = ValidatedConfigs(user_cache_home() / "gymbuild" / "configs")
         try:
             resolved = load_config(
@@ -159,7 +160,7 @@ class Session:
         """The current submission of this config, allocated on first need (or fresh with new=1)."""
         if self._submission is not None:
             return self._submission
-        from gymbuild.executors.connection import is_this_machine
+        from gymbuild.executors.connection import is_this_machine  # late: measured, off resolve, list
 
         compute = self.config.compute
         hostname = None if is_this_machine(compute.hostname) else compute.hostname
@@ -202,8 +203,6 @@ class Session:
 
     def _mint(self, hostname: str | None) -> Submission:
         """A fresh submission of the config, stamped now."""
-        from gymbuild.state.records import new_gym_job_id, utc_now, utc_timestamp
-
         now = utc_now()
         gym_job_id = new_gym_job_id(now)
         return Submission(
@@ -220,8 +219,6 @@ class Session:
         """The local index as a second guard: a submission of this config (its real path, and a
         sweep's combination) that this workspace does not know, and whose jobs still run or wait,
         is never queued again silently (its workspace was deleted, or is on another machine)."""
-        from gymbuild.submit.live import live_submissions
-
         known = {sub.gym_job_id for sub in self.workspace.history()}
         live = live_submissions(self.inv.config, self.sweep_values, known)
         if live:
@@ -263,9 +260,6 @@ class Session:
     @cached_property
     def plans(self) -> RunPlans:
         """The submission's plans (planning.py), made once its submission is settled."""
-        from gymbuild.executors.base import planning_traits
-        from gymbuild.submit.plans import RunPlans
-
         assert self.resolved is not None
         return RunPlans(self.resolved, self.submission(), planning_traits(self.config), self.inv.config)
 

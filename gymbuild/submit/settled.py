@@ -16,7 +16,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gymbuild.config.model import thaw
 from gymbuild.progress import Progress
+from gymbuild.state.workspace import digest
 
 if TYPE_CHECKING:
     from gymbuild.config import Resolved
@@ -69,7 +71,7 @@ class Settled:
     def resolved_yaml(self) -> str:
         """The resolved config as YAML, host: values kept as references (once a run: the dump of
         1000 benchmarks takes a twentieth of a second)."""
-        from gymbuild.config.output import dump_tree
+        from gymbuild.config.output import dump_tree  # late: PyYAML (House rules)
 
         return dump_tree(self.resolved.tree)
 
@@ -77,9 +79,6 @@ class Settled:
     def resolved_digest(self) -> str:
         """A digest of the resolved tree: what the staged resolved-config.yaml is stamped with (not
         its YAML text, whose dump for 1000 benchmarks is a tenth of a render)."""
-        from gymbuild.config.model import thaw
-        from gymbuild.state.workspace import digest
-
         return digest(thaw(self.resolved.tree))
 
     def to_queue(self) -> list[str]:

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from gymbuild.executors.base import executor_for
+from gymbuild.submit.plans import keep_compiled_templates
 from gymbuild.submit.record import build_record
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ def _err(text: str) -> None:
 
 
 def print_resolved(ctx: Session) -> None:
-    from gymbuild.config.output import dump_tree
+    from gymbuild.config.output import dump_tree  # late: PyYAML (House rules)
 
     assert ctx.resolved is not None
     ctx.warn()
@@ -32,9 +33,8 @@ def print_dry_run(ctx: Session) -> None:
     """The job of every selected benchmark (once a job, keyed by its directory relative to the run
     dir), rendered with secrets masked; nothing is queued or recorded. A job this run staged is
     printed as staged: its job.sh holds no secret value."""
-    from gymbuild import render
-    from gymbuild.render.shared import render_job_plan
-    from gymbuild.submit.plans import keep_compiled_templates
+    from gymbuild import render  # late: Jinja2 (House rules)
+    from gymbuild.render.shared import render_job_plan  # late: Jinja2
 
     assert ctx.resolved is not None
     ctx.warn(executor=True)

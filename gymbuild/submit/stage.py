@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gymbuild.state.records import RESOLVED_CONFIG_NAME
 from gymbuild.state.workspace import atomic_write
 from gymbuild.submit.plans import keep_compiled_templates
 
@@ -45,7 +46,7 @@ def stage_many(run: Settled, packing: Packing, benches: list[str]) -> None:
     """Render the job of each of `benches` (once a job: a shared one has several) and write it into
     the staged tree, in order; the first error (a plan the config cannot express) stops the pass,
     as a held error stops the steps after it."""
-    from gymbuild.render.shared import render_job_plan
+    from gymbuild.render.shared import render_job_plan  # late: Jinja2 (House rules)
 
     keep_compiled_templates()
     plans, secrets, progress = run.plans, run.resolved.secrets, run.memory.progress
@@ -66,8 +67,6 @@ def stage_many(run: Settled, packing: Packing, benches: list[str]) -> None:
 
 def resolved_path(workspace: Workspace) -> Path:
     """The submission's first resolved-config.yaml: what the stage tasks name as their input."""
-    from gymbuild.state.records import RESOLVED_CONFIG_NAME
-
     return workspace.stage / RESOLVED_CONFIG_NAME
 
 

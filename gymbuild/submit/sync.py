@@ -34,7 +34,7 @@ def synced(run: Settled, packing: Packing, to_queue: list[str]) -> bool:
 
 def copy(run: Settled, conn: Connection) -> None:
     """The staged tree copied into the run directory (made by prepare_sync)."""
-    from gymbuild.executors import rundir
+    from gymbuild.executors import rundir  # late: measured, off resolve, list (House rules)
 
     run_dir, progress = run.submission.run_dir, run.memory.progress
     progress.show(f"copying the run directory to {conn.target}:{run_dir}")
@@ -45,7 +45,7 @@ def copy(run: Settled, conn: Connection) -> None:
 def prepare_sync(run: Settled, conn: Connection, packing: Packing, to_queue: list[str]) -> None:
     """Everything of the sync before the copy but the mounts' check (pipeline.py checks the mounts of
     every run of a batch at once): the run directory made, the resolved config staged."""
-    from gymbuild.executors import rundir
+    from gymbuild.executors import rundir  # late: as in copy
 
     run_dir, workspace = run.submission.run_dir, run.workspace
     # The intent is stamped before the directory is made: a run killed after the remote mkdir must
