@@ -4,7 +4,7 @@ verbs.py says, per verb, which reserved arguments it reads; argv.py refuses any 
 make the same list what the verb's code can read: a verb function takes its `XArgs` and reads
 `args.only`, never the whole command line, so reading an argument the registry does not list for it
 is a type error (mypy), not a silent surprise. tests/cli/test_verb_args.py checks, for every verb,
-that its class's fields are exactly (and in the order of) its arguments in verbs.py, each of the type
+that its class's fields are exactly its arguments in verbs.py, each of the type
 its reader in arguments.py gives (the Invocation field of that name). The run context
 (submit/session.py's Session) keeps what the run itself needs: the loaded config, the overrides, the
 workspace, the connection.
@@ -33,36 +33,47 @@ class VerbArgs:
         return cls(**{f.name: getattr(inv, f.name) for f in dataclasses.fields(cls)})
 
 
+# The arguments several verbs read, shared so that each verb's class lists only what is its own.
 @dataclass(frozen=True)
-class ResolveArgs(VerbArgs):
+class _Picked(VerbArgs):
+    config: Path
+    workspace: Path
+    only: tuple[str, ...]
+    json: bool
+
+
+@dataclass(frozen=True)
+class _Submission(_Picked):
+    run: str | None
+
+
+@dataclass(frozen=True)
+class _Sweep(VerbArgs):
+    multirun: bool
+    sweep: str | None
+
+
+@dataclass(frozen=True)
+class _DryRunnable(_Submission, _Sweep):
+    dry_run: bool
+
+
+@dataclass(frozen=True)
+class ResolveArgs(_Picked):
     verb: ClassVar[str] = "resolve"
-    config: Path
-    workspace: Path
-    only: tuple[str, ...]
-    json: bool
     multirun: bool
 
 
 @dataclass(frozen=True)
-class RenderArgs(VerbArgs):
+class RenderArgs(_Picked):
     verb: ClassVar[str] = "render"
-    config: Path
-    workspace: Path
-    only: tuple[str, ...]
     new: bool
-    json: bool
     multirun: bool
 
 
 @dataclass(frozen=True)
-class SubmitArgs(VerbArgs):
+class SubmitArgs(RenderArgs):
     verb: ClassVar[str] = "submit"
-    config: Path
-    workspace: Path
-    only: tuple[str, ...]
-    new: bool
-    json: bool
-    multirun: bool
     follow: bool
     every: float | None
     ready: tuple[str, ...] | None
@@ -70,108 +81,54 @@ class SubmitArgs(VerbArgs):
 
 
 @dataclass(frozen=True)
-class StatusArgs(VerbArgs):
+class StatusArgs(_Submission, _Sweep):
     verb: ClassVar[str] = "status"
-    config: Path
-    workspace: Path
-    run: str | None
-    only: tuple[str, ...]
     watch: bool
-    json: bool
-    multirun: bool
-    sweep: str | None
 
 
 @dataclass(frozen=True)
-class ResubmitArgs(VerbArgs):
+class ResubmitArgs(_DryRunnable):
     verb: ClassVar[str] = "resubmit"
-    config: Path
-    workspace: Path
-    run: str | None
-    only: tuple[str, ...]
-    json: bool
-    dry_run: bool
-    multirun: bool
-    sweep: str | None
 
 
 @dataclass(frozen=True)
-class LogsArgs(VerbArgs):
-    verb: ClassVar[str] = "logs"
-    config: Path
-    workspace: Path
-    run: str | None
-    only: tuple[str, ...]
-    follow: bool
-    json: bool
-    multirun: bool
-    sweep: str | None
-
-
-@dataclass(frozen=True)
-class CancelArgs(VerbArgs):
+class CancelArgs(_DryRunnable):
     verb: ClassVar[str] = "cancel"
-    config: Path
-    workspace: Path
-    run: str | None
-    only: tuple[str, ...]
-    json: bool
-    dry_run: bool
-    multirun: bool
-    sweep: str | None
 
 
 @dataclass(frozen=True)
-class ResultsArgs(VerbArgs):
+class LogsArgs(_Submission, _Sweep):
+    verb: ClassVar[str] = "logs"
+    follow: bool
+
+
+@dataclass(frozen=True)
+class ResultsArgs(_Submission, _Sweep):
     verb: ClassVar[str] = "results"
-    config: Path
-    workspace: Path
-    run: str | None
-    only: tuple[str, ...]
-    json: bool
     format: str | None
-    multirun: bool
-    sweep: str | None
     series: bool
     step: str | None
 
 
 @dataclass(frozen=True)
-class CompareArgs(VerbArgs):
+class CompareArgs(_Submission):
     verb: ClassVar[str] = "compare"
-    config: Path
-    workspace: Path
-    run: str | None
-    only: tuple[str, ...]
     max_drop: float | None
-    json: bool
 
 
 @dataclass(frozen=True)
-class ExportArgs(VerbArgs):
+class ExportArgs(_Picked, _Sweep):
     verb: ClassVar[str] = "export"
-    config: Path
-    workspace: Path
     to: str | None
     experiment: str | None
-    multirun: bool
-    sweep: str | None
-    only: tuple[str, ...]
     step: str | None
-    json: bool
 
 
 @dataclass(frozen=True)
-class ReportArgs(VerbArgs):
+class ReportArgs(_Picked, _Sweep):
     verb: ClassVar[str] = "report"
-    config: Path
-    workspace: Path
     out: Path | None
-    multirun: bool
-    sweep: str | None
-    only: tuple[str, ...]
     step: str | None
-    json: bool
 
 
 @dataclass(frozen=True)
