@@ -35,7 +35,7 @@ class VerbArgs:
 
 # The arguments several verbs read, shared so that each verb's class lists only what is its own.
 @dataclass(frozen=True)
-class _Picked(VerbArgs):
+class Picked(VerbArgs):
     config: Path
     workspace: Path
     only: tuple[str, ...]
@@ -43,29 +43,34 @@ class _Picked(VerbArgs):
 
 
 @dataclass(frozen=True)
-class _Submission(_Picked):
+class OfSubmission(Picked):
     run: str | None
 
 
 @dataclass(frozen=True)
-class _Sweep(VerbArgs):
+class OfSweep(VerbArgs):
     multirun: bool
     sweep: str | None
 
+    @property
+    def is_sweep(self) -> bool:
+        """A run on a sweep: multirun=1, or a sweep named by its id (as Invocation.is_sweep)."""
+        return self.multirun or self.sweep is not None
+
 
 @dataclass(frozen=True)
-class _DryRunnable(_Submission, _Sweep):
+class DryRunnable(OfSubmission, OfSweep):
     dry_run: bool
 
 
 @dataclass(frozen=True)
-class ResolveArgs(_Picked):
+class ResolveArgs(Picked):
     verb: ClassVar[str] = "resolve"
     multirun: bool
 
 
 @dataclass(frozen=True)
-class RenderArgs(_Picked):
+class RenderArgs(Picked):
     verb: ClassVar[str] = "render"
     new: bool
     multirun: bool
@@ -81,29 +86,29 @@ class SubmitArgs(RenderArgs):
 
 
 @dataclass(frozen=True)
-class StatusArgs(_Submission, _Sweep):
+class StatusArgs(OfSubmission, OfSweep):
     verb: ClassVar[str] = "status"
     watch: bool
 
 
 @dataclass(frozen=True)
-class ResubmitArgs(_DryRunnable):
+class ResubmitArgs(DryRunnable):
     verb: ClassVar[str] = "resubmit"
 
 
 @dataclass(frozen=True)
-class CancelArgs(_DryRunnable):
+class CancelArgs(DryRunnable):
     verb: ClassVar[str] = "cancel"
 
 
 @dataclass(frozen=True)
-class LogsArgs(_Submission, _Sweep):
+class LogsArgs(OfSubmission, OfSweep):
     verb: ClassVar[str] = "logs"
     follow: bool
 
 
 @dataclass(frozen=True)
-class ResultsArgs(_Submission, _Sweep):
+class ResultsArgs(OfSubmission, OfSweep):
     verb: ClassVar[str] = "results"
     format: str | None
     series: bool
@@ -111,13 +116,13 @@ class ResultsArgs(_Submission, _Sweep):
 
 
 @dataclass(frozen=True)
-class CompareArgs(_Submission):
+class CompareArgs(OfSubmission):
     verb: ClassVar[str] = "compare"
     max_drop: float | None
 
 
 @dataclass(frozen=True)
-class ExportArgs(_Picked, _Sweep):
+class ExportArgs(Picked, OfSweep):
     verb: ClassVar[str] = "export"
     to: str | None
     experiment: str | None
@@ -125,7 +130,7 @@ class ExportArgs(_Picked, _Sweep):
 
 
 @dataclass(frozen=True)
-class ReportArgs(_Picked, _Sweep):
+class ReportArgs(Picked, OfSweep):
     verb: ClassVar[str] = "report"
     out: Path | None
     step: str | None

@@ -7,6 +7,7 @@ in the class but not listed), fails here.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 
 import pytest
 from hypothesis import given, settings
@@ -16,6 +17,7 @@ from gymbuild.request import verbs
 from gymbuild.request.arguments import ARGUMENTS, argument
 from gymbuild.request.invocation import Invocation
 from gymbuild.request.verb_args import ARGS, RunsArgs, args_of
+from gymbuild.sweep import batch
 
 INVOCATION_TYPES = {f.name: f.type for f in dataclasses.fields(Invocation)}
 
@@ -70,3 +72,10 @@ def test_a_verbs_arguments_are_the_command_lines_values(data: st.DataObject) -> 
 def test_runs_config_is_none_unless_given() -> None:
     assert RunsArgs.of(Invocation.from_argv(["runs"])).config is None
     assert str(RunsArgs.of(Invocation.from_argv(["runs", "config=eval.yaml"])).config) == "eval.yaml"
+
+
+@pytest.mark.parametrize("name", sorted(batch.VERBS))
+def test_each_sweep_verb_takes_its_own_verbs_arguments(name: str) -> None:
+    """batch.verb_action hands a sweep verb `args_of(name, ...)`: its function must take that class."""
+    (_, args) = inspect.signature(batch.VERBS[name]).parameters.values()
+    assert args.annotation == ARGS[name].__name__
