@@ -44,6 +44,20 @@ from gymbuild.cli.task_kinds import TaskDict, TaskMaker, TaskResult, fail_with, 
 from gymbuild.day_two import act, logs, status
 from gymbuild.errors import UserError
 from gymbuild.request.invocation import Invocation
+from gymbuild.request.verb_args import (
+    CancelArgs,
+    CompareArgs,
+    ExportArgs,
+    LogsArgs,
+    RenderArgs,
+    ReportArgs,
+    ResolveArgs,
+    ResubmitArgs,
+    ResultsArgs,
+    RunsArgs,
+    StatusArgs,
+    SubmitArgs,
+)
 from gymbuild.resources import script_code_digest
 from gymbuild.state.workspace import atomic_write
 from gymbuild.submit import pipeline, queue, record, show, stage, sync
@@ -226,7 +240,7 @@ class Graph(TaskMaker):
         def action() -> None:
             if writes:
                 stage.write_resolved(ctx.settled)
-            show.print_resolved(ctx)
+            show.print_resolved(ctx, ResolveArgs.of(ctx.inv))
 
         task = self.verb("resolve", action)
         if not ctx.inv.is_sweep and writes and ctx.error is None:
@@ -296,7 +310,11 @@ class Graph(TaskMaker):
 
     def task_render(self) -> TaskDict:
         """The dry run: print the remote run dir and every job script (secrets masked); queue nothing."""
-        return self.verb("render", self.verb_action(lambda: show.print_dry_run(self.ctx)), ["stage"])
+        return self.verb(
+            "render",
+            self.verb_action(lambda: show.print_dry_run(self.ctx, RenderArgs.of(self.ctx.inv))),
+            ["stage"],
+        )
 
     def doit_sync(self, step: pipeline.Step) -> TaskDict:
         """Check mounts and copy the staged tree to the run directory (only when something will be queued)."""
@@ -380,7 +398,7 @@ class Graph(TaskMaker):
         """Submit every benchmark not queued yet; print the run dir and each job id (json=1: the manifest)."""
 
         def report() -> TaskFailed | None:
-            failure = show.report_submit(self.ctx)
+            failure = show.report_submit(self.ctx, SubmitArgs.of(self.ctx.inv))
             return TaskFailed(failure) if failure else None
 
         if self.ctx.inv.follow and not self.ctx.inv.is_sweep:
@@ -395,20 +413,26 @@ class Graph(TaskMaker):
 
     def task_status(self) -> TaskDict:
         """Per benchmark: job id, state, exit code, elapsed, nodes (one squeue and one sacct per call)."""
-        return self.verb("status", lambda: status.print_status(self.ctx), needs_config=False)
+        return self.verb(
+            "status", lambda: status.print_status(self.ctx, StatusArgs.of(self.ctx.inv)), needs_config=False
+        )
 
     def task_logs(self) -> TaskDict:
         """Print (follow=1: follow) one benchmark's newest service and driver logs: only=<bench>."""
-        return self.verb("logs", lambda: logs.print_logs(self.ctx), needs_config=False)
+        return self.verb(
+            "logs", lambda: logs.print_logs(self.ctx, LogsArgs.of(self.ctx.inv)), needs_config=False
+        )
 
     def task_cancel(self) -> TaskDict:
         """Cancel the submission's pending and running jobs (only= narrows)."""
-        return self.verb("cancel", lambda: act.cancel(self.ctx), needs_config=False)
+        return self.verb(
+            "cancel", lambda: act.cancel(self.ctx, CancelArgs.of(self.ctx.inv)), needs_config=False
+        )
 
     def task_resubmit(self) -> TaskDict:
         """Re-queue the benchmarks whose job ended FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, PREEMPTED
         or BOOT_FAIL, into the same run directory (the submit pipeline, for those benchmarks)."""
-        return self.verb("resubmit", lambda: act.resubmit(self.ctx))
+        return self.verb("resubmit", lambda: act.resubmit(self.ctx, ResubmitArgs.of(self.ctx.inv)))
 
     def task_results(self) -> TaskDict:
         """The score table (read.py); what the user sees is in request/verbs.py."""
@@ -416,7 +440,7 @@ class Graph(TaskMaker):
         def action() -> None:
             from gymbuild.results import read  # late: measured, off every other verb (House rules)
 
-            read.print_results(self.ctx)
+            read.print_results(self.ctx, ResultsArgs.of(self.ctx.inv))
 
         return self.verb("results", action, needs_config=False)
 
@@ -426,7 +450,7 @@ class Graph(TaskMaker):
         def action() -> None:
             from gymbuild.results import compare_read  # late: measured, as read
 
-            compare_read.print_compare(self.ctx)
+            compare_read.print_compare(self.ctx, CompareArgs.of(self.ctx.inv))
 
         return self.verb("compare", action, needs_config=False)
 
@@ -436,7 +460,7 @@ class Graph(TaskMaker):
         def action() -> None:
             from gymbuild.sweep import export  # late: measured, as read
 
-            export.export(self.ctx)
+            export.export(self.ctx, ExportArgs.of(self.ctx.inv))
 
         return self.verb("export", action, needs_config=False)
 
@@ -446,7 +470,7 @@ class Graph(TaskMaker):
         def action() -> None:
             from gymbuild.sweep import report  # late: measured, as read
 
-            report.report(self.ctx)
+            report.report(self.ctx, ReportArgs.of(self.ctx.inv))
 
         return self.verb("report", action, needs_config=False)
 
@@ -456,6 +480,6 @@ class Graph(TaskMaker):
         def action() -> None:
             from gymbuild.day_two import runs  # late: measured, about 1 ms off every other verb
 
-            runs.print_runs(self.ctx)
+            runs.print_runs(RunsArgs.of(self.ctx.inv))
 
         return self.verb("runs", action, needs_config=False)

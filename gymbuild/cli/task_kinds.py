@@ -20,6 +20,7 @@ from doit.exceptions import TaskFailed
 from gymbuild.cli.reporter import Undecided
 from gymbuild.errors import Inconclusive, OutputClosed, UserError, stdout_closed
 from gymbuild.request import verbs
+from gymbuild.request.verb_args import SubmitArgs
 from gymbuild.submit.session import Session
 
 P = ParamSpec("P")
@@ -159,7 +160,11 @@ class TaskMaker:
             from gymbuild.sweep import batch, follow  # late: measured, off every plain run (House rules)
 
             following = name == "submit" and ctx.inv.follow  # follow.py keeps a sweep submitting
-            action = (lambda: follow.follow(ctx)) if following else batch.verb_action(name, ctx)
+            action = (
+                (lambda: follow.follow(ctx, SubmitArgs.of(ctx.inv)))
+                if following
+                else batch.verb_action(name, ctx)
+            )
             task_dep, needs_config = [], False
         if needs_config and not ctx.inv.read_only and ctx.error is not None:
             return {

@@ -20,6 +20,7 @@ from gymbuild.executors.states import (
     states_of,
 )
 from gymbuild.plan.shared import shared_job_name
+from gymbuild.request.verb_args import CancelArgs, DryRunnable, ResubmitArgs
 from gymbuild.state.records import SubmissionRecord
 from gymbuild.submit import pipeline, show
 
@@ -54,12 +55,12 @@ def live_job_ids(rows: Sequence[BenchStatus], only: Sequence[str], live: frozens
     )
 
 
-def cancel(s: Session) -> None:
+def cancel(s: Session, args: CancelArgs) -> None:
     """Cancel the submission's live jobs; dry_run=1 (--dry-run) names them, and touches nothing."""
-    record, rows = current_statuses(s)
+    record, rows = current_statuses(s, args)
     executor = executor_for(record.executor)
-    live = live_job_ids(rows, s.inv.only, executor.LIVE)
-    if s.inv.dry_run:
+    live = live_job_ids(rows, args.only, executor.LIVE)
+    if args.dry_run:
         named = [f"{job} ({_benches_of(rows, job)})" for job in live]
         message = (
             f"would cancel {len(live)} job(s) of {record.gym_job_id}: {', '.join(named)} "
@@ -67,12 +68,12 @@ def cancel(s: Session) -> None:
             if live
             else f"nothing to cancel: no job of {record.gym_job_id} is pending or running"
         )
-        _said(s, record, [], message, would_cancel=live)
+        _said(args, record, [], message, would_cancel=live)
         return
     if not live:
         # A job killed without its EXIT trap (SIGKILL, a lost node) left its secrets file behind.
-        executor.forget_secrets(s.connection(), record.gym_job_id, _secret_names(s, record, rows))
-        _said(s, record, [], f"nothing to cancel: no job of {record.gym_job_id} is pending or running")
+        executor.forget_secrets(s.connection(), record.gym_job_id, _secret_names(args, record, rows))
+        _said(args, record, [], f"nothing to cancel: no job of {record.gym_job_id} is pending or running")
         return
     job_dirs = {j.benchmark: j.job_dir for j in record.benchmarks}
     # A shared job is cancelled at its own directory (states.py), where status reads its marks.
@@ -82,8 +83,8 @@ def cancel(s: Session) -> None:
     if not result.ok:
         raise UserError(f"error: cancelling {', '.join(live)} failed: {result.stderr.strip()}")
     # Their successors are cancelled too, so no later run reads these benchmarks' secrets again.
-    executor.forget_secrets(s.connection(), record.gym_job_id, _secret_names(s, record, rows))
-    _said(s, record, live, f"cancelled {len(live)} job(s) of {record.gym_job_id}: {', '.join(live)}")
+    executor.forget_secrets(s.connection(), record.gym_job_id, _secret_names(args, record, rows))
+    _said(args, record, live, f"cancelled {len(live)} job(s) of {record.gym_job_id}: {', '.join(live)}")
 
 
 def _benches_of(rows: Sequence[BenchStatus], job_id: str) -> str:
@@ -110,7 +111,7 @@ def requeue(
     return picked
 
 
-def resubmit(s: Session) -> None:
+def resubmit(s: Session, args: ResubmitArgs) -> None:
     """Re-queue what ended FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, PREEMPTED or BOOT_FAIL.
 
     Each such benchmark's outcome gives up its job id (kept in its history), then the submit
@@ -118,52 +119,52 @@ def resubmit(s: Session) -> None:
     """
     if s.error is not None:
         raise s.error
-    if s.inv.run:  # a record that is refused (ids.py) is refused before a submission is started
-        find_record(s, connect=False)
+    if args.run:  # a record that is refused (ids.py) is refused before a submission is started
+        find_record(s, args.run, connect=False)
     if s.workspace.submission() is None:  # nothing to resubmit, and no fresh submission started for it
         raise no_submission(s)
     # A config that now submits elsewhere asks for new=1 before anything is re-queued.
     current = s.submission()
-    record = find_checked(s)
+    record = find_checked(s, args)
     if record.gym_job_id != current.gym_job_id:
         raise UserError(
             f"error: resubmit works on the config's current submission ({current.gym_job_id}),"
             f" not {record.gym_job_id}\n    fix: drop run=, or submit that config again"
         )
-    if s.inv.dry_run:
-        return _would_resubmit(s, record)
-    (picked,) = requeue([s], [record], s.inv.only)
+    if args.dry_run:
+        return _would_resubmit(s, args, record)
+    (picked,) = requeue([s], [record], args.only)
     if not picked:
         # one more look, only when nothing was re-queued: to name the cancelled
-        message = _nothing_to_resubmit(s, record, look(s, record))
-        if s.inv.json:  # the manifest, and nothing else on stdout, as a resubmit that re-queued prints
+        message = _nothing_to_resubmit(args, record, look(s, record, args.only))
+        if args.json:  # the manifest, and nothing else on stdout, as a resubmit that re-queued prints
             print(message, file=sys.stderr)
             sys.stdout.write(record.dumps())
         else:
             print(message)
         return
-    failure = show.report_submit(s, picked)
+    failure = show.report_submit(s, args, picked)
     if failure is not None:
         raise UserError(failure)
 
 
-def _nothing_to_resubmit(s: Session, record: SubmissionRecord, rows: Sequence[BenchStatus]) -> str:
+def _nothing_to_resubmit(args: ResubmitArgs, record: SubmissionRecord, rows: Sequence[BenchStatus]) -> str:
     """Why nothing is re-queued, naming the cancelled benchmarks (re-queued only when named)."""
-    cancelled = [r.benchmark for r in rows if r.state == "CANCELLED" and r.benchmark not in s.inv.only]
+    cancelled = [r.benchmark for r in rows if r.state == "CANCELLED" and r.benchmark not in args.only]
     hint = (
         f"; cancelled: {', '.join(cancelled)}, re-queued only when named: "
-        f"gymbuild resubmit config={s.inv.config} only={','.join(cancelled)}"
+        f"gymbuild resubmit config={args.config} only={','.join(cancelled)}"
         if cancelled
         else ""
     )
     return f"nothing to resubmit: no benchmark of {record.gym_job_id} ended in a retryable state{hint}"
 
 
-def _would_resubmit(s: Session, record: SubmissionRecord) -> None:
+def _would_resubmit(s: Session, args: ResubmitArgs, record: SubmissionRecord) -> None:
     """resubmit's dry run: one look, and what it would re-queue with why (each one's state and job);
     nothing is released, copied or queued."""
-    rows = look(s, record)
-    picked = set(to_resubmit(rows, s.inv.only, executor_for(record.executor).RETRYABLE))
+    rows = look(s, record, args.only)
+    picked = set(to_resubmit(rows, args.only, executor_for(record.executor).RETRYABLE))
     would = [
         {"benchmark": r.benchmark, "job_id": r.job_id, "state": r.state}
         for r in rows
@@ -173,9 +174,9 @@ def _would_resubmit(s: Session, record: SubmissionRecord) -> None:
     message = (
         f"would re-queue {len(would)} benchmark(s) of {record.gym_job_id}: {named} (dry run: none queued)"
         if would
-        else _nothing_to_resubmit(s, record, rows)
+        else _nothing_to_resubmit(args, record, rows)
     )
-    if s.inv.json:
+    if args.json:
         doc = {"gym_job_id": record.gym_job_id, "dry_run": True, "would_resubmit": would, "message": message}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
@@ -183,28 +184,28 @@ def _would_resubmit(s: Session, record: SubmissionRecord) -> None:
 
 
 def _said(
-    s: Session, record: SubmissionRecord, cancelled: Sequence[str], message: str, **dry_run: object
+    args: DryRunnable, record: SubmissionRecord, cancelled: Sequence[str], message: str, **dry_run: object
 ) -> None:
     """cancel's (and a dry run's) answer: its line, or (json=1) one JSON document naming the jobs it
     cancelled; a dry run's says `"dry_run": true` and what it would have done."""
-    if s.inv.json:
+    if args.json:
         doc: dict[str, object] = {
             "gym_job_id": record.gym_job_id,
             "cancelled": list(cancelled),
             "message": message,
         }
-        if s.inv.dry_run:
+        if args.dry_run:
             doc = {**doc, "dry_run": True, **dry_run}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         print(message)
 
 
-def _secret_names(s: Session, record: SubmissionRecord, rows: Sequence[BenchStatus]) -> list[str]:
+def _secret_names(args: CancelArgs, record: SubmissionRecord, rows: Sequence[BenchStatus]) -> list[str]:
     """The secrets files `cancel` removes: the named benchmarks', or (without only=) every name the
     submission's files can have (each benchmark's, each shared job's). Named, never the directory
     whole: what else is there is not gymbuild's (executors/secrets.py)."""
-    if s.inv.only:
+    if args.only:
         return [r.benchmark for r in rows]
 
     groups = shared_jobs(record.benchmarks).values()

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from gymbuild.errors import UserError
 from gymbuild.executors.base import cannot_ask
+from gymbuild.request.verb_args import OfSubmission
 from gymbuild.shell import quote
 from gymbuild.state import ids
 from gymbuild.state.records import MANIFEST_NAME, SubmissionRecord, local_index_dir, parse_record
@@ -43,12 +44,10 @@ def record_from_run_dir(conn: Connection, run_dir: str) -> SubmissionRecord:
     return parse_record(result.stdout, where, named=PurePosixPath(run_dir).name)
 
 
-def find_record(s: Session, run: str | None = None, *, connect: bool = True) -> SubmissionRecord:
-    """`run=<id>` (or `run`): the local index, else the run directory; otherwise (or with `run=""`)
+def find_record(s: Session, run: str | None, *, connect: bool = True) -> SubmissionRecord:
+    """`run` (the verb's run=<id>): the local index, else the run directory; otherwise (None or "")
     the config's submission. The session's connection goes to the host the record names, opened now
     unless not `connect` (`results` of finished benchmarks reads its cache and opens nothing)."""
-    inv = s.inv
-    run = inv.run if run is None else run
     if run:
         run = ids.gym_job_id(run, "run=")
         record = record_from_index(run)
@@ -86,7 +85,7 @@ def _askable(record: SubmissionRecord) -> SubmissionRecord:
 def no_submission(s: Session) -> UserError:
     """Why the config has no submission to act on, and what to type instead: the file may not
     exist, or what was submitted from it is a sweep (multirun=1), or it was never submitted."""
-    config = s.inv.config
+    config = s.workspace.config_path  # the config this run's workspace is keyed by: config=
     if not config.is_file():
         return UserError(
             f"error: {config}: no such file\n"
@@ -106,11 +105,12 @@ def no_submission(s: Session) -> UserError:
     )
 
 
-def find_checked(s: Session) -> SubmissionRecord:
-    """The submission, with only= checked against it (not the config: with run= there may be none)."""
-    record = find_record(s)
+def find_checked(s: Session, args: OfSubmission) -> SubmissionRecord:
+    """The submission args.run names (or the config's), with only= checked against it (not the
+    config: with run= there may be none)."""
+    record = find_record(s, args.run)
     names = [job.benchmark for job in record.benchmarks]
-    unknown = [b for b in s.inv.only if b not in names]
+    unknown = [b for b in args.only if b not in names]
     if unknown:
         raise UserError(
             f"error: only= names benchmark(s) {record.gym_job_id} does not have: {', '.join(unknown)}\n"

@@ -16,6 +16,7 @@ from gymbuild.errors import UserError
 from gymbuild.executors.states import (
     shared_job_dirs,
 )
+from gymbuild.request.verb_args import LogsArgs
 from gymbuild.shell import quote
 
 if TYPE_CHECKING:
@@ -55,13 +56,13 @@ def show_logs(
 # --- the verbs, on the run's Session ----------------------------------------------------------
 
 
-def print_logs(s: Session) -> None:
-    if s.inv.json and s.inv.follow:
+def print_logs(s: Session, args: LogsArgs) -> None:
+    if args.json and args.follow:
         raise UserError(
             "error: logs json=1 prints one JSON document, and follow=1 never ends\n"
             "    fix: drop follow=1 for the logs as JSON, or json=1 to follow them"
         )
-    record, rows = current_statuses(s)
+    record, rows = current_statuses(s, args)
     if len(rows) != 1:  # only=<bench>, or a submission of one benchmark
         names = ", ".join(r.benchmark for r in rows)
         raise UserError(f"error: name one benchmark with only=<bench> (one of: {names})")
@@ -70,11 +71,11 @@ def print_logs(s: Session) -> None:
         raise UserError(f"error: {row.benchmark} was never queued: {row.error}")
     job_dir = next(j.job_dir for j in record.benchmarks if j.benchmark == row.benchmark)
     shared = shared_job_dirs(record).get(row.job_id)
-    if s.inv.json and not s.inv.follow:  # the logs as one JSON document: json=1 on every verb
+    if args.json and not args.follow:  # the logs as one JSON document: json=1 on every verb
         text = io.StringIO()
         with contextlib.redirect_stdout(text):
             show_logs(s.connection(), job_dir, row.job_id, follow=False, shared_dir=shared)
         doc = {"gym_job_id": record.gym_job_id, "benchmark": row.benchmark, "job_id": row.job_id}
         sys.stdout.write(json.dumps({**doc, "logs": text.getvalue()}, indent=2) + "\n")
         return
-    show_logs(s.connection(), job_dir, row.job_id, follow=s.inv.follow, shared_dir=shared)
+    show_logs(s.connection(), job_dir, row.job_id, follow=args.follow, shared_dir=shared)

@@ -17,17 +17,15 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, TypedDict
+from typing import TypedDict
 
 from gymbuild.executors.states import run_state
 from gymbuild.executors.states import run_states as _states
+from gymbuild.request.verb_args import RunsArgs
 from gymbuild.state.ids import id_path
 from gymbuild.state.notes import note as _note
 from gymbuild.state.notes import notes_dir
 from gymbuild.state.records import SubmissionRecord, all_runs, local_index_dir
-
-if TYPE_CHECKING:
-    from gymbuild.submit.session import Session
 
 
 def _older_than(record: SubmissionRecord, cutoff: datetime) -> bool:
@@ -88,15 +86,14 @@ def _noted(note: Mapping[str, object], key: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def listing(s: Session) -> list[RunRow]:
+def listing(args: RunsArgs) -> list[RunRow]:
     """The runs to list, newest first, filtered by config=, state= and limit=, with their states."""
 
-    inv = s.inv
-    wanted_state, limit = inv.state, inv.limit  # read and checked by their arguments (arguments.py)
+    wanted_state, limit = args.state, args.limit  # read and checked by their arguments (arguments.py)
     records = all_runs()
     notes = {r.gym_job_id: _note(r.gym_job_id) for r in records}
-    if inv.config_given:
-        config = str(inv.config.resolve())
+    if args.config is not None:
+        config = str(args.config.resolve())
         records = [r for r in records if notes[r.gym_job_id].get("config") == config]
     if wanted_state is None and limit is not None:
         records = records[:limit]
@@ -167,11 +164,10 @@ def format_listing(rows: Sequence[RunRow]) -> str:
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
-def print_runs(s: Session) -> None:
-    inv = s.inv
-    if inv.prune is not None:
-        ids, text = prune(inv.prune)
-        sys.stdout.write(json.dumps({"pruned": ids}, indent=2) + "\n" if inv.json else text + "\n")
+def print_runs(args: RunsArgs) -> None:
+    if args.prune is not None:
+        ids, text = prune(args.prune)
+        sys.stdout.write(json.dumps({"pruned": ids}, indent=2) + "\n" if args.json else text + "\n")
         return
-    rows = listing(s)
-    sys.stdout.write(json.dumps(rows, indent=2) + "\n" if inv.json else format_listing(rows))
+    rows = listing(args)
+    sys.stdout.write(json.dumps(rows, indent=2) + "\n" if args.json else format_listing(rows))

@@ -15,6 +15,7 @@ from gymbuild.day_two.find import find_checked
 from gymbuild.errors import UserError
 from gymbuild.executors.base import executor_for
 from gymbuild.executors.states import COMPLETED, UNKNOWN, WAITING, BenchStatus, Tally, states_of, tally
+from gymbuild.request.verb_args import OfSubmission, StatusArgs
 from gymbuild.state.rollouts import Rates
 
 if TYPE_CHECKING:
@@ -116,28 +117,29 @@ def statuses(conn: Connection, record: SubmissionRecord) -> list[BenchStatus]:
     return rows
 
 
-def look(s: Session, record: SubmissionRecord) -> list[BenchStatus]:
-    """One look at the submission's jobs (one squeue and one sacct, whatever their number)."""
+def look(s: Session, record: SubmissionRecord, only: Sequence[str]) -> list[BenchStatus]:
+    """One look at the submission's jobs (one squeue and one sacct, whatever their number), of the
+    benchmarks `only` names (none: every one)."""
     rows = statuses(s.connection(), record)
-    return [r for r in rows if r.benchmark in s.inv.only] if s.inv.only else rows
+    return [r for r in rows if r.benchmark in only] if only else rows
 
 
-def current_statuses(s: Session) -> tuple[SubmissionRecord, list[BenchStatus]]:
-    record = find_checked(s)
-    return record, look(s, record)
+def current_statuses(s: Session, args: OfSubmission) -> tuple[SubmissionRecord, list[BenchStatus]]:
+    record = find_checked(s, args)
+    return record, look(s, record, args.only)
 
 
 # A large status takes a second or two: say so on a terminal, from this many jobs.
 PROGRESS_FROM = 100
 
 
-def print_status(s: Session) -> None:
+def print_status(s: Session, args: StatusArgs) -> None:
     """The table (json=1: one document) with its summary line; watch=1 looks again until every job
     has ended and fails (exit 1) unless every benchmark completed."""
-    record = find_checked(s)
+    record = find_checked(s, args)
     live = executor_for(record.executor).LIVE
     looks = None
-    if s.inv.watch:
+    if args.watch:
         rates = Rates()  # each benchmark's rollouts per second since the first look: its time left
 
         def draw(rows: list[BenchStatus], summary: Tally) -> str:
@@ -145,19 +147,19 @@ def print_status(s: Session) -> None:
             return format_statuses(record, rows, summary, rates=rates.seen(seen, time.monotonic()))
 
         rows, summary, looks = watch.watch(
-            lambda: look(s, record),
+            lambda: look(s, record, args.only),
             live,
-            as_json=s.inv.json,
+            as_json=args.json,
             draw=draw,
             what=record.gym_job_id,
         )
     else:
         if len(record.benchmarks) >= PROGRESS_FROM:
             s.progress.show(f"asking about the {len(record.benchmarks)} jobs of {record.gym_job_id} ...")
-        rows = look(s, record)
+        rows = look(s, record, args.only)
         s.progress.done(keep=False)
         summary = tally(rows, live)
-    render = statuses_json if s.inv.json else format_statuses
+    render = statuses_json if args.json else format_statuses
     sys.stdout.write(render(record, rows, summary, looks))
-    if s.inv.watch and summary.failed + summary.unknown:
+    if args.watch and summary.failed + summary.unknown:
         raise UserError(watch.not_completed(record, rows, live))

@@ -5,6 +5,8 @@
   points and every set of verbs are derived from it
 - `arguments`: each reserved `name=value` argument with its type, its reader and the fix for a bad value
 - `invocation`: one command line read into a typed, frozen `Invocation`
+- `verb_args`: each verb's own frozen arguments (`StatusArgs`...), exactly those `verbs` lists for
+  it, which the verb's function takes instead of the whole command line
 
 It imports only the ground below it; everything that runs a verb is above it.
 """

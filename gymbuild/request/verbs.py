@@ -8,8 +8,9 @@ are all read from it, so a verb or an argument added here is documented everywhe
 once. So are the facts the run is shaped by: what a verb writes (invocation's read-only and
 stage-only sets: the lock, the pipeline), whether it connects ahead (cli._connect_ahead), whether it
 works on a sweep (task_kinds, multirun.VERBS) and whether it queues. A new verb is a `task_<verb>`
-in cli/graph.py, an entry in VERBS, a command class in cli/doit_plugin.py and an entry point in
-pyproject.toml: tests/cli/test_main.py and tests/cli/test_verbs.py fail for a verb missing from any.
+in cli/graph.py, an entry in VERBS, its arguments' class in verb_args.py, a command class in
+cli/doit_plugin.py and an entry point in pyproject.toml: tests/cli/test_main.py,
+tests/cli/test_verbs.py and tests/cli/test_verb_args.py fail for a verb missing from any.
 """
 
 from __future__ import annotations

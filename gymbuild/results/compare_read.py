@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from gymbuild.errors import Inconclusive, UserError, printable
 from gymbuild.executors.connection import is_this_machine
 from gymbuild.executors.states import states_of
+from gymbuild.request.verb_args import CompareArgs
 from gymbuild.results import compare, read, table
 
 if TYPE_CHECKING:
@@ -64,11 +65,11 @@ def read_script(pairs: Sequence[tuple[str, str]]) -> str:
     return read.read_script(pairs, _READER, read.bash_reader(_BENCH_FILES, _RUN_FILES))
 
 
-def _records(s: Session) -> list[SubmissionRecord]:
-    records = read.find_records(s)
+def _records(s: Session, run: str | None) -> list[SubmissionRecord]:
+    records = read.find_records(s, run)
     if len(records) != 2:
         raise UserError(
-            f"error: compare compares two runs; {'run=' + s.inv.run if s.inv.run else 'the config'} names "
+            f"error: compare compares two runs; {'run=' + run if run else 'the config'} names "
             f"{len(records)}\n"
             "    fix: run=<baseline gym_job_id>,<candidate gym_job_id> (`gymbuild runs` lists them)"
         )
@@ -116,23 +117,23 @@ def _read(
     return files, models, states
 
 
-def asked(s: Session, records: Sequence[SubmissionRecord]) -> list[str]:
+def asked(only: Sequence[str], records: Sequence[SubmissionRecord]) -> list[str]:
     """The benchmarks to compare: only='s, else every benchmark either run has (the baseline's order,
     then the candidate's own). only= naming one neither run has is a mistake, not "nothing to do"."""
     every = list(dict.fromkeys(j.benchmark for r in records for j in r.benchmarks))
-    unknown = [b for b in s.inv.only if b not in every]
+    unknown = [b for b in only if b not in every]
     if unknown:
         raise UserError(
             f"error: only= names benchmark(s) neither run has: {', '.join(unknown)}\n"
             f"    fix: pick from {', '.join(every) or '(the runs have no benchmark)'}"
         )
-    return [b for b in every if not s.inv.only or b in s.inv.only]
+    return [b for b in every if not only or b in only]
 
 
-def build(s: Session) -> compare.Comparison:
+def build(s: Session, args: CompareArgs) -> compare.Comparison:
     """The comparison of the two runs, with every reason a benchmark asked for was not compared in full."""
-    records = _records(s)
-    wanted = asked(s, records)
+    records = _records(s, args.run)
+    wanted = asked(args.only, records)
     files, models, states = _read(s, records)
     runs = [
         table.RunResult(r.gym_job_id, r.run_dir, r.executor, r.cluster, m)
@@ -171,15 +172,15 @@ def build(s: Session) -> compare.Comparison:
     )
 
 
-def print_compare(s: Session) -> None:
+def print_compare(s: Session, args: CompareArgs) -> None:
     """The verb: the comparison on stdout. With max_drop= it is a gate: exit 1 (the drops on stderr)
     when a benchmark's reward dropped by more than max_drop with confidence; else exit 2, INCONCLUSIVE
     (the reasons on stderr, one line each), when any benchmark asked for was not compared in full; else 0."""
-    max_drop = s.inv.max_drop  # read and checked by its argument (arguments.py)
-    comparison = build(s)
+    max_drop = args.max_drop  # read and checked by its argument (arguments.py)
+    comparison = build(s, args)
     dropped = compare.drops(comparison, max_drop) if max_drop is not None else []
     gate = compare.verdict(comparison, dropped) if max_drop is not None else None
-    out = compare.to_json(comparison, dropped, gate) if s.inv.json else compare.format_table(comparison)
+    out = compare.to_json(comparison, dropped, gate) if args.json else compare.format_table(comparison)
     sys.stdout.write(out)
     sys.stdout.flush()
     unsure = "".join(f"\n  inconclusive: {printable(u, lines=False)}" for u in comparison.inconclusive)

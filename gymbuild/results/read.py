@@ -22,6 +22,7 @@ from gymbuild.errors import UserError
 from gymbuild.executors.base import executor_for
 from gymbuild.executors.connection import Connection, is_this_machine
 from gymbuild.executors.states import states_of
+from gymbuild.request.verb_args import ResultsArgs
 from gymbuild.resources import user_cache_home
 from gymbuild.results import table
 from gymbuild.shell import join, quote
@@ -179,15 +180,15 @@ class _Run:
     read_error: str | None = None  # why the metrics read failed, when it did
 
 
-def find_records(s: Session) -> list[SubmissionRecord]:
-    """`run=<id>,<id>,...` in that order; `run=all`: every submission of the config, oldest first;
-    else the config's current submission."""
-    if s.inv.run == "all":
+def find_records(s: Session, run: str | None) -> list[SubmissionRecord]:
+    """`run` (the verb's run=): `<id>,<id>,...` in that order; `all`: every submission of the
+    config, oldest first; else (None) the config's current submission."""
+    if run == "all":
         return _config_records(s)
     # Each id whole (no strip): one that is not an id is refused before it is echoed or read.
-    named = [ids.gym_job_id(i, "run=") for i in (s.inv.run or "").split(",") if i]
+    named = [ids.gym_job_id(i, "run=") for i in (run or "").split(",") if i]
     if not named:
-        return [find.find_record(s, connect=False)]
+        return [find.find_record(s, run, connect=False)]
     if len(set(named)) != len(named):
         raise UserError(f"error: run= names a run twice: {','.join(named)}\n    fix: name each run once")
     return [find.find_record(s, i, connect=False) for i in named]
@@ -394,21 +395,20 @@ def _check_only(records: Iterable[SubmissionRecord], only: Sequence[str]) -> Non
         )
 
 
-def print_results(s: Session) -> None:
+def print_results(s: Session, args: ResultsArgs) -> None:
     """The verb: find the runs, read what is not cached, print the table (or JSON, CSV, markdown)."""
-    fmt = s.inv.format or "table"  # one of arguments.FORMATS: format= read it
-    if s.inv.series:
+    fmt = args.format or "table"  # one of arguments.FORMATS: format= read it
+    if args.series:
         raise UserError(
             "error: series=1 reads a sweep's combinations, and this is one submission\n"
             "    fix: add multirun=1 (the config's latest sweep) or sweep=ID"
         )
-    records = find_records(s)
-    if s.inv.only:
-        _check_only(records, s.inv.only)
+    records = find_records(s, args.run)
+    if args.only:
+        _check_only(records, args.only)
         records = [
-            replace(r, benchmarks=tuple(j for j in r.benchmarks if j.benchmark in s.inv.only))
-            for r in records
+            replace(r, benchmarks=tuple(j for j in r.benchmarks if j.benchmark in args.only)) for r in records
         ]
     cache = Cache(user_cache_home() / "gymbuild" / "results")
     runs = gather(s, cache, records)
-    sys.stdout.write(table.render(runs, as_json=s.inv.json, fmt=fmt))
+    sys.stdout.write(table.render(runs, as_json=args.json, fmt=fmt))

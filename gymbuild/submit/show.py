@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from gymbuild.executors.base import executor_for
+from gymbuild.request.verb_args import RenderArgs, ResolveArgs, ResubmitArgs, SubmitArgs
 from gymbuild.submit.plans import keep_compiled_templates
 from gymbuild.submit.record import build_record
 
@@ -21,15 +22,15 @@ def _err(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def print_resolved(ctx: Session) -> None:
+def print_resolved(ctx: Session, args: ResolveArgs) -> None:
     from gymbuild.config.output import dump_tree  # late: PyYAML (House rules)
 
     assert ctx.resolved is not None
     ctx.warn()
-    sys.stdout.write(dump_tree(ctx.resolved.tree, as_json=ctx.inv.json))
+    sys.stdout.write(dump_tree(ctx.resolved.tree, as_json=args.json))
 
 
-def print_dry_run(ctx: Session) -> None:
+def print_dry_run(ctx: Session, args: RenderArgs) -> None:
     """The job of every selected benchmark (once a job, keyed by its directory relative to the run
     dir), rendered with secrets masked; nothing is queued or recorded. A job this run staged is
     printed as staged: its job.sh holds no secret value."""
@@ -46,7 +47,7 @@ def print_dry_run(ctx: Session) -> None:
         job = plans.job(group)
         jobs[job.rel_dir] = ctx.memory.rendered.get(job.rel_dir) or render_job_plan(job, mask)
     run_dir = ctx.submission().run_dir
-    if ctx.inv.json:
+    if args.json:
         payload = {
             "run_dir": run_dir,
             "benchmarks": {b: {rel: f.text for rel, f in j.files.items()} for b, j in jobs.items()},
@@ -65,7 +66,9 @@ def _changed_since_queued(
     return [(b, o) for b, o in earlier if o.script_digest != plans.stage_digest(b)]
 
 
-def report_submit(ctx: Session, benches: Sequence[str] | None = None) -> str | None:
+def report_submit(
+    ctx: Session, args: SubmitArgs | ResubmitArgs, benches: Sequence[str] | None = None
+) -> str | None:
     """Print what the run queued (json=1: the manifest) and the notes on what it left alone; return
     the failure to report (exit 1) when a benchmark of `benches` (default: the selection) has no job
     id."""
@@ -77,15 +80,15 @@ def report_submit(ctx: Session, benches: Sequence[str] | None = None) -> str | N
     # resubmit reports on what it re-queued; a benchmark it was not asked about fails nothing.
     selected = set(everyone if benches is None else benches)
     changed = _changed_since_queued(workspace, plans, queued_now, [b for b in everyone if b in selected])
-    record = build_record(sub, workspace, commit=ctx.inv.json)  # json=1 prints it as the manifest
+    record = build_record(sub, workspace, commit=args.json)  # json=1 prints it as the manifest
     jobs = [j for j in record.benchmarks if j.benchmark in selected]
     label = executor_for(record.executor).JOB_LABEL
-    if ctx.inv.json:
+    if args.json:
         sys.stdout.write(record.dumps())
     elif not queued_now and all(j.job_id for j in jobs):
         print(
             f"nothing to submit: {_all_queued(len(jobs))} ({record.gym_job_id}); one that failed "
-            f"is re-queued by `gymbuild resubmit config={ctx.inv.config}` (a cancelled one: add only=NAME), "
+            f"is re-queued by `gymbuild resubmit config={args.config}` (a cancelled one: add only=NAME), "
             "a fresh submission of all by new=1"
         )
     else:

@@ -14,7 +14,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gymbuild.config import load_config
 from gymbuild.day_two import act, find, watch
@@ -23,6 +23,17 @@ from gymbuild.day_two.status import format_statuses, statuses_json
 from gymbuild.errors import UserError, printable
 from gymbuild.executors import states
 from gymbuild.executors.base import executor_for
+from gymbuild.request.verb_args import (
+    CancelArgs,
+    LogsArgs,
+    RenderArgs,
+    ResolveArgs,
+    ResubmitArgs,
+    ResultsArgs,
+    StatusArgs,
+    SubmitArgs,
+    args_of,
+)
 from gymbuild.resources import user_cache_home
 from gymbuild.state.records import SubmissionRecord
 from gymbuild.state.workspace import Workspace
@@ -123,13 +134,16 @@ def _say_once(said: io.StringIO) -> None:
 # --- submit ----------------------------------------------------------------------------------------
 
 
-def expand_for_submit(s: Session, overrides: Sequence[str], *, quiet: bool = False) -> list[Cell]:
+def expand_for_submit(
+    s: Session, overrides: Sequence[str], ready_given: tuple[str, ...] | None = None, *, quiet: bool = False
+) -> list[Cell]:
     """The cells of the overrides; `paths(...)` globs expanded on the submit target in one round trip,
-    taking only the paths a ready marker says are complete (`ready=`, sweep.ready_markers). What is
+    taking only the paths a ready marker says are complete (`ready_given`, submit's ready=; None:
+    the default markers, sweep.ready_markers). What is
     waiting for its marker, and a name no job can carry, is named on stderr, one line each (`quiet`,
     the follower's every poll: only the names refused)."""
     source = str(s.inv.config)
-    ready = ready_markers(s.inv.ready)
+    ready = ready_markers(ready_given)
     patterns = globs(overrides, source)
     found: dict[str, list[str]] = {}
     if patterns:
@@ -179,7 +193,7 @@ def cell_of(cs: Session) -> Cell:
 
 
 def _report(
-    s: Session,
+    args: SubmitArgs | ResubmitArgs,
     ident: str,
     cells: Sequence[Cell],
     sessions: Sequence[Session],
@@ -189,23 +203,23 @@ def _report(
     the cells share are said once."""
     docs, failures, said = [], [], io.StringIO()
     queued = sum(len(cs.queued_now) for cs in sessions)
-    if not s.inv.json:
+    if not args.json:
         plural = "s" if len(cells) != 1 else ""
         print(f"sweep {ident}: {len(cells)} combination{plural}, {queued} job(s) queued now")
     for cell, label, cs, picked in zip(cells, labels(cells), sessions, benches, strict=True):
         out = io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(said):
-            failed = show.report_submit(cs, picked)
+            failed = show.report_submit(cs, args, picked)
         if failed is not None:
             failures.append((label, UserError(failed)))
         gym_job_id = cs.submission().gym_job_id
-        if s.inv.json:
+        if args.json:
             manifest = json.loads(out.getvalue())
             docs.append({"label": label, "values": list(cell.values), "gym_job_id": gym_job_id, **manifest})
         else:
             sys.stdout.write(f"== {label}  ({gym_job_id})\n{out.getvalue()}")
     _say_once(said)
-    if s.inv.json:
+    if args.json:
         sys.stdout.write(json.dumps({"sweep_id": ident, "cells": docs}, indent=2) + "\n")
     if failures:
         raise _combined(failures)
@@ -216,15 +230,15 @@ def close_all(sessions: Sequence[Session]) -> None:
         cs.close()
 
 
-def submit(s: Session) -> None:
+def submit(s: Session, args: SubmitArgs) -> None:
     """submit multirun=1: every cell's benchmarks that have no job id yet (with new=1: every cell
     afresh), in one pipeline; the sweep record lists the cells and their gym_job_ids."""
-    ident, overrides = expression(s)
-    cells = expand_for_submit(s, overrides)
+    ident, overrides = expression(s, None)  # submit reads no sweep=: the overrides are the sweep
+    cells = expand_for_submit(s, overrides, args.ready)
     records = Records(s.workspace)
     if not cells:
-        records.save(merged(records.load(ident), ident, s.inv.config, overrides, []))
-        if s.inv.json:
+        records.save(merged(records.load(ident), ident, args.config, overrides, []))
+        if args.json:
             sys.stdout.write(json.dumps({"sweep_id": ident, "cells": []}, indent=2) + "\n")
         else:
             print(f"nothing to submit: the sweep {ident} has no combination yet")
@@ -236,8 +250,8 @@ def submit(s: Session) -> None:
         try:
             pipeline.run_batch(sessions, todo, [header(cell, ident) for cell in cells])
         finally:
-            records.save(merged(records.load(ident), ident, s.inv.config, overrides, _ids(cells, sessions)))
-        _report(s, ident, cells, sessions, [None] * len(cells))
+            records.save(merged(records.load(ident), ident, args.config, overrides, _ids(cells, sessions)))
+        _report(args, ident, cells, sessions, [None] * len(cells))
     finally:
         close_all(sessions)
 
@@ -253,22 +267,22 @@ def _ids(cells: Sequence[Cell], sessions: Sequence[Session]) -> list[tuple[Cell,
 # --- the other verbs -------------------------------------------------------------------------------
 
 
-def resolve(s: Session) -> None:
-    ident, overrides = expression(s)
+def resolve(s: Session, args: ResolveArgs) -> None:
+    ident, overrides = expression(s, None)  # resolve reads no sweep=: the overrides are the sweep
     cells = [cell_of(cs) for cs in sessions_of(s, expand_for_submit(s, overrides), overrides)]
-    _each(s, cells, show.print_resolved, ident=ident, as_json=s.inv.json, field="config")
+    _each(s, cells, lambda cs: show.print_resolved(cs, args), ident=ident, as_json=args.json, field="config")
 
 
-def render(s: Session) -> None:
+def render(s: Session, args: RenderArgs) -> None:
     """The dry run of each combination (its globs expanded on the target): nothing is copied or queued."""
-    ident, overrides = expression(s)
+    ident, overrides = expression(s, None)  # render reads no sweep=: the overrides are the sweep
     cells = [cell_of(cs) for cs in sessions_of(s, expand_for_submit(s, overrides), overrides)]
 
     def dry_run(cs: Session) -> None:
         pipeline.stage_only(cs)
-        show.print_dry_run(cs)
+        show.print_dry_run(cs, args)
 
-    _each(s, cells, dry_run, ident=ident, as_json=s.inv.json, field="dry_run")
+    _each(s, cells, dry_run, ident=ident, as_json=args.json, field="dry_run")
 
 
 def _submitted(record: SweepRecord) -> list[Cell]:
@@ -291,9 +305,9 @@ def records_of(s: Session, cells: Sequence[Cell]) -> list[SubmissionRecord | Non
     return found
 
 
-def _check_only(s: Session, records: Sequence[SubmissionRecord | None]) -> None:
+def _check_only(only: Sequence[str], records: Sequence[SubmissionRecord | None]) -> None:
     have = {job.benchmark for r in records if r is not None for job in r.benchmarks}
-    unknown = [b for b in s.inv.only if b not in have]
+    unknown = [b for b in only if b not in have]
     if unknown:
         raise UserError(
             f"error: only= names benchmark(s) the sweep does not have: {', '.join(unknown)}\n"
@@ -301,15 +315,17 @@ def _check_only(s: Session, records: Sequence[SubmissionRecord | None]) -> None:
         )
 
 
-def look_at(s: Session, records: Sequence[SubmissionRecord | None]) -> list[list[states.BenchStatus]]:
-    """One look at every job of the sweep, shared jobs' members included (states.py): one status
-    round trip per executor, however many cells."""
+def look_at(
+    s: Session, records: Sequence[SubmissionRecord | None], only: Sequence[str]
+) -> list[list[states.BenchStatus]]:
+    """One look at every job of the sweep, shared jobs' members included (states.py), of the
+    benchmarks `only` names (none: every one): one status round trip per executor, however many cells."""
     present = [r for r in records if r is not None]
     if not present:
         return [[] for _ in records]
     found = iter(states.states_of(s.connection(present[0].hostname, use_config=False), present))
     rows = [next(found) if r is not None else [] for r in records]
-    return [[r for r in cell if r.benchmark in s.inv.only] if s.inv.only else cell for cell in rows]
+    return [[r for r in cell if r.benchmark in only] if only else cell for cell in rows]
 
 
 def _tables(
@@ -329,31 +345,31 @@ def _tables(
     return "".join(out)
 
 
-def status(s: Session) -> None:
+def status(s: Session, args: StatusArgs) -> None:
     """Every combination's table under its heading, and the sweep's summary line; one look for all
     of them (watch=1: looks again, as `status watch=1` does, until every job has ended)."""
-    record = find_sweep(s)
+    record = find_sweep(s, args.sweep)
     cells = _submitted(record)
     records = records_of(s, cells)
-    _check_only(s, records)
+    _check_only(args.only, records)
     live = frozenset().union(*(executor_for(r.executor).LIVE for r in records if r is not None))
-    rows = look_at(s, records)
+    rows = look_at(s, records, args.only)
     looks = None
-    if s.inv.watch:
+    if args.watch:
 
         def look() -> list[states.BenchStatus]:
-            rows[:] = look_at(s, records)
+            rows[:] = look_at(s, records, args.only)
             return [row for cell_rows in rows for row in cell_rows]
 
         _, total, looks = watch.watch(
             look,
             live,
-            as_json=s.inv.json,
+            as_json=args.json,
             draw=lambda _rows, _summary: _tables(cells, records, rows, live),
             what=f"the sweep {record['sweep_id']}",
         )
     total = states.tally([row for cell_rows in rows for row in cell_rows], live)
-    if s.inv.json:
+    if args.json:
         docs = []
         for cell, label, found, cell_rows in zip(cells, labels(cells), records, rows, strict=True):
             summary = states.tally(cell_rows, live)
@@ -368,37 +384,41 @@ def status(s: Session) -> None:
         sys.stdout.write(_tables(cells, records, rows, live))
         watched = f" (watched: {looks} looks)" if looks else ""
         print(f"sweep {record['sweep_id']}: {len(cells)} combinations, {total.line()}{watched}")
-    if s.inv.watch and (total.failed or total.unknown):
+    if args.watch and (total.failed or total.unknown):
         raise UserError(
             f"error: not every benchmark of the sweep {record['sweep_id']} completed: {total.line()}\n"
             "    fix: see the tables above; `gymbuild resubmit ... multirun=1` re-queues what failed"
         )
 
 
-def cancel(s: Session) -> None:
-    record = find_sweep(s)
-    _each(s, _submitted(record), act.cancel, ident=record["sweep_id"], as_json=s.inv.json, field="cancel")
+def cancel(s: Session, args: CancelArgs) -> None:
+    record = find_sweep(s, args.sweep)
+    cells = _submitted(record)
+    _each(
+        s, cells, lambda cs: act.cancel(cs, args), ident=record["sweep_id"], as_json=args.json, field="cancel"
+    )
 
 
-def resubmit(s: Session) -> None:
+def resubmit(s: Session, args: ResubmitArgs) -> None:
     """Re-queue each cell's benchmarks that ended in a retryable state, as `resubmit` does for one
     submission (day_two.requeue): one look, one copy, one sbatch per job re-queued."""
-    record = find_sweep(s)
+    record = find_sweep(s, args.sweep)
     cells = _submitted(record)
-    if s.inv.dry_run:  # each combination's dry run (day_two/act.py): nothing is released or queued
-        _each(s, cells, act.resubmit, ident=record["sweep_id"], as_json=s.inv.json, field="resubmit")
+    if args.dry_run:  # each combination's dry run (day_two/act.py): nothing is released or queued
+        each = record["sweep_id"]
+        _each(s, cells, lambda cs: act.resubmit(cs, args), ident=each, as_json=args.json, field="resubmit")
         return
     sessions = sessions_of(s, cells)
     try:
         mine = [i for i, cs in enumerate(sessions) if cs.workspace.submission() is not None]
         found = [find.find_record(sessions[i], "") for i in mine]
-        picked = act.requeue([sessions[i] for i in mine], found, s.inv.only)
+        picked = act.requeue([sessions[i] for i in mine], found, args.only)
         if not any(picked):
             said = (
                 f"nothing to resubmit: no benchmark of the sweep {record['sweep_id']} ended in a "
                 "retryable state"
             )
-            if s.inv.json:
+            if args.json:
                 print(said, file=sys.stderr)
                 sys.stdout.write(json.dumps({"sweep_id": record["sweep_id"], "cells": []}, indent=2) + "\n")
             else:
@@ -406,7 +426,7 @@ def resubmit(s: Session) -> None:
             return
         busy = [(i, p) for i, p in zip(mine, picked, strict=True) if p]
         _report(
-            s,
+            args,
             record["sweep_id"],
             [cells[i] for i, _ in busy],
             [sessions[i] for i, _ in busy],
@@ -416,12 +436,15 @@ def resubmit(s: Session) -> None:
         close_all(sessions)
 
 
-def gathered(s: Session) -> tuple[SweepRecord, list[Cell], list[RunResult]]:
-    """The sweep's record, its submitted combinations and their results (one status and one read
-    round trip for every combination; what is cached is not read again)."""
+def gathered(
+    s: Session, sweep: str | None, only: Sequence[str]
+) -> tuple[SweepRecord, list[Cell], list[RunResult]]:
+    """The sweep's record (`sweep`, the verb's sweep=), its submitted combinations and their results
+    (of the benchmarks `only` names; one status and one read round trip for every combination; what
+    is cached is not read again)."""
     from gymbuild.results import read  # late: measured, about 9 ms with the next two (House rules)
 
-    record = find_sweep(s)
+    record = find_sweep(s, sweep)
     cells = _submitted(record)
     records = records_of(s, cells)
     found = [r for r in records if r is not None]
@@ -431,38 +454,36 @@ def gathered(s: Session) -> tuple[SweepRecord, list[Cell], list[RunResult]]:
             f"error: no combination of the sweep {record['sweep_id']} has been submitted yet\n"
             "    fix: submit it first"
         )
-    if s.inv.only:
-        _check_only(s, found)
-        found = [
-            replace(r, benchmarks=tuple(j for j in r.benchmarks if j.benchmark in s.inv.only)) for r in found
-        ]
+    if only:
+        _check_only(only, found)
+        found = [replace(r, benchmarks=tuple(j for j in r.benchmarks if j.benchmark in only)) for r in found]
     cache = read.Cache(user_cache_home() / "gymbuild" / "results")
     runs = [replace(run, label=name) for run, name in zip(read.gather(s, cache, found), names, strict=True)]
     submitted = [cell for cell, r in zip(cells, records, strict=True) if r is not None]
     return record, submitted, runs
 
 
-def results(s: Session) -> None:
+def results(s: Session, args: ResultsArgs) -> None:
     """One column per combination, labelled by its values; series=1: a row per combination and
     metric, the swept values and the training step as columns (series.py)."""
     from gymbuild.results import table as tables  # late: measured, as in gathered
     from gymbuild.sweep import series  # late: measured, as in gathered
 
-    fmt = s.inv.format or "table"  # one of arguments.FORMATS: format= read it
-    pattern = series.step_pattern(s.inv.step)
-    record, cells, runs = gathered(s)
-    if s.inv.series:
+    fmt = args.format or "table"  # one of arguments.FORMATS: format= read it
+    pattern = series.step_pattern(args.step)
+    record, cells, runs = gathered(s, args.sweep, args.only)
+    if args.series:
         rows = series.points([c.values for c in cells], runs, pattern)
-        sys.stdout.write(series.render(record["sweep_id"], rows, as_json=s.inv.json, fmt=fmt))
+        sys.stdout.write(series.render(record["sweep_id"], rows, as_json=args.json, fmt=fmt))
         return
-    sys.stdout.write(tables.render(runs, as_json=s.inv.json, fmt=fmt))
+    sys.stdout.write(tables.render(runs, as_json=args.json, fmt=fmt))
 
 
-def logs(s: Session) -> None:
+def logs(s: Session, args: LogsArgs) -> None:
     """Logs are one submission's: with run=<gym_job_id> they are shown; else the sweep's ids are named."""
-    if s.inv.run:
-        return print_logs(s)
-    record = find_sweep(s)
+    if args.run:
+        return print_logs(s, args)
+    record = find_sweep(s, args.sweep)
     cells = _submitted(record)
     named = [
         f"  {label}: run={c.get('gym_job_id') or '(not submitted)'}"
@@ -475,7 +496,9 @@ def logs(s: Session) -> None:
     )
 
 
-VERBS: dict[str, Callable[[Session], None]] = {
+# Each takes the run and its verb's own arguments (request/verb_args.ARGS[name]: tests/cli/test_verb_args.py
+# checks each function's second parameter is its verb's class).
+VERBS: dict[str, Callable[[Session, Any], None]] = {
     "logs": logs,
     "resolve": resolve,
     "render": render,
@@ -489,4 +512,4 @@ VERBS: dict[str, Callable[[Session], None]] = {
 
 def verb_action(name: str, s: Session) -> Callable[[], None]:
     """The action of verb `name` on the sweep of this run (cli/graph.py's hook)."""
-    return lambda: VERBS[name](s)
+    return lambda: VERBS[name](s, args_of(name, s.inv))

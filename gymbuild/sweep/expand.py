@@ -453,12 +453,13 @@ def cells_of(record: SweepRecord) -> list[Cell]:
 # --- which sweep ---------------------------------------------------------------------------------
 
 
-def expression(s: Session) -> tuple[str, list[str]]:
-    """The sweep this run submits: its id and overrides (sweep=ID: the ones it was submitted with)."""
+def expression(s: Session, sweep: str | None) -> tuple[str, list[str]]:
+    """The sweep this run submits: its id and overrides (`sweep`, the verb's sweep=ID: the ones it
+    was submitted with)."""
     inv = s.inv
-    if inv.sweep and not inv.overrides:
-        record = _record_by_id(s, inv.sweep)
-        return inv.sweep, list(record["overrides"])
+    if sweep and not inv.overrides:
+        record = _record_by_id(s, sweep)
+        return sweep, list(record["overrides"])
     return sweep_id(inv.config, inv.overrides), list(inv.overrides)
 
 
@@ -474,13 +475,14 @@ def _record_by_id(s: Session, ident: str) -> SweepRecord:
     return record
 
 
-def find_sweep(s: Session) -> SweepRecord:
-    """The sweep a day-two verb acts on: sweep=ID; else the one of these overrides (multirun=1 and the
-    command line it was submitted with); else, with no overrides, the config's latest."""
+def find_sweep(s: Session, sweep: str | None) -> SweepRecord:
+    """The sweep a day-two verb acts on: `sweep` (its sweep=ID); else the one of these overrides
+    (multirun=1 and the command line it was submitted with); else, with no overrides, the config's
+    latest."""
     inv = s.inv
     records = Records(s.workspace)
-    if inv.sweep:
-        return _record_by_id(s, inv.sweep)
+    if sweep:
+        return _record_by_id(s, sweep)
     if inv.overrides:
         ident = sweep_id(inv.config, inv.overrides)
         record = records.load(ident)

@@ -31,6 +31,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from gymbuild.errors import UserError, printable
+from gymbuild.request.verb_args import ExportArgs
 from gymbuild.state.records import RESOLVED_CONFIG_NAME
 from gymbuild.state.workspace import digest
 from gymbuild.sweep import batch, series
@@ -239,15 +240,15 @@ def _wandb_has(wandb: ModuleType, project: str, run_id: str, step: int) -> bool:
     return any(row.get("_step") == step for row in run.scan_history(keys=["_step"]))
 
 
-def export(s: Session) -> None:
+def export(s: Session, args: ExportArgs) -> None:
     """The verb: the sweep's series, read as `results series=1` reads it, sent to the tracker."""
-    to = s.inv.to or ""
+    to = args.to or ""
     if to not in TRACKERS:
         raise UserError(
             f"error: to={to or '(none)'} is not a tracker gymbuild exports to\n"
             f"    fix: to={' or to='.join(TRACKERS)}"
         )
-    if not s.inv.is_sweep:
+    if not args.is_sweep:
         raise UserError(
             "error: export sends a sweep's series (a run per checkpoint, its step as the step)\n"
             "    fix: add multirun=1 (the config's latest sweep) or sweep=ID"
@@ -255,11 +256,11 @@ def export(s: Session) -> None:
     _library(to)  # before any round trip: a missing extra, or where to log, is said at once
     if to == "mlflow":
         mlflow_uri()
-    pattern = series.step_pattern(s.inv.step)
-    record, cells, runs = batch.gathered(s)
+    pattern = series.step_pattern(args.step)
+    record, cells, runs = batch.gathered(s, args.sweep, args.only)
     rows = series.points([c.values for c in cells], runs, pattern)
     digests = _digests(s, cells)
-    experiment = s.inv.experiment or f"gymbuild-{s.inv.config.stem}"
+    experiment = args.experiment or f"gymbuild-{args.config.stem}"
     found = checkpoints(record["sweep_id"], rows, digests)
     if to == "mlflow":
         created, again, logged = to_mlflow(experiment, found)
@@ -272,7 +273,7 @@ def export(s: Session) -> None:
         f"exported sweep {record['sweep_id']} to {where} {experiment}: "
         f"{created} run(s) created, {again} found again, {logged} point(s) logged"
     )
-    if s.inv.json:  # one JSON document on stdout, as every verb's json=1
+    if args.json:  # one JSON document on stdout, as every verb's json=1
         doc = {
             "sweep_id": record["sweep_id"],
             "to": to,

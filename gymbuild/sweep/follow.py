@@ -40,7 +40,7 @@ from gymbuild.sweep import batch
 from gymbuild.sweep.expand import Records, expression, globs, header, merged, ready_markers, unescaped
 
 if TYPE_CHECKING:
-    from gymbuild.request.invocation import Invocation
+    from gymbuild.request.verb_args import SubmitArgs
     from gymbuild.submit.session import Session
     from gymbuild.sweep.expand import Cell
 
@@ -68,12 +68,12 @@ class Options:
     retries: int  # re-queues of a checkpoint whose jobs failed, before it is given up on
 
 
-def options(inv: Invocation) -> Options:
+def options(args: SubmitArgs) -> Options:
     """every=, ready=, retries= as the command line gave them (their arguments read and checked
     them, arguments.py), or the defaults."""
-    every = DEFAULT_EVERY if inv.every is None else inv.every
-    retries = DEFAULT_RETRIES if inv.retries is None else inv.retries
-    return Options(every, ready_markers(inv.ready), retries)
+    every = DEFAULT_EVERY if args.every is None else args.every
+    retries = DEFAULT_RETRIES if args.retries is None else args.retries
+    return Options(every, ready_markers(args.ready), retries)
 
 
 class State:
@@ -132,13 +132,13 @@ def _stoppable() -> Iterator[threading.Event]:
             signal.signal(sig, old)
 
 
-def follow(s: Session) -> None:
+def follow(s: Session, args: SubmitArgs) -> None:
     """The verb: poll until a signal, then one summary line (and what was given up on)."""
-    ident, overrides = expression(s)
-    opts = options(s.inv)
-    if not globs(overrides, str(s.inv.config)):
+    ident, overrides = expression(s, None)  # submit reads no sweep=: the overrides are the sweep
+    opts = options(args)
+    if not globs(overrides, str(args.config)):
         raise UserError(
-            f"error: {s.inv.config}: follow=1 follows checkpoints as they appear; the sweep has no paths()\n"
+            f"error: {args.config}: follow=1 follows checkpoints as they appear; the sweep has no paths()\n"
             "    fix: sweep the checkpoint over a glob: 'services.policy.model=paths(/lustre/ckpts/iter_*)'"
         )
     state = State(s.workspace.config_dir / "follow" / f"{ident}.json", ident)
@@ -149,7 +149,7 @@ def follow(s: Session) -> None:
     with _stoppable() as stop:
         while not stop.is_set():
             try:
-                poll(s, ident, overrides, opts, state)
+                poll(s, args, ident, overrides, opts, state)
             except UserError as err:  # a network blip must not end a follower that runs for days
                 print(f"poll failed, trying again in {opts.every:g} s: {err}", file=sys.stderr, flush=True)
                 # The connection may be what failed (sshd restarted, the link dropped): the next
@@ -168,18 +168,20 @@ def follow(s: Session) -> None:
         print(f"  gave up on {entry['name']} ({entry['gym_job_id']}): {entry.get('why', '')}", flush=True)
 
 
-def poll(s: Session, ident: str, overrides: Sequence[str], opts: Options, state: State) -> None:
+def poll(
+    s: Session, args: SubmitArgs, ident: str, overrides: Sequence[str], opts: Options, state: State
+) -> None:
     """One look: submit the complete checkpoints not submitted yet, then settle the ones in flight."""
-    cells = batch.expand_for_submit(s, overrides, quiet=True)
+    cells = batch.expand_for_submit(s, overrides, args.ready, quiet=True)
     fresh = [cell for cell in cells if cell.key not in state.checkpoints]
     if fresh:
         _submit(s, fresh, ident, state, overrides)
         records = Records(s.workspace)
         ids = [(cell, state.gym_job_id(cell.key)) for cell in cells]
-        records.save(merged(records.load(ident), ident, s.inv.config, overrides, ids))
+        records.save(merged(records.load(ident), ident, args.config, overrides, ids))
     in_flight = [cell for cell in cells if state.state_of(cell.key) == SUBMITTED]
     if in_flight:
-        _settle(s, in_flight, opts, state)
+        _settle(s, args.only, in_flight, opts, state)
 
 
 def _submit(s: Session, cells: Sequence[Cell], ident: str, state: State, overrides: Sequence[str]) -> None:
@@ -208,10 +210,11 @@ def _submit(s: Session, cells: Sequence[Cell], ident: str, state: State, overrid
         batch.close_all(sessions)
 
 
-def _settle(s: Session, cells: Sequence[Cell], opts: Options, state: State) -> None:
-    """One look at the jobs of the checkpoints in flight: completed, re-queued, or given up on."""
+def _settle(s: Session, only: Sequence[str], cells: Sequence[Cell], opts: Options, state: State) -> None:
+    """One look at the jobs of the checkpoints in flight (of the benchmarks `only` names, none: every
+    one): completed, re-queued, or given up on."""
     records = batch.records_of(s, cells)
-    looks = batch.look_at(s, records)
+    looks = batch.look_at(s, records, only)
     retry: list[int] = []
     for i, (cell, record, rows) in enumerate(zip(cells, records, looks, strict=True)):
         if record is None:
@@ -236,7 +239,7 @@ def _settle(s: Session, cells: Sequence[Cell], opts: Options, state: State) -> N
         sessions = batch.sessions_of(s, [cells[i] for i in retry])
         try:
             found = [records[i] for i in retry]
-            picked = act.requeue(sessions, [r for r in found if r is not None], s.inv.only)
+            picked = act.requeue(sessions, [r for r in found if r is not None], only)
         finally:
             batch.close_all(sessions)
         for i, benches in zip(retry, picked, strict=True):

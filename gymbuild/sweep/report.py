@@ -25,6 +25,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from gymbuild.errors import UserError
+from gymbuild.request.verb_args import ReportArgs
 from gymbuild.results.table import number
 from gymbuild.state.workspace import atomic_write
 from gymbuild.sweep import batch, series
@@ -150,19 +151,19 @@ def _matplotlib() -> ModuleType:
     return matplotlib
 
 
-def report(s: Session) -> None:
+def report(s: Session, args: ReportArgs) -> None:
     """The verb: the sweep's series (as `results series=1` reads it) written as one HTML file."""
-    if not s.inv.is_sweep:
+    if not args.is_sweep:
         raise UserError(
             "error: report draws a sweep's series (a point per checkpoint)\n"
             "    fix: add multirun=1 (the config's latest sweep) or sweep=ID"
         )
     _matplotlib()
-    pattern = series.step_pattern(s.inv.step)
-    record, cells, runs = batch.gathered(s)
+    pattern = series.step_pattern(args.step)
+    record, cells, runs = batch.gathered(s, args.sweep, args.only)
     rows = series.points([c.values for c in cells], runs, pattern)
-    out = s.inv.out or Path(f"{s.inv.config.stem}-report.html")
-    title = f"{s.inv.config.name}: {record['sweep_id']}"
+    out = args.out or Path(f"{args.config.stem}-report.html")
+    title = f"{args.config.name}: {record['sweep_id']}"
     text = page(record["sweep_id"], title, rows)
     try:
         atomic_write(out, text)
@@ -173,7 +174,7 @@ def report(s: Session) -> None:
         ) from None
     plots, checkpoints = len(re.findall(r'<section class="plot"', text)), len({r.label for r in rows})
     said = f"wrote {out}: {plots} plot(s) of {checkpoints} checkpoint(s)"
-    if s.inv.json:  # one JSON document on stdout, as every verb's json=1
+    if args.json:  # one JSON document on stdout, as every verb's json=1
         doc = {"sweep_id": record["sweep_id"], "out": str(out), "plots": plots, "checkpoints": checkpoints}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:

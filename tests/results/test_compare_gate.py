@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from gymbuild.errors import Inconclusive, UserError
 from gymbuild.request.invocation import Invocation
+from gymbuild.request.verb_args import CompareArgs
 from gymbuild.results import compare_read
 from gymbuild.submit.session import Session
 
@@ -76,7 +77,7 @@ def gate(home: Path, *args: str) -> tuple[int, str, str]:
     s = Session(Invocation.from_argv(["compare", f"run={A},{B}", *args, f"workspace={home / 'ws'}"]))
     try:
         with contextlib.redirect_stdout(out):
-            compare_read.print_compare(s)
+            compare_read.print_compare(s, CompareArgs.of(s.inv))
         return 0, out.getvalue(), ""
     except Inconclusive as err:
         return 2, out.getvalue(), str(err)

@@ -23,6 +23,7 @@ from results_helpers import Sessions
 
 from gymbuild.errors import UserError
 from gymbuild.request.invocation import Invocation
+from gymbuild.request.verb_args import SubmitArgs
 from gymbuild.sweep import follow
 
 SCORE = '"$NEMO_GYM_BENCH_DIR/artifacts/metrics.json"'
@@ -109,7 +110,7 @@ def test_a_follower_takes_each_complete_checkpoint_once_retries_failures_and_sto
 
 def _options(given: dict[str, str]) -> follow.Options:
     """The follower's options of a command line with these arguments (read by their arguments)."""
-    return follow.options(Invocation.from_vars(given))
+    return follow.options(SubmitArgs.of(Invocation.from_vars(given)))
 
 
 def test_the_follower_s_arguments_are_checked_with_one_message() -> None:

@@ -26,6 +26,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gymbuild.request.invocation import Invocation
+from gymbuild.request.verb_args import RenderArgs
 from gymbuild.submit.session import Session
 from gymbuild.sweep import batch, expand
 
@@ -62,7 +63,7 @@ def dry_run(home: Path, ckpts: Path, *args: str) -> tuple[dict, str]:
     s = Session(Invocation.from_argv([*argv, f"services.policy.model=paths({ckpts}/*)"]))
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            batch.render(s)
+            batch.render(s, RenderArgs.of(s.inv))
     finally:
         s.close()
     return json.loads(out.getvalue()), err.getvalue()
