@@ -3,13 +3,13 @@
 A `gym_job_id` names a run directory, a local index entry, a note, a results cache file and a secrets
 directory. It arrives from places gymbuild does not control: a `gym-job.json` in a run directory under
 a shared output path, the local index, `run=` on the command line. One id holding `../` or `/` once
-made `cancel` remove a directory outside `~/.gymbuild-secrets` (issue 45). So every reader goes
+made `cancel` remove a directory outside `~/.gymbuild-secrets`. So every reader goes
 through `gym_job_id` (or `is_gym_job_id`), and every path made of an id through `id_path`: an id that
 is not `gym-job-<YYYYMMDDTHHMMSSZ>-<6 hex>` (NeMo Gym 0.7.0's `new_gym_job_id`, and gymbuild's) never
 reaches a path. The format has no `/`, `.` or shell metacharacter, so a path made of it stays in its
 directory by construction; `id_path` checks that too.
 
-A leaf module: the command line (`argv`), the record (`jobs`), the readers and the secrets removal
+A leaf module: the command line (`argv`), the record (`records`), the readers and the secrets removal
 (`executors/secrets.py`, so the script-code digest reads it too) import it; it imports only the errors.
 """
 

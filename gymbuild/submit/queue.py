@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from gymbuild import interrupts
 from gymbuild.executors.base import Answer, Queued
 from gymbuild.executors.secrets import SecretsFile
-from gymbuild.state.records import utc_now, utc_timestamp
+from gymbuild.state.provenance import utc_now, utc_timestamp
 from gymbuild.state.workspace import Outcome
 from gymbuild.submit.record import keep_benchmark_order
 

@@ -12,7 +12,8 @@ from gymbuild import __version__
 from gymbuild.errors import UserError
 from gymbuild.executors.base import executor_for
 from gymbuild.state.notes import note_run
-from gymbuild.state.records import MANIFEST_NAME, BenchmarkJob, SubmissionRecord, gym_commit
+from gymbuild.state.provenance import gym_commit
+from gymbuild.state.records import MANIFEST_NAME, BenchmarkJob, SubmissionRecord
 from gymbuild.state.workspace import atomic_write, digest
 from gymbuild.submit.stage import resolved_names
 

@@ -25,7 +25,7 @@ from gymbuild.progress import Progress, on_a_terminal
 from gymbuild.request.invocation import Invocation
 from gymbuild.resources import user_cache_home
 from gymbuild.state.config_cache import ValidatedConfigs
-from gymbuild.state.records import new_gym_job_id, utc_now, utc_timestamp
+from gymbuild.state.provenance import new_gym_job_id, utc_now, utc_timestamp
 from gymbuild.state.workspace import Submission, Workspace, locked
 from gymbuild.submit.link import Link
 from gymbuild.submit.live import live_submissions

@@ -19,7 +19,7 @@ from gymbuild.executors import attempts, slurm
 from gymbuild.executors.base import Queued
 from gymbuild.executors.connection import Connection, Result
 from gymbuild.executors.secrets import SecretsFile, forget_secrets
-from gymbuild.state.records import new_gym_job_id, utc_now
+from gymbuild.state.provenance import new_gym_job_id, utc_now
 
 if TYPE_CHECKING:
     from tests.conftest import Cluster

@@ -188,7 +188,7 @@ def test_sacct_bounded_by_the_submission_time_still_finds_its_jobs_in_any_time_z
     `-S` in the login node's own zone, so the slack must hold even twelve hours west of UTC."""
     from datetime import UTC, datetime
 
-    from gymbuild.state.records import utc_timestamp
+    from gymbuild.state.provenance import utc_timestamp
 
     submitted_at = utc_timestamp(datetime.now(UTC).replace(microsecond=0))
     bench_dir = cluster.run_dir("sacct-since")

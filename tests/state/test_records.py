@@ -19,7 +19,7 @@ from jsonschema import Draft202012Validator
 
 import gymbuild
 from gymbuild.resources import load_schema
-from gymbuild.state import records
+from gymbuild.state import provenance, records
 from gymbuild.state.records import BenchmarkJob, RecordError, SubmissionRecord
 
 DATA = Path(__file__).parents[1] / "data"
@@ -49,13 +49,13 @@ def fixture_payload(name: str) -> dict:
 def make_record(**changes) -> SubmissionRecord:
     """A record as gymbuild writes it; a `gym_job_id` given names its run directory too."""
     now = FROZEN
-    job_id = changes.pop("gym_job_id", None) or records.new_gym_job_id(now)
+    job_id = changes.pop("gym_job_id", None) or provenance.new_gym_job_id(now)
     run_dir = f"/scratch/alice/runs/{job_id}"
     record = SubmissionRecord(
         gym_job_id=job_id,
         gym_version=gymbuild.__version__,
         gym_commit="0" * 40,
-        submitted_at=records.utc_timestamp(now),
+        submitted_at=provenance.utc_timestamp(now),
         run_dir=run_dir,
         cluster="eos",
         executor="slurm",
@@ -424,8 +424,8 @@ def test_iter_local_index_of_a_machine_that_never_submitted_is_empty(monkeypatch
 
 
 def test_two_ids_made_in_the_same_frozen_second_differ(monkeypatch) -> None:
-    monkeypatch.setattr(records, "utc_now", lambda: FROZEN)
-    ids = [records.new_gym_job_id(records.utc_now()) for _ in range(3)]
+    monkeypatch.setattr(provenance, "utc_now", lambda: FROZEN)
+    ids = [provenance.new_gym_job_id(provenance.utc_now()) for _ in range(3)]
 
     assert len(set(ids)) == 3
     assert all(i.startswith("gym-job-20250611T142233Z-") for i in ids)
@@ -433,21 +433,21 @@ def test_two_ids_made_in_the_same_frozen_second_differ(monkeypatch) -> None:
 
 
 def test_timestamps_are_utc_seconds_with_a_z_whatever_the_zone() -> None:
-    assert records.utc_timestamp(FROZEN) == "2025-06-11T14:22:33Z"
+    assert provenance.utc_timestamp(FROZEN) == "2025-06-11T14:22:33Z"
     berlin_summer = FROZEN.astimezone(timezone(timedelta(hours=2)))
-    assert records.utc_timestamp(berlin_summer) == "2025-06-11T14:22:33Z"
-    assert records.new_gym_job_id(berlin_summer).startswith("gym-job-20250611T142233Z-")
+    assert provenance.utc_timestamp(berlin_summer) == "2025-06-11T14:22:33Z"
+    assert provenance.new_gym_job_id(berlin_summer).startswith("gym-job-20250611T142233Z-")
 
 
 def test_a_naive_datetime_is_refused_rather_than_guessed() -> None:
     with pytest.raises(ValueError, match="naive"):
-        records.utc_timestamp(datetime(2025, 6, 11, 14, 22, 33))
+        provenance.utc_timestamp(datetime(2025, 6, 11, 14, 22, 33))
     with pytest.raises(ValueError, match="naive"):
-        records.new_gym_job_id(datetime(2025, 6, 11, 14, 22, 33))
+        provenance.new_gym_job_id(datetime(2025, 6, 11, 14, 22, 33))
 
 
 def test_utc_now_is_aware_utc() -> None:
-    now = records.utc_now()
+    now = provenance.utc_now()
     assert now.utcoffset() == timedelta(0)
     assert abs(now - datetime.now(UTC)) < timedelta(seconds=5)
 
@@ -460,14 +460,14 @@ def test_gym_commit_in_this_checkout_is_its_head() -> None:
     head = subprocess.run(
         ["git", "-C", str(PACKAGE), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
     ).stdout.strip()
-    assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", records.gym_commit())
-    assert records.gym_commit().removesuffix("-dirty") == head
+    assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", provenance.gym_commit())
+    assert provenance.gym_commit().removesuffix("-dirty") == head
 
 
 def _commit_seen_by(package_parent: Path) -> str:
     """gym_commit() as a fresh process sees it, importing gymbuild from `package_parent`."""
     result = subprocess.run(
-        [sys.executable, "-c", "import gymbuild.state.records as j; print(j.gym_commit())"],
+        [sys.executable, "-c", "import gymbuild.state.provenance as p; print(p.gym_commit())"],
         capture_output=True,
         text=True,
         check=True,

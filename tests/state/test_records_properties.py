@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from gymbuild.resources import load_schema
-from gymbuild.state import records as record_module
+from gymbuild.state import provenance
 from gymbuild.state.ids import is_plain_name
 from gymbuild.state.records import BenchmarkJob, RecordError, SubmissionRecord
 
@@ -48,14 +48,14 @@ def records(draw: st.DrawFn) -> SubmissionRecord:
     """Records as gymbuild's writers build them: id and time from one clock reading, the run directory
     named after the id under any absolute path, its benchmarks' directories in it; the rest free."""
     now = draw(moments)
-    gym_job_id = record_module.new_gym_job_id(now)
+    gym_job_id = provenance.new_gym_job_id(now)
     parents = draw(st.lists(names.filter(lambda n: n != ".."), max_size=3))
     run_dir = "/" + "/".join([*parents, gym_job_id])
     return SubmissionRecord(
         gym_job_id=gym_job_id,
         gym_version=draw(text),
         gym_commit=draw(maybe_text),
-        submitted_at=record_module.utc_timestamp(now),
+        submitted_at=provenance.utc_timestamp(now),
         run_dir=run_dir,
         cluster=draw(text),
         executor=draw(st.sampled_from(["slurm", "local"]) | text),
