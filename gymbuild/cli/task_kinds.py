@@ -157,13 +157,16 @@ class TaskMaker:
         ctx = self.ctx
         doc = verb_doc(name)
         if ctx.inv.is_sweep and name in verbs.SWEEP_VERBS:  # sweep/batch.py: one submission per combination
-            from gymbuild.sweep import batch, follow  # late: measured, off every plain run (House rules)
+            from gymbuild.sweep import (
+                day_two as sweep_day_two,  # late: measured, off every plain run (House rules)
+            )
+            from gymbuild.sweep import follow  # late: measured, off every plain run (House rules)
 
             following = name == "submit" and ctx.inv.follow  # follow.py keeps a sweep submitting
             action = (
                 (lambda: follow.follow(ctx, SubmitArgs.of(ctx.inv)))
                 if following
-                else batch.verb_action(name, ctx)
+                else sweep_day_two.verb_action(name, ctx)
             )
             task_dep, needs_config = [], False
         if needs_config and not ctx.inv.read_only and ctx.error is not None:

@@ -1,8 +1,10 @@
 """One config, many submissions: a sweep over checkpoints or values, and what it becomes.
 
-- `expand`: the sweep's cells from `sweep=` (Hydra's multirun syntax)
-- `batch`: the cells as one batch of submissions and the day-two verbs over all of them
-- `follow`: new checkpoints found and submitted as they appear
+- `expand`: the sweep's cells from the overrides (Hydra's multirun syntax, globs on the target)
+- `record`: the sweep's record: its id, its cells and the submission each became
+- `batch`: the cells submitted (or rendered, resolved) as one batch, over one connection
+- `day_two`: status, cancel, resubmit, logs and results over every cell, with one look for all
+- `follow`: new checkpoints found and submitted as they appear (`submit follow=1`)
 - `series`: the scores of a sweep as a curve
 - `report`, `export`: the curve as an HTML report, and to a tracker (MLflow, W&B)
 """

@@ -34,7 +34,8 @@ from gymbuild.errors import UserError, printable
 from gymbuild.request.verb_args import ExportArgs
 from gymbuild.state.records import RESOLVED_CONFIG_NAME
 from gymbuild.state.workspace import digest
-from gymbuild.sweep import batch, series
+from gymbuild.sweep import day_two as sweep_day_two
+from gymbuild.sweep import series
 from gymbuild.sweep.batch import cell_session
 from gymbuild.sweep.series import Point
 
@@ -257,7 +258,7 @@ def export(s: Session, args: ExportArgs) -> None:
     if to == "mlflow":
         mlflow_uri()
     pattern = series.step_pattern(args.step)
-    record, cells, runs = batch.gathered(s, args.sweep, args.only)
+    record, cells, runs = sweep_day_two.gathered(s, args.sweep, args.only)
     rows = series.points([c.values for c in cells], runs, pattern)
     digests = _digests(s, cells)
     experiment = args.experiment or f"gymbuild-{args.config.stem}"

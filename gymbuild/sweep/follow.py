@@ -37,7 +37,9 @@ from gymbuild.state.workspace import atomic_write
 from gymbuild.submit import pipeline
 from gymbuild.submit.queue import queued
 from gymbuild.sweep import batch
-from gymbuild.sweep.expand import Records, expression, globs, header, merged, ready_markers, unescaped
+from gymbuild.sweep import day_two as sweep_day_two
+from gymbuild.sweep.expand import globs, header, ready_markers, unescaped
+from gymbuild.sweep.record import Records, expression, merged
 
 if TYPE_CHECKING:
     from gymbuild.request.verb_args import SubmitArgs
@@ -213,8 +215,8 @@ def _submit(s: Session, cells: Sequence[Cell], ident: str, state: State, overrid
 def _settle(s: Session, only: Sequence[str], cells: Sequence[Cell], opts: Options, state: State) -> None:
     """One look at the jobs of the checkpoints in flight (of the benchmarks `only` names, none: every
     one): completed, re-queued, or given up on."""
-    records = batch.records_of(s, cells)
-    looks = batch.look_at(s, records, only)
+    records = sweep_day_two.records_of(s, cells)
+    looks = sweep_day_two.look_at(s, records, only)
     retry: list[int] = []
     for i, (cell, record, rows) in enumerate(zip(cells, records, looks, strict=True)):
         if record is None:

@@ -28,7 +28,8 @@ from gymbuild.errors import UserError
 from gymbuild.request.verb_args import ReportArgs
 from gymbuild.results.table import number
 from gymbuild.state.workspace import atomic_write
-from gymbuild.sweep import batch, series
+from gymbuild.sweep import day_two as sweep_day_two
+from gymbuild.sweep import series
 from gymbuild.sweep.series import Point, step_of
 
 if TYPE_CHECKING:
@@ -160,7 +161,7 @@ def report(s: Session, args: ReportArgs) -> None:
         )
     _matplotlib()
     pattern = series.step_pattern(args.step)
-    record, cells, runs = batch.gathered(s, args.sweep, args.only)
+    record, cells, runs = sweep_day_two.gathered(s, args.sweep, args.only)
     rows = series.points([c.values for c in cells], runs, pattern)
     out = args.out or Path(f"{args.config.stem}-report.html")
     title = f"{args.config.name}: {record['sweep_id']}"

@@ -17,7 +17,7 @@ from gymbuild.request import verbs
 from gymbuild.request.arguments import ARGUMENTS, argument
 from gymbuild.request.invocation import Invocation
 from gymbuild.request.verb_args import ARGS, RunsArgs, args_of
-from gymbuild.sweep import batch
+from gymbuild.sweep import day_two as sweep_day_two
 
 INVOCATION_TYPES = {f.name: f.type for f in dataclasses.fields(Invocation)}
 
@@ -74,8 +74,8 @@ def test_runs_config_is_none_unless_given() -> None:
     assert str(RunsArgs.of(Invocation.from_argv(["runs", "config=eval.yaml"])).config) == "eval.yaml"
 
 
-@pytest.mark.parametrize("name", sorted(batch.VERBS))
+@pytest.mark.parametrize("name", sorted(sweep_day_two.VERBS))
 def test_each_sweep_verb_takes_its_own_verbs_arguments(name: str) -> None:
-    """batch.verb_action hands a sweep verb `args_of(name, ...)`: its function must take that class."""
-    (_, args) = inspect.signature(batch.VERBS[name]).parameters.values()
+    """verb_action hands a sweep verb `args_of(name, ...)`: its function must take that class."""
+    (_, args) = inspect.signature(sweep_day_two.VERBS[name]).parameters.values()
     assert args.annotation == ARGS[name].__name__

@@ -1,6 +1,6 @@
 """The registry of verbs (gymbuild/request/verbs.py) is what the run does: each fact a verb declares there
 (what it writes, whether it connects ahead, queues or works on a sweep) is the one the rest of
-gymbuild acts on, and the parts that still name verbs themselves (batch.VERBS, pyproject.toml's
+gymbuild acts on, and the parts that still name verbs themselves (sweep_day_two.VERBS, pyproject.toml's
 entry points: tests/cli/test_main.py) name the registry's.
 
 What a verb writes is proven the way a user meets it: while another run holds a config's workspace,
@@ -17,7 +17,7 @@ from e2e_helpers import gymbuild_argv, workspaces_home
 
 from gymbuild.request import verbs
 from gymbuild.state.workspace import Workspace, locked
-from gymbuild.sweep import batch
+from gymbuild.sweep import day_two as sweep_day_two
 
 ROOT = Path(__file__).resolve().parents[2]
 IN_USE = "is in use by"  # workspace.locked's message to a run that found the workspace held
@@ -27,8 +27,10 @@ def test_the_sweep_verbs_are_the_registrys() -> None:
     """batch.py keeps the sweep's own callables, named as the verbs they run: a verb marked as
     working on a sweep without one would fail with a KeyError mid-run, one with a callable but no
     mark would never reach it (task_kinds runs a sweep only for verbs.SWEEP_VERBS)."""
-    assert set(batch.VERBS) == verbs.SWEEP_VERBS
-    assert {name: action.__name__ for name, action in batch.VERBS.items()} == {n: n for n in batch.VERBS}
+    assert set(sweep_day_two.VERBS) == verbs.SWEEP_VERBS
+    assert {name: action.__name__ for name, action in sweep_day_two.VERBS.items()} == {
+        n: n for n in sweep_day_two.VERBS
+    }
     for name in verbs.SWEEP_VERBS:  # the help tells a user how to name the sweep
         verb = verbs.verb(name)
         assert verb and {"multirun", "sweep"} & {a for a, _ in verb.arguments}, (

@@ -15,6 +15,7 @@ import pytest
 from gymbuild.errors import ConfigError
 from gymbuild.results.table import CSV_FIELDS
 from gymbuild.sweep import expand
+from gymbuild.sweep import record as sweep_record
 
 
 def values(cells: list[expand.Cell]) -> list[tuple[str, ...]]:
@@ -154,11 +155,11 @@ def test_a_glob_naming_no_existing_path_finds_nothing_and_runs_nothing(tmp_path:
 
 def test_the_record_keeps_the_expansion_order_and_cells_no_longer_matched() -> None:
     first = expand.expand(["m=a,b"], "eval.yaml")
-    record = expand.merged(
+    record = sweep_record.merged(
         None, "sweep-x", Path("eval.yaml"), ["m=a,b"], [(c, f"id-{c.values[0]}") for c in first]
     )
     second = expand.expand(["m=c,b"], "eval.yaml")
-    record = expand.merged(
+    record = sweep_record.merged(
         record, "sweep-x", Path("eval.yaml"), ["m=c,b"], [(second[0], "id-c"), (second[1], None)]
     )
     assert [(c["values"], c["gym_job_id"]) for c in record["cells"]] == [

@@ -25,6 +25,7 @@ from e2e_helpers import gymbuild_argv, kill_local_jobs, local_command_config, us
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from gymbuild.errors import UserError
 from gymbuild.request.invocation import Invocation
 from gymbuild.request.verb_args import RenderArgs
 from gymbuild.submit.session import Session
@@ -177,7 +178,7 @@ def test_ready_is_read_with_one_message_for_a_mistake() -> None:
         "DONE",
         "meta.json",
     )
-    with pytest.raises(expand.UserError) as caught:
+    with pytest.raises(UserError) as caught:
         expand.ready_markers("a/b")
     assert "a marker is a file name in the checkpoint, not a/b" in str(caught.value)
 
