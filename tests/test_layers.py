@@ -220,6 +220,19 @@ def test_the_package_root_holds_only_the_ground_floors_few_modules() -> None:
     )
 
 
+# A module holds one subject; past this many lines it holds two (the house rules, docs/architecture.md).
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_is_over_its_length() -> None:
+    long = [
+        f"{p.relative_to(ROOT)}: {n} lines"
+        for p in sorted(PACKAGE.rglob("*.py"))
+        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+    ]
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by subject): {long}"
+
+
 def test_every_folder_says_what_it_is() -> None:
     """Each folder's __init__.py opens with a docstring: the first thing `ls` leads a reader to."""
     silent = [
