@@ -14,7 +14,9 @@ run dir's queue log (executors/attempts.py), as after a SIGKILL.
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -51,6 +53,7 @@ class Deferral:
     def __init__(self) -> None:
         self.depth = 0  # nesting depth of `deferred()` blocks
         self.noted: int | None = None  # the signal noted while deferring
+        self.hook_before: Callable[[sys.UnraisableHookArgs], object] | None = None
 
     def handle(self, signum: int, frame: object) -> None:
         """The handler: raise Interrupted, or while deferring, note the first signal and go on."""
@@ -64,9 +67,32 @@ class Deferral:
         A signal ignored when gymbuild started (`nohup`) stays ignored."""
         if threading.current_thread() is not threading.main_thread():
             return
+        if self.hook_before is None:
+            self.hook_before = sys.unraisablehook
+            sys.unraisablehook = self.unraisable
         for sig in SIGNALS:
             if signal.getsignal(sig) is not signal.SIG_IGN:
                 signal.signal(sig, self.handle)
+
+    def unraisable(self, args: sys.UnraisableHookArgs) -> None:
+        """sys.unraisablehook while installed. A handler's Interrupted raised where Python cannot raise
+        (a finalizer, a weakref callback: the import system runs one when a module lock goes) would be
+        printed as "Exception ignored ... Traceback" and lost, the run going on. The signal is sent
+        again instead, from a thread that waits until this hook lets it go, so the handler runs
+        again once the main thread is back in ordinary code and the run ends as it would have.
+        Anything else goes to the hook before."""
+        if not isinstance(args.exc_value, Interrupted):
+            (self.hook_before or sys.__unraisablehook__)(args)
+            return
+        held = threading.Lock()  # released last: its release runs no Python code to land in
+        held.acquire()
+        self.depth += 1  # a signal while here is noted, not raised: a hook is no place to raise either
+        try:
+            again = threading.Thread(target=_send_again, args=(held, args.exc_value.signum), daemon=True)
+            again.start()
+        finally:
+            self.depth -= 1
+            held.release()
 
     def restore(self, before: Mapping[signal.Signals, Handler]) -> int | None:
         """Put back the handlers `before` (install() replaced them); the number of a signal that came
@@ -79,6 +105,8 @@ class Deferral:
             for sig, handler in before.items():
                 if handler is not None:
                     signal.signal(sig, handler)
+            if self.hook_before is not None:
+                sys.unraisablehook, self.hook_before = self.hook_before, None
         finally:
             self.depth -= 1
             signum, self.noted = self.noted, None
@@ -100,6 +128,11 @@ class Deferral:
             if not self.depth and self.noted is not None:
                 signum, self.noted = self.noted, None
                 raise Interrupted(signum)
+
+
+def _send_again(held: threading.Lock, signum: int) -> None:
+    with held:  # until the hook that started this thread has ended
+        os.kill(os.getpid(), signum)
 
 
 PROCESS = Deferral()  # the one the console script installs (cli.main)

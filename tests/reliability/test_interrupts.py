@@ -489,3 +489,43 @@ def test_a_signal_while_gymbuild_puts_its_handlers_back_is_answered_not_raised(n
     assert late == sig
     assert after == before
     assert not interrupts.pending()
+
+
+# A handler that raises inside a finalizer: Python cannot raise there (it prints "Exception ignored",
+# a traceback, and goes on). The import system runs such a callback whenever a module lock goes, so
+# a Ctrl-C during any import could land in one.
+_SIGNAL_IN_A_FINALIZER = """
+import os, signal, sys, time
+from gymbuild import interrupts
+
+interrupts.install()
+
+class Finalized:
+    def __del__(self):
+        os.kill(os.getpid(), signal.{name})
+        for _ in range(1000):  # the handler runs here, inside the finalizer
+            pass
+
+try:
+    Finalized()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # until the signal's exception arrives
+        pass
+except interrupts.Interrupted as err:
+    print("interrupted", err.signum)
+    sys.exit(err.status)
+print("lost")
+"""
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_signal_that_lands_in_a_finalizer_still_stops_the_run_without_a_traceback(name: str) -> None:
+    signum = signal.Signals[name]
+    run = subprocess.run(
+        [sys.executable, "-c", _SIGNAL_IN_A_FINALIZER.format(name=name)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (run.returncode, run.stdout.strip()) == (128 + signum, f"interrupted {int(signum)}"), run
+    assert "Traceback" not in run.stderr and "Exception ignored" not in run.stderr, run.stderr
