@@ -89,7 +89,11 @@ def normalize(argv: Sequence[str]) -> Parsed:
     if any(a in HELP_FLAGS or a in VERSION_FLAGS for a in args):
         return Parsed(tuple(args))
     if any(a in DOIT_COMMANDS for a in args if not a.startswith("-") and "=" not in a):
-        return Parsed(tuple(args))  # doit's own command line: its options are doit's
+        # doit's own command line: its options are doit's; a verb it names (`gymbuild run status
+        # limit=3`) reads only its arguments, as on its own line
+        named = [v for a in args if (v := verbs.verb(a)) is not None]
+        unread = _unread(named[0], [a for a in args if "=" in a]) if len(named) == 1 else None
+        return unread or Parsed(tuple(args))
     out: list[str] = []
     flags: list[str] = []
     i = 0

@@ -167,13 +167,14 @@ UNREAD = [
 
 
 @SEARCH
-@given(pair=st.sampled_from(UNREAD))
+@given(pair=st.sampled_from(UNREAD), through=st.sampled_from([(), ("run",)]))
 def test_an_argument_the_verb_does_not_read_is_refused_naming_both(
-    capsys: pytest.CaptureFixture[str], pair: tuple[str, str]
+    capsys: pytest.CaptureFixture[str], pair: tuple[str, str], through: tuple[str, ...]
 ) -> None:
+    """Alone, or named by doit's own `run` command (`gymbuild run status limit=3`)."""
     verb, name = pair
     example = verbs.argument(name).example
-    rc, out, err = _main(capsys, verb, f"{name}={example}")
+    rc, out, err = _main(capsys, *through, verb, f"{name}={example}")
     _one_message(rc, out, err, f"gymbuild {verb}", f"{name}=")
     if name != "dry_run":  # dry_run= keeps its own message: where the verb's dry run is
         assert f"`gymbuild help {verb}`" in err.splitlines()[1]
