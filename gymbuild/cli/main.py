@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gymbuild import __version__, interrupts
 
@@ -187,7 +187,8 @@ def _doit(namespace: dict[str, object]) -> DoitMain:
 
             commands = PluginDict()
             for command in self.DOIT_CMDS:
-                commands[command.get_name()] = _quiet_when_unread(command)
+                quiet = _quiet_when_unread(command)
+                commands[command.get_name()] = _named_task_checked(quiet) if quiet.name == "info" else quiet
             return commands
 
     main = Main(ModuleTaskLoader(namespace), extra_config={"GLOBAL": {}})
@@ -209,6 +210,26 @@ def _quiet_when_unread(command: type[Command]) -> type[Command]:
             raise OutputClosed from None
 
     return type(command.__name__, (command,), {"name": command.get_name(), "parse_execute": parse_execute})
+
+
+def _named_task_checked(command: type[Command]) -> type[Command]:
+    """doit's `info`, which looks its one task up without asking whether it exists (a KeyError and a
+    traceback for `gymbuild info queue:<a benchmark the config lacks>`), refusing an unknown name as
+    doit's `forget` does."""
+    from doit.exceptions import InvalidCommand  # late: doit
+
+    from gymbuild.errors import printable  # late: start-up
+
+    # doit passes a command's options by the names of _execute's parameters: info's own, spelled out.
+    def _execute(self: Any, pos_args: list[str], hide_status: bool = False) -> object:
+        names = {task.name for task in self.task_list}
+        unknown = [name for name in pos_args if name not in names]
+        if unknown:
+            name = printable(unknown[0], lines=False)
+            raise InvalidCommand(f"'{name}' is not a task; `gymbuild list` names them.")
+        return command._execute(self, pos_args, hide_status=hide_status)
+
+    return type(command.__name__, (command,), {"_execute": _execute})
 
 
 def _doit_help(topic: list[str]) -> int:

@@ -76,6 +76,16 @@ def test_info_of_a_queue_task_names_its_script_the_sync_and_its_outcome_file(tmp
     assert section(sync, "targets") == [f"{ws_rel}/stamps/sync"]
 
 
+def test_info_of_a_task_the_config_lacks_says_so_in_one_line(tmp_path: Path) -> None:
+    """A benchmark the config does not have (a typo, an escape in the name) is refused as `forget`
+    refuses it: one line naming it, escaped, doit's status 3, no traceback."""
+    config = f"config={ROOT / 'examples/minimal.yaml'}"
+    for name, shown in (("queue:gpqa-typo", "queue:gpqa-typo"), ("stage:\x1b[31m", "stage:\\e[31m")):
+        done = gymbuild("info", name, config, cwd=tmp_path)
+        assert done.returncode == 3 and done.stdout == ""
+        assert done.stderr == f"ERROR: '{shown}' is not a task; `gymbuild list` names them.\n"
+
+
 def test_looking_at_the_graph_changes_nothing(tmp_path: Path) -> None:
     """`list --status` and `info` show what a submit would do: no submission is started, no record
     or local index entry written, so the next submit is the first (issue 26, item 10)."""
