@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from gymbuild.config.walltime import job_walltime_seconds, walltime_seconds
 from gymbuild.executors.states import COMPLETED, NOT_RUN, UNKNOWN, WAITING, BenchStatus
+from gymbuild.state.rollouts import duration
 
 if TYPE_CHECKING:
     from gymbuild.config.model import Config
@@ -107,17 +108,15 @@ class Step:
 
     @property
     def gpu_hours(self) -> float | None:
-        """Upper bound of one queued job: walltime x GPUs; None when nothing is queued or no limit."""
-        if self.action == NOTHING or self.how.walltime_seconds is None:
-            return None
-        return self.how.gpus * self.how.walltime_seconds / 3600
+        """Upper bound of one queued job: walltime x GPUs; None: nothing queued, or GPUs without a limit."""
+        return None if self.action == NOTHING else _bound(self.how.gpus, self.how.walltime_seconds)
 
     @property
     def chain_gpu_hours(self) -> float | None:
         """Upper bound of its whole resume chain: max_walltime x GPUs; None without a chain's limit."""
-        if self.action == NOTHING or self.how.chain_walltime_seconds is None:
+        if self.action == NOTHING or not self.how.chain:
             return None
-        return self.how.gpus * self.how.chain_walltime_seconds / 3600
+        return _bound(self.how.gpus, self.how.chain_walltime_seconds)
 
     def bound(self) -> float | None:
         """What this step may cost at most (GPU-hours): its chain's bound, else its job's; None: unbounded."""
@@ -126,6 +125,13 @@ class Step:
         if self.how.chain:
             return self.chain_gpu_hours
         return self.gpu_hours
+
+
+def _bound(gpus: int, seconds: int | None) -> float | None:
+    """GPU-hours at most: no GPU costs none; GPUs without a time limit have no bound."""
+    if not gpus:
+        return 0.0
+    return None if seconds is None else gpus * seconds / 3600
 
 
 @dataclass(frozen=True)
@@ -178,10 +184,12 @@ def _decide(
     eligible = state in retryable or state == NOT_RUN or (state == "CANCELLED" and row.benchmark in only)
     if is_complete(progress):
         assert progress is not None
-        full = f"complete: {progress.done}/{progress.expected} rows scored"
         if eligible:
-            return NOTHING, f"{full}; its job ended {state}, but every row is written: not queued again"
-        return NOTHING, full if state == COMPLETED else f"{full} (its job: {state})"
+            return NOTHING, f"complete: every row is scored, so not queued again though its job ended {state}"
+        return (
+            NOTHING,
+            "complete: its job completed" if state == COMPLETED else f"complete (its job: {state})",
+        )
     if not eligible:
         return NOTHING, _why_not(row, live)
     if how.resumes == COMMAND:
@@ -237,11 +245,13 @@ def _cost(step: Step) -> str:
     how = step.how
     if step.action == NOTHING:
         return ""
+    if not how.gpus:
+        return "; no GPUs asked for"
     if how.walltime_seconds is None:
-        return "; cost: no walltime limit, so no bound"
+        return "; no walltime limit, so no bound on its cost"
     gpus = f"{how.gpus} GPU{'s' if how.gpus != 1 else ''}"
-    hours = f"{how.walltime_seconds / 3600:g} h"
-    text = f"; at most {_hours(step.gpu_hours or 0.0)} GPU-hours per job ({hours} x {gpus})"
+    per_job = f"{duration(how.walltime_seconds)} walltime x {gpus}"
+    text = f"; at most {_hours(step.gpu_hours or 0.0)} GPU-hours per job ({per_job})"
     if how.chain:
         chain = step.chain_gpu_hours
         text += (

@@ -38,12 +38,11 @@ def one(
 def test_a_job_that_failed_after_writing_every_row_is_complete_and_not_queued() -> None:
     step = one("FAILED", Progress(40, 40, 3))
     assert (step.action, step.complete, step.bound()) == (NOTHING, True, 0.0)
-    assert (
-        step.why
-        == "complete: 40/40 rows scored; its job ended FAILED, but every row is written: not queued again"
-    )
+    assert step.why == "complete: every row is scored, so not queued again though its job ended FAILED"
     timeout = one("TIMEOUT", Progress(40, 40))
-    assert timeout.action == NOTHING and "its job ended TIMEOUT" in timeout.why
+    assert timeout.action == NOTHING and timeout.why.endswith("its job ended TIMEOUT")
+    (line,) = replan.lines(replan.Plan(ID, (step,)))[1:]
+    assert line == "  b: FAILED (job 41), rows 40/40 scored, 3 failed -> nothing: " + step.why
 
 
 def test_a_timeout_part_way_continues_from_its_rows_and_says_what_it_may_cost() -> None:
@@ -58,7 +57,7 @@ def test_a_timeout_part_way_continues_from_its_rows_and_says_what_it_may_cost() 
     assert line == (
         "  b: TIMEOUT (job 41), rows 31/40 scored, 2 failed -> continue: "
         + step.why
-        + "; at most 8.0 GPU-hours per job (2 h x 4 GPUs)"
+        + "; at most 8.0 GPU-hours per job (2h00m walltime x 4 GPUs)"
     )
 
 
@@ -82,7 +81,8 @@ def test_what_a_fresh_start_does_to_the_rows_written_is_said() -> None:
 
 
 def test_what_is_not_queued_says_why_by_its_state() -> None:
-    assert one("COMPLETED", Progress(5, 5)).why == "complete: 5/5 rows scored"
+    assert one("COMPLETED", Progress(5, 5)).why == "complete: its job completed"
+    assert one("RUNNING", Progress(5, 5)).why == "complete (its job: RUNNING)"
     assert one("COMPLETED", None).why == "its job completed"
     assert one("RUNNING", Progress(2, 5)).why == "its job is RUNNING: still live"
     assert one("PENDING", None).why == "its job is PENDING: still live"
@@ -107,8 +107,10 @@ def test_a_chain_is_bounded_by_its_max_walltime_and_no_walltime_is_no_bound() ->
     plan = replan.Plan(ID, (step, unlimited))
     assert plan.gpu_hours() is None
     assert replan.lines(plan)[0] == f"plan for {ID}: queue 2 of 2 benchmark(s), cost unbounded (see below)"
-    assert replan.lines(plan)[2].endswith("; cost: no walltime limit, so no bound")
+    assert replan.lines(plan)[2].endswith("; no walltime limit, so no bound on its cost")
     assert replan.Plan(ID, (step,)).gpu_hours() == 12.0
+    no_gpu = one("FAILED", None, HowItRuns(replan.RESUMABLE, gpus=0))
+    assert (no_gpu.bound(), replan.lines(replan.Plan(ID, (no_gpu,)))[1][-19:]) == (0.0, "; no GPUs asked for")
 
 
 def test_nothing_to_queue_names_the_complete_and_the_cancelled() -> None:
