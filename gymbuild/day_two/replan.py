@@ -29,6 +29,7 @@ by its max_walltime when it has one.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -238,7 +239,9 @@ def _why_not(row: BenchStatus, live: frozenset[str]) -> str:
 
 
 def _hours(h: float) -> str:
-    return f"{h:.1f}" if h >= 0.1 or h == 0 else f"{h:.2f}"
+    """GPU-hours rounded UP to the hundredth (a bound shown lower than it is would be no bound): `8`,
+    `0.34`."""
+    return f"{math.ceil(h * 100 - 1e-9) / 100:.2f}".rstrip("0").rstrip(".")
 
 
 def _cost(step: Step) -> str:

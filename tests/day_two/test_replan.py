@@ -57,7 +57,7 @@ def test_a_timeout_part_way_continues_from_its_rows_and_says_what_it_may_cost() 
     assert line == (
         "  b: TIMEOUT (job 41), rows 31/40 scored, 2 failed -> continue: "
         + step.why
-        + "; at most 8.0 GPU-hours per job (2h00m walltime x 4 GPUs)"
+        + "; at most 8 GPU-hours per job (2h00m walltime x 4 GPUs)"
     )
 
 
@@ -237,3 +237,11 @@ def test_the_config_says_how_each_benchmark_continues_and_what_its_job_holds(tmp
         replan.RESUMABLE,
         False,
     )  # no chain off a scheduler
+
+
+def test_a_bound_is_rounded_up_never_down() -> None:
+    """10 minutes x 2 GPUs is 0.333... GPU-hours: shown as 0.34, since 0.33 would be below the bound."""
+    step = one("FAILED", None, HowItRuns(replan.WHEN_WRITTEN, gpus=2, walltime_seconds=600))
+    assert replan.lines(replan.Plan(ID, (step,)))[0].endswith(
+        "at most 0.34 GPU-hours (an upper bound: walltime x GPUs of each job)"
+    )

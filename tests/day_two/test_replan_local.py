@@ -129,7 +129,7 @@ def test_the_dry_run_plan_is_what_the_resubmit_queues_and_it_acts_on_nothing(end
     plan_lines = text[1:]
     assert plan_lines[0] == (
         f"plan for {as_json['gym_job_id']}: queue 1 of 4 benchmark(s), "
-        "at most 0.0 GPU-hours (an upper bound: walltime x GPUs of each job)"
+        "at most 0 GPU-hours (an upper bound: walltime x GPUs of each job)"
     )
     assert [line.split(":")[0].strip() for line in plan_lines[1:]] == ["full", "stuck", "half", "ok"]
 
