@@ -153,3 +153,7 @@ def test_a_resubmit_with_nothing_to_queue_says_so_and_queues_nothing(ended: Home
     )
     assert ended.jobs() == before_jobs and live_local_jobs(ended.home / "runs") == {}
     assert before.changes(ended.snapshot(), "jobs") == []
+    as_json = ended.run("resubmit", "only=full", "json=1")  # stdout stays the manifest alone
+    assert as_json.rc == 0 and json.loads(as_json.stdout)["gym_job_id"] in as_json.stderr
+    assert as_json.stderr.startswith("plan for ") and "  full: FAILED (job " in as_json.stderr
+    assert ended.jobs() == before_jobs
