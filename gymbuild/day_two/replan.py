@@ -75,12 +75,13 @@ def how_it_runs(config: Config, *, scheduled: bool) -> dict[str, HowItRuns]:
     walltime = job_walltime_seconds(compute.walltime) if compute.walltime else None
     out = {}
     for name, bench in config.driver.benchmarks.items():
+        own = bench.run.get("resume_from_cache")  # the user's own value wins (plan/driver.py)
         if bench.command:
             resumes = COMMAND
-        elif bench.resumable or bench.run.get("resume_from_cache") is True:
+        elif "resume_from_cache" in bench.run:
+            resumes = RESUMABLE if own is True or str(own).lower() == "true" else NEVER
+        elif bench.resumable:
             resumes = RESUMABLE
-        elif "resume_from_cache" in bench.run:  # the user's own value, not true: gym starts again
-            resumes = NEVER
         else:
             resumes = WHEN_WRITTEN
         chain = bool(bench.resumable) and scheduled

@@ -223,6 +223,11 @@ def test_the_config_says_how_each_benchmark_continues_and_what_its_job_holds(tmp
             "plain": {"run": {"config_paths": ["x.yaml"]}},
             "restart": {"run": {"config_paths": ["x.yaml"], "resume_from_cache": False}},
             "script": {"command": "echo hi"},
+            "own_false": {
+                "run": {"config_paths": ["x.yaml"], "resume_from_cache": False},
+                "resumable": {"max_retries": 1},
+            },
+            "own_true": {"run": {"config_paths": ["x.yaml"], "resume_from_cache": True}},
         },
         walltime="01:30:00",
     )
@@ -230,6 +235,9 @@ def test_the_config_says_how_each_benchmark_continues_and_what_its_job_holds(tmp
     assert how["plain"] == HowItRuns(replan.WHEN_WRITTEN, 8, 5400)
     assert how["restart"] == HowItRuns(replan.NEVER, 8, 5400)
     assert how["script"] == HowItRuns(replan.COMMAND, 8, 5400)
+    # the user's own resume_from_cache is what gym gets, resumable or not (plan/driver.py)
+    assert (how["own_false"].resumes, how["own_false"].chain) == (replan.NEVER, True)
+    assert how["own_true"] == HowItRuns(replan.RESUMABLE, 8, 5400)
     local = how_of(
         tmp_path / "l", {"chain": {"run": {"config_paths": ["x.yaml"]}, "resumable": True}}, scheduled=False
     )
