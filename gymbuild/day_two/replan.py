@@ -24,7 +24,7 @@ rollout_collection.py):
 
 The cost is an upper bound, never an estimate: the job's walltime limit times the GPUs its job asks
 for (`--nodes` x `--gpus-per-node`); a resumable benchmark on a scheduler may run successors, bounded
-by its max_walltime when it has one.
+by its max_walltime and max_retries when it has a max_walltime (Step.chain_gpu_hours).
 """
 
 from __future__ import annotations
@@ -56,13 +56,14 @@ NOT_IN_CONFIG = "not_in_config"  # the config names it no more
 class HowItRuns:
     """A benchmark's re-queued job as the config makes it: how it resumes, the GPUs it asks for, its
     walltime limit (None: none), and for a resume chain (a resumable benchmark on a scheduler) the
-    chain's max_walltime (None: no limit on the chain's total)."""
+    chain's max_walltime (None: no limit on the chain's total) and max_retries."""
 
     resumes: str
     gpus: int = 0
     walltime_seconds: int | None = None
     chain: bool = False
     chain_walltime_seconds: int | None = None
+    chain_retries: int = 0
 
 
 def how_it_runs(config: Config, *, scheduled: bool) -> dict[str, HowItRuns]:
@@ -86,8 +87,9 @@ def how_it_runs(config: Config, *, scheduled: bool) -> dict[str, HowItRuns]:
             resumes = WHEN_WRITTEN
         chain = bool(bench.resumable) and scheduled
         limit = bench.resumable.max_walltime if bench.resumable else None
+        retries = bench.resumable.max_retries if chain and bench.resumable else 0
         out[name] = HowItRuns(
-            resumes, gpus, walltime, chain, walltime_seconds(limit) if chain and limit else None
+            resumes, gpus, walltime, chain, walltime_seconds(limit) if chain and limit else None, retries
         )
     return out
 
@@ -115,10 +117,18 @@ class Step:
 
     @property
     def chain_gpu_hours(self) -> float | None:
-        """Upper bound of its whole resume chain: max_walltime x GPUs; None without a chain's limit."""
-        if self.action == NOTHING or not self.how.chain:
+        """Upper bound of its whole resume chain, from how its jobs' prologue decides (parts.sh.j2):
+        a successor after a TIMEOUT, PREEMPTED or NODE_FAIL starts only while the chain's time so far
+        is under max_walltime, and may then run a whole walltime; one after any other failure spends
+        one of max_retries. So (max_walltime + (max_retries + 1) x walltime) x GPUs; None without
+        max_walltime or a walltime. Only while sacct answers: a prologue that hears nothing resumes
+        without spending a retry (issue 42, item 1)."""
+        how = self.how
+        if self.action == NOTHING or not how.chain:
             return None
-        return _bound(self.how.gpus, self.how.chain_walltime_seconds)
+        if how.chain_walltime_seconds is None or how.walltime_seconds is None:
+            return _bound(how.gpus, None)
+        return _bound(how.gpus, how.chain_walltime_seconds + (how.chain_retries + 1) * how.walltime_seconds)
 
     def bound(self) -> float | None:
         """What this step may cost at most (GPU-hours): its chain's bound, else its job's; None: unbounded."""
@@ -259,9 +269,10 @@ def _cost(step: Step) -> str:
     if how.chain:
         chain = step.chain_gpu_hours
         text += (
-            f", its chain at most {_hours(chain)} (max_walltime)"
+            f", its chain at most {_hours(chain)} (max_walltime {duration(how.chain_walltime_seconds or 0)}"
+            f" + {how.chain_retries + 1} x walltime)"
             if chain is not None
-            else ", its chain as many jobs as it makes progress (no max_walltime)"
+            else ", its chain unbounded (no max_walltime)"
         )
     return text
 

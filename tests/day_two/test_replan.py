@@ -92,13 +92,17 @@ def test_what_is_not_queued_says_why_by_its_state() -> None:
     assert one(NOT_RUN, None).action == FRESH  # its shared job ended before it started
 
 
-def test_a_chain_is_bounded_by_its_max_walltime_and_no_walltime_is_no_bound() -> None:
-    chain = HowItRuns(
-        replan.RESUMABLE, gpus=2, walltime_seconds=3600, chain=True, chain_walltime_seconds=6 * 3600
-    )
+def test_a_chain_is_bounded_by_its_max_walltime_and_retries_and_no_walltime_is_no_bound() -> None:
+    """A chain's jobs resume after a timeout while under max_walltime (the last may then run a whole
+    walltime) and after a failure up to max_retries times (parts.sh.j2): 2 GPUs x (6 h + 3 x 1 h)."""
+    chain = HowItRuns(replan.RESUMABLE, 2, 3600, chain=True, chain_walltime_seconds=6 * 3600, chain_retries=2)
     step = one("TIMEOUT", Progress(1, 9), chain)
-    assert (step.gpu_hours, step.chain_gpu_hours, step.bound()) == (2.0, 12.0, 12.0)
+    assert (step.gpu_hours, step.chain_gpu_hours, step.bound()) == (2.0, 18.0, 18.0)
     assert "the head of a new resume chain" in step.why
+    assert replan.lines(replan.Plan(ID, (step,)))[1].endswith(
+        "; at most 2 GPU-hours per job (1h00m walltime x 2 GPUs), its chain at most 18 "
+        "(max_walltime 6h00m + 3 x walltime)"
+    )
     endless = one(
         "TIMEOUT", Progress(1, 9), HowItRuns(replan.RESUMABLE, gpus=2, walltime_seconds=3600, chain=True)
     )
@@ -108,7 +112,7 @@ def test_a_chain_is_bounded_by_its_max_walltime_and_no_walltime_is_no_bound() ->
     assert plan.gpu_hours() is None
     assert replan.lines(plan)[0] == f"plan for {ID}: queue 2 of 2 benchmark(s), cost unbounded (see below)"
     assert replan.lines(plan)[2].endswith("; no walltime limit, so no bound on its cost")
-    assert replan.Plan(ID, (step,)).gpu_hours() == 12.0
+    assert replan.Plan(ID, (step,)).gpu_hours() == 18.0
     no_gpu = one("FAILED", None, HowItRuns(replan.RESUMABLE, gpus=0))
     assert (no_gpu.bound(), replan.lines(replan.Plan(ID, (no_gpu,)))[1][-19:]) == (0.0, "; no GPUs asked for")
 
@@ -231,12 +235,18 @@ def test_the_config_says_how_each_benchmark_continues_and_what_its_job_holds(tmp
         },
         walltime="01:30:00",
     )
-    assert how["chain"] == HowItRuns(replan.RESUMABLE, 8, 5400, chain=True, chain_walltime_seconds=6 * 3600)
+    assert how["chain"] == HowItRuns(
+        replan.RESUMABLE, 8, 5400, chain=True, chain_walltime_seconds=6 * 3600, chain_retries=2
+    )
     assert how["plain"] == HowItRuns(replan.WHEN_WRITTEN, 8, 5400)
     assert how["restart"] == HowItRuns(replan.NEVER, 8, 5400)
     assert how["script"] == HowItRuns(replan.COMMAND, 8, 5400)
     # the user's own resume_from_cache is what gym gets, resumable or not (plan/driver.py)
-    assert (how["own_false"].resumes, how["own_false"].chain) == (replan.NEVER, True)
+    assert (how["own_false"].resumes, how["own_false"].chain, how["own_false"].chain_retries) == (
+        replan.NEVER,
+        True,
+        1,
+    )
     assert how["own_true"] == HowItRuns(replan.RESUMABLE, 8, 5400)
     local = how_of(
         tmp_path / "l", {"chain": {"run": {"config_paths": ["x.yaml"]}, "resumable": True}}, scheduled=False
