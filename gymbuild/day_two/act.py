@@ -8,12 +8,12 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from gymbuild.day_two import replan
 from gymbuild.day_two.find import find_checked, find_record, no_submission
-from gymbuild.day_two.status import current_statuses, look
+from gymbuild.day_two.status import current_statuses
 from gymbuild.errors import UserError
 from gymbuild.executors.base import executor_for
 from gymbuild.executors.states import (
-    NOT_RUN,
     BenchStatus,
     shared_job_dirs,
     shared_jobs,
@@ -26,22 +26,6 @@ from gymbuild.submit import pipeline, show
 
 if TYPE_CHECKING:
     from gymbuild.submit.session import Session
-
-
-def to_resubmit(rows: Sequence[BenchStatus], only: Sequence[str], retryable: frozenset[str]) -> list[str]:
-    """Benchmarks whose newest job ended in a state worth retrying; CANCELLED only when named."""
-    picked = []
-    for row in rows:
-        if only and row.benchmark not in only:
-            continue
-        # NOT RUN: its shared job ended before it started (states.py)
-        if (
-            row.state in retryable
-            or row.state == NOT_RUN
-            or (row.state == "CANCELLED" and row.benchmark in only)
-        ):
-            picked.append(row.benchmark)
-    return picked
 
 
 def live_job_ids(rows: Sequence[BenchStatus], only: Sequence[str], live: frozenset[str]) -> list[str]:
@@ -92,23 +76,44 @@ def _benches_of(rows: Sequence[BenchStatus], job_id: str) -> str:
     return ", ".join(f"{r.benchmark} {r.state}" for r in rows if r.job_id == job_id)
 
 
-def requeue(
+def replan_runs(
     runs: Sequence[Session], records: Sequence[SubmissionRecord], only: Sequence[str]
-) -> list[list[str]]:
-    """Release each run's benchmarks whose newest job ended in a retryable state (one look for all
-    the runs) and queue them again in one pipeline (pipeline.run_batch): per run, what it re-queued."""
+) -> list[replan.Plan]:
+    """Each run's resubmit plan (day_two/replan.py) from one look at all the runs' jobs."""
     if not runs:
         return []
     conn = runs[0].connection(records[0].hostname, use_config=False)
-    picked = []
+    plans = []
     for ctx, record, rows in zip(runs, records, states_of(conn, records), strict=True):
-        chosen = to_resubmit(rows, only, executor_for(record.executor).RETRYABLE)
-        states = {r.benchmark: r.state for r in rows}
-        for bench in chosen:
-            ctx.workspace.release(bench, states[bench])
-        picked.append(chosen)
+        executor = executor_for(record.executor)
+        how = replan.how_it_runs(ctx.config, scheduled=executor.SCHEDULED) if ctx.error is None else {}
+        plans.append(replan.plan(record.gym_job_id, rows, only, executor.RETRYABLE, how, executor.LIVE))
+    return plans
+
+
+def requeue(
+    runs: Sequence[Session],
+    records: Sequence[SubmissionRecord],
+    only: Sequence[str],
+    plans: Sequence[replan.Plan] | None = None,
+) -> list[list[str]]:
+    """Release each run's benchmarks its plan queues (`plans`, else one look for all the runs:
+    replan_runs) and queue them again in one pipeline (pipeline.run_batch): per run, what it re-queued."""
+    if not runs:
+        return []
+    picked = []
+    for ctx, one in zip(runs, plans or replan_runs(runs, records, only), strict=True):
+        for step in one.steps:
+            if step.action != replan.NOTHING:
+                ctx.workspace.release(step.benchmark, step.state)
+        picked.append(one.queued)
     pipeline.run_batch(runs, picked)
     return picked
+
+
+def tell_plan(args: ResubmitArgs, one: replan.Plan) -> None:
+    """A real resubmit's first lines: its plan (on stderr under json=1, whose stdout is the manifest)."""
+    print("\n".join(replan.lines(one)), file=sys.stderr if args.json else sys.stdout)
 
 
 def resubmit(s: Session, args: ResubmitArgs) -> None:
@@ -133,10 +138,11 @@ def resubmit(s: Session, args: ResubmitArgs) -> None:
         )
     if args.dry_run:
         return _would_resubmit(s, args, record)
-    (picked,) = requeue([s], [record], args.only)
+    (plan,) = replan_runs([s], [record], args.only)
+    tell_plan(args, plan)
+    (picked,) = requeue([s], [record], args.only, [plan])
     if not picked:
-        # one more look, only when nothing was re-queued: to name the cancelled
-        message = _nothing_to_resubmit(args, record, look(s, record, args.only))
+        message = replan.nothing_message(plan, record.gym_job_id, args.config)
         if args.json:  # the manifest, and nothing else on stdout, as a resubmit that re-queued prints
             print(message, file=sys.stderr)
             sys.stdout.write(record.dumps())
@@ -148,39 +154,32 @@ def resubmit(s: Session, args: ResubmitArgs) -> None:
         raise UserError(failure)
 
 
-def _nothing_to_resubmit(args: ResubmitArgs, record: SubmissionRecord, rows: Sequence[BenchStatus]) -> str:
-    """Why nothing is re-queued, naming the cancelled benchmarks (re-queued only when named)."""
-    cancelled = [r.benchmark for r in rows if r.state == "CANCELLED" and r.benchmark not in args.only]
-    hint = (
-        f"; cancelled: {', '.join(cancelled)}, re-queued only when named: "
-        f"gymbuild resubmit config={args.config} only={','.join(cancelled)}"
-        if cancelled
-        else ""
-    )
-    return f"nothing to resubmit: no benchmark of {record.gym_job_id} ended in a retryable state{hint}"
-
-
 def _would_resubmit(s: Session, args: ResubmitArgs, record: SubmissionRecord) -> None:
-    """resubmit's dry run: one look, and what it would re-queue with why (each one's state and job);
-    nothing is released, copied or queued."""
-    rows = look(s, record, args.only)
-    picked = set(to_resubmit(rows, args.only, executor_for(record.executor).RETRYABLE))
+    """resubmit's dry run: one look, and its plan (day_two/replan.py: each benchmark's state, rows,
+    what would be queued and why, an upper bound of the cost); nothing is released, copied or queued."""
+    (plan,) = replan_runs([s], [record], args.only)
     would = [
-        {"benchmark": r.benchmark, "job_id": r.job_id, "state": r.state}
-        for r in rows
-        if r.benchmark in picked
+        {"benchmark": step.benchmark, "job_id": step.job_id, "state": step.state}
+        for step in plan.steps
+        if step.action != replan.NOTHING
     ]
     named = ", ".join(f"{w['benchmark']} ({w['state']}, job {w['job_id'] or 'none'})" for w in would)
     message = (
         f"would re-queue {len(would)} benchmark(s) of {record.gym_job_id}: {named} (dry run: none queued)"
         if would
-        else _nothing_to_resubmit(args, record, rows)
+        else replan.nothing_message(plan, record.gym_job_id, args.config)
     )
     if args.json:
-        doc = {"gym_job_id": record.gym_job_id, "dry_run": True, "would_resubmit": would, "message": message}
+        doc = {
+            "gym_job_id": record.gym_job_id,
+            "dry_run": True,
+            "would_resubmit": would,
+            "plan": replan.as_json(plan),
+            "message": message,
+        }
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-        print(message)
+        print("\n".join([message, *replan.lines(plan)]))
 
 
 def _said(

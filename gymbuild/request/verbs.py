@@ -204,14 +204,19 @@ VERBS: tuple[Verb, ...] = (
     Verb(
         "resubmit",
         "resubmit config=FILE",
-        "re-queue what ended FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, PREEMPTED or BOOT_FAIL",
+        "print its plan, then re-queue what ended FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, PREEMPTED or "
+        "BOOT_FAIL with rows left to score",
         (
             ("config", ""),
             ("workspace", ""),
             ("run", "the config's current submission only: run= may name it, as a check"),
             ("only", "these benchmarks only (a CANCELLED one is re-queued only when named)"),
-            ("json", "print the manifest and nothing else (dry_run=1: what it would re-queue)"),
-            ("dry_run", "list what it would re-queue and why (each one's state); queue nothing"),
+            ("json", "print the manifest and nothing else (dry_run=1: the plan, as data)"),
+            (
+                "dry_run",
+                "print the plan (per benchmark: state, rows scored/expected/failed, continue, fresh or "
+                "nothing and why, a GPU-hour bound); queue nothing",
+            ),
             *_SWEEP,
         ),
         (
@@ -221,7 +226,7 @@ VERBS: tuple[Verb, ...] = (
             "gymbuild resubmit config=eval.yaml sweep=sweep-3f9c1a2b7d",
         ),
         overrides=True,
-        flags=_own_dry_run("what it would re-queue and why; queues nothing"),
+        flags=_own_dry_run("the plan: what it would re-queue and why; queues nothing"),
         queues=True,
         writes="submission",
         sweeps=True,

@@ -176,11 +176,14 @@ def resubmit(s: Session, args: ResubmitArgs) -> None:
     try:
         mine = [i for i, cs in enumerate(sessions) if cs.workspace.submission() is not None]
         found = [find.find_record(sessions[i], "") for i in mine]
-        picked = act.requeue([sessions[i] for i in mine], found, args.only)
+        plans = act.replan_runs([sessions[i] for i in mine], found, args.only)
+        for one in plans:  # each cell's plan first, as a resubmit of one submission prints it
+            act.tell_plan(args, one)
+        picked = act.requeue([sessions[i] for i in mine], found, args.only, plans)
         if not any(picked):
             said = (
                 f"nothing to resubmit: no benchmark of the sweep {record['sweep_id']} ended in a "
-                "retryable state"
+                "retryable state with rows left to score"
             )
             if args.json:
                 print(said, file=sys.stderr)
