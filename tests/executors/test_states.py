@@ -62,9 +62,13 @@ def test_status_follows_the_chain_the_recorded_job_started_not_an_older_one(clus
         with Connection(None) as conn:
             old = slurm.states(conn, {str(bench_dir): first})[str(bench_dir)]
             new = slurm.states(conn, {str(bench_dir): resubmitted})[str(bench_dir)]
-        # The old chain's newest job is its successor, as sacct tells it.
-        assert (old.job_id, old.state, old.exit_code) == (successor, "COMPLETED", "0:0")
         assert (new.job_id, new.state) == (resubmitted, "PENDING")
+        # Asked by the old id (the record never does after a resubmit), the chain is followed to its
+        # successor, as sacct tells it; and a live job newer than the chain in its bench dir is taken
+        # for the chain's own (a successor no file names yet), never the dead one (issue 42).
+        assert old.chain is not None
+        assert [(s.job_id, s.state) for s in old.chain.steps[:2]] == [(first, "FAILED"), (successor, "COMPLETED")]
+        assert (old.job_id, old.state) == (resubmitted, "PENDING")
     finally:
         subprocess.run(["scancel", resubmitted], check=False)
 
