@@ -112,25 +112,37 @@ def follow(
     """The jobs of the chain `recorded` (the record's job: the head a submit or resubmit queued)
     started, oldest first, ending with its newest.
 
-    From the chain file's lines from `recorded` on, then each successor link (the successor files,
-    and the attempts' predecessors) to a job that joined the chain (in the chain file or an attempt
-    line that did not stop it) or is live; then any other live job working in the bench dir
-    (`live_here`) that is newer than `recorded`: a chain whose bookkeeping is behind. A stopper (a
-    successor whose prologue ended the chain) that is no longer live is not the benchmark's job.
+    Its members: `recorded` and the chain file's lines after it; every job newer than `recorded`
+    that joined a chain (a chain file or successor file names it, or an attempt line that did not
+    stop it) or is live working in the bench dir (`live_here`): Slurm's ids grow, and the chain's
+    bookkeeping may be behind; and a successor (successor files, the attempts' predecessors) of a
+    member that joined, is live, or has a newer member after it (so it ran). A stopper (a successor
+    whose prologue ended the chain) or one its completed predecessor cancelled is then no member:
+    dead, and nothing after it.
     """
     chain = list(files.chain)
-    jobs = chain[chain.index(recorded) :] if recorded in chain else [recorded]
-    joined = set(chain) | {a.job_id for a in files.attempts if a.decision != "stop"}
+    if job_id(recorded) is None:
+        return [recorded]
+    first = chain[chain.index(recorded) :] if recorded in chain else [recorded]
+    # Joined: started as a job of a chain (a job writes its successor file when it starts).
+    joined = set(chain) | set(files.successors or {})
+    joined |= {a.job_id for a in files.attempts if a.decision != "stop"}
     links = {a.predecessor: a.job_id for a in files.attempts if a.predecessor}
     links.update(files.successors or {})
-    seen = set(jobs)
-    while (nxt := links.get(jobs[-1])) is not None and nxt not in seen and (nxt in joined or is_live(nxt)):
-        jobs.append(nxt)
-        seen.add(nxt)
-    if job_id(recorded):
-        newer = [j for j in live_here if j not in seen and job_order(j) > job_order(recorded)]
-        jobs += sorted(set(newer), key=job_order)
-    return jobs
+    members = set(first) | {
+        j for j in (*live_here, *joined) if job_order(j) > job_order(recorded) and job_id(j)
+    }
+    grown = True
+    while grown:
+        top = max(members, key=job_order)
+        grown = False
+        for job, successor in links.items():
+            if job not in members or successor in members or not job_id(successor):
+                continue
+            if successor in joined or is_live(successor) or job_order(successor) < job_order(top):
+                members.add(successor)
+                grown = True
+    return [recorded, *sorted(members - {recorded}, key=job_order)]
 
 
 def shown(jobs: Sequence[str], is_live: Callable[[str], bool], is_waiting: Callable[[str], bool]) -> str:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from e2e_helpers import wait_for_file
+
 from tests.day_two.test_slurm import Gym, config_file, scancel_under
 
 if TYPE_CHECKING:

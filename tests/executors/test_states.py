@@ -67,7 +67,10 @@ def test_status_follows_the_chain_the_recorded_job_started_not_an_older_one(clus
         # successor, as sacct tells it; and a live job newer than the chain in its bench dir is taken
         # for the chain's own (a successor no file names yet), never the dead one (issue 42).
         assert old.chain is not None
-        assert [(s.job_id, s.state) for s in old.chain.steps[:2]] == [(first, "FAILED"), (successor, "COMPLETED")]
+        assert [(s.job_id, s.state) for s in old.chain.steps[:2]] == [
+            (first, "FAILED"),
+            (successor, "COMPLETED"),
+        ]
         assert (old.job_id, old.state) == (resubmitted, "PENDING")
     finally:
         subprocess.run(["scancel", resubmitted], check=False)
