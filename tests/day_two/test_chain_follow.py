@@ -96,7 +96,9 @@ def test_status_follows_a_chain_and_cancel_stops_it_in_the_middle(cluster: Clust
         line = next(x for x in table.splitlines() if x.startswith("chain "))
         assert line.split()[1:4] == [first, "PENDING", "2"], table  # JOB, STATE, ATTEMPT
         dry = gym.ok("cancel", cfg, "--dry-run", cwd=tmp_path)
-        assert f"would cancel 1 job(s) of {record['gym_job_id']}: {first}" in dry, dry
+        assert (
+            f"would cancel 1 job(s) of {record['gym_job_id']}: {first} (chain PENDING, successor)" in dry
+        ), dry
         assert squeue_state(first) == "PENDING"  # the dry run stopped nothing
 
         # Released: it runs (attempt 2, held by the gate) and queues its own successor.
@@ -126,6 +128,14 @@ def test_status_follows_a_chain_and_cancel_stops_it_in_the_middle(cluster: Clust
         assert row["chain_end"].startswith("cancelled by gymbuild cancel at ")
         again = gym.ok("cancel", cfg, cwd=tmp_path)
         assert again.startswith("nothing to cancel"), again
+        # watch=1: every job has ended, so one look; the table shows the attempt, the chain its end.
+        watched = gym.run("status", cfg, "watch=1", cwd=tmp_path)
+        assert watched.rc == 1, watched.stdout + watched.stderr  # the benchmark has no result
+        line = next(x for x in watched.stdout.splitlines() if x.startswith("chain "))
+        assert line.split()[1:4] == [first, "CANCELLED", "2"], watched.stdout
+        chain_line = next(x for x in watched.stdout.splitlines() if x.startswith("  chain: "))
+        assert chain_line.startswith(f"  chain: {head} FAILED"), watched.stdout  # then what the chain did
+        assert f"; {first} CANCELLED; cancelled by gymbuild cancel at " in chain_line, watched.stdout
     finally:
         gate.touch()
         scancel_under(run_dir)
