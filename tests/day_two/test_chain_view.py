@@ -5,23 +5,19 @@ chain's end; and what cancel would stop. Pure: rows as the status look returns t
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from gymbuild.day_two.act import live_job_ids
 from gymbuild.day_two.status import format_statuses, statuses_json
 from gymbuild.executors.chain import Chain, Step
 from gymbuild.executors.states import BenchStatus, tally
-from gymbuild.state.records import BenchmarkJob, SubmissionRecord
+from gymbuild.state.records import BenchmarkJob
+from tests.day_two.test_rollouts import record
 
 LIVE = frozenset({"PENDING", "RUNNING"})
-RECORD = SubmissionRecord(
-    gym_job_id="gym-job-20260101T000000Z-abcdef",
-    gym_version="0.1.0",
-    submitted_at="2026-01-01T00:00:00Z",
-    run_dir="/r",
-    cluster="c",
-    executor="slurm",
-    submitted_by="me",
-    benchmarks=(BenchmarkJob("gpqa", "/r/gpqa", "987"), BenchmarkJob("aime", "/r/aime", "5")),
+# status's view of a record (test_rollouts' one) with two benchmarks
+RECORD = replace(
+    record(), benchmarks=(BenchmarkJob("gpqa", "/r/gpqa", "987"), BenchmarkJob("aime", "/r/aime", "5"))
 )
 RUNNING = Chain(
     3,
