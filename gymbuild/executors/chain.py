@@ -124,9 +124,10 @@ def follow(
     if job_id(recorded) is None:
         return [recorded]
     first = chain[chain.index(recorded) :] if recorded in chain else [recorded]
-    # Joined: started as a job of a chain (a job writes its successor file when it starts).
+    # Joined: started as a job of a chain (a job writes its successor file when it starts; an
+    # attempt line is written by a job starting, and names the job before it).
     joined = set(chain) | set(files.successors or {})
-    joined |= {a.job_id for a in files.attempts if a.decision != "stop"}
+    joined |= {a.job_id for a in files.attempts} | {a.predecessor for a in files.attempts if a.predecessor}
     links = {a.predecessor: a.job_id for a in files.attempts if a.predecessor}
     links.update(files.successors or {})
     members = set(first) | {
@@ -142,7 +143,9 @@ def follow(
             if successor in joined or is_live(successor) or job_order(successor) < job_order(top):
                 members.add(successor)
                 grown = True
-    return [recorded, *sorted(members - {recorded}, key=job_order)]
+    # A stopper ran nothing: it is the benchmark's job only while live, whichever file names it.
+    stoppers = {a.job_id for a in files.attempts if a.decision == "stop" and not is_live(a.job_id)}
+    return [recorded, *sorted(members - stoppers - {recorded}, key=job_order)]
 
 
 def shown(jobs: Sequence[str], is_live: Callable[[str], bool], is_waiting: Callable[[str], bool]) -> str:

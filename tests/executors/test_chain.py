@@ -119,6 +119,16 @@ def worlds(draw: st.DrawFn) -> World:
             attempts.append(
                 f"{job}\t{i + 1}\t{pred}\t{'-' if not i else 'UNKNOWN'}\t0\t{'retry' if i else 'head'}\tr"
             )
+    if not live and not queued and draw(st.booleans()):
+        # The chain stopped itself: a last successor whose prologue decided `stop` and ran nothing
+        # (COMPLETED); the files may name it anywhere a job of the chain is named.
+        stopper = str(100 + started)
+        accounted[stopper] = "COMPLETED"
+        attempts.append(f"{stopper}\t{started + 1}\t{last}\tFAILED\t0\tstop\tmax_retries reached")
+        if draw(st.booleans()):
+            successor_files[last] = stopper
+        if draw(st.booleans()) and len(chain_file) == started:
+            chain_file.append(stopper)
     return World(jobs, started, live, accounted, chain_file, successor_files, attempts)
 
 
@@ -133,7 +143,9 @@ def test_status_never_shows_a_dead_job_while_one_of_its_chain_is_live(world: Wor
     else:
         # Nothing live: the newest job the files say joined the chain.
         # (a job writes its successor file when it starts)
-        joined = [world.jobs[0], *world.chain_file, *(a.split("\t")[0] for a in world.attempts)]
+        ran = [a.split("\t")[0] for a in world.attempts if "\tstop\t" not in a]
+        ran += [a.split("\t")[2] for a in world.attempts if a.split("\t")[2] != "-"]  # its predecessor
+        joined = [world.jobs[0], *(j for j in world.chain_file if j in world.jobs), *ran]
         assert state.job_id == max([*joined, *world.successor_files], key=int), (state, world)
     # Its attempt: exact while the files or the queue know every job before it; never more.
     attempt = world.jobs.index(state.job_id) + 1
@@ -175,6 +187,22 @@ def test_a_chain_is_described_attempt_by_attempt_with_its_end() -> None:
         "988 FAILED -> stop (no progress in 2 attempts in a row); "
         "stopped: no progress in 2 attempts in a row (jobs 987, 988)"
     )
+
+
+def test_a_stopper_is_never_the_benchmark_s_job_once_it_has_ended() -> None:
+    """A successor whose prologue stops the chain exits 0 (COMPLETED) having run nothing: even if it
+    appended itself to the chain file, the benchmark's state is its predecessor's, with the reason."""
+    files = {
+        chain.CHAIN: "987\n988\n",
+        chain.ATTEMPTS: "988\t2\t987\tFAILED\t0\tstop\tdeterministic failure: not retried\n",
+        f"{chain.SUCCESSOR}987": "988\n",
+    }
+    ended = _Seen.read("", "987\tFAILED\t2:0\t00:00:09\tnode1\n988\tCOMPLETED\t0:0\t00:00:01\tnode1\n")
+    state = ended.newest("987", files, BENCH, None)
+    assert (state.job_id, state.state, state.exit_code) == ("987", "FAILED", "2:0")
+    assert state.chain is not None and state.chain.steps[0].then == "stop"
+    starting = _Seen.read(f"988\tRUNNING\t0:01\tnode1\t{BENCH}\n", "987\tFAILED\t2:0\t00:00:09\tnode1\n")
+    assert starting.newest("987", files, BENCH, None).job_id == "988"  # its prologue still runs
 
 
 def test_without_sacct_a_job_s_end_is_what_its_successor_s_prologue_said() -> None:

@@ -179,8 +179,7 @@ def _status_script(parents: Sequence[str], job_ids: Iterable[str], since: str | 
             _each_file(CHAIN, then=_ADD_IDS),
             _each_file(f"{SUCCESSOR}*", then=_ADD_IDS),
             # The user's jobs, with their working dirs: a successor in no file yet is one of them.
-            f"squeue -h -u \"$(id -un)\" -o $'%i\\t%T\\t%M\\t%N\\t%Z' "
-            f">{tmp}squeue.o 2>{tmp}squeue.e &",
+            f"squeue -h -u \"$(id -un)\" -o $'%i\\t%T\\t%M\\t%N\\t%Z' >{tmp}squeue.o 2>{tmp}squeue.e &",
             "sacct -X -n -P --delimiter=$'\\t' -o JobID,State,ExitCode,Elapsed,NodeList -j \"$ids\" "
             f"{_sacct_start(since)}>{tmp}sacct.o 2>{tmp}sacct.e &",
             _each_file(f"{_EXIT}*"),
