@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from gymbuild.executors import slurm
+from gymbuild.executors.chain import parse_stopped
 from gymbuild.executors.connection import Connection
 from gymbuild.state.rollouts import Progress
 
@@ -84,9 +85,19 @@ def test_cancel_also_ends_the_successor_a_resumable_job_queued(cluster: Cluster)
     running = sbatch(cluster, bench_dir, "sleep 300")
     successor = sbatch(cluster, bench_dir, "true", f"--dependency=afternotok:{running}")
     bystander = sbatch(cluster, other_dir, "sleep 300")  # this user's job elsewhere: left alone
+    (bench_dir / ".gym_job_chain").write_text(f"{running}\n")  # as the job's prologue writes it
     try:
         with Connection(None) as conn:
-            assert slurm.cancel(conn, {str(bench_dir): running}).ok
+            result = slurm.cancel(conn, {str(bench_dir): running})
+        assert result.ok, result.stderr
+        # It says what it stopped, and marks the chain cancelled (a successor it missed runs nothing).
+        assert {(x.job_id, x.bench_dir) for x in parse_stopped(result.stdout)} == {
+            (running, str(bench_dir)),
+            (successor, str(bench_dir)),
+        }
+        assert (bench_dir / ".gym_chain_cancelled").is_file()
+        assert (bench_dir / ".gym_chain_end").read_text().startswith("cancelled by gymbuild cancel at 20")
+        assert not (other_dir / ".gym_chain_end").exists()
         assert cluster.wait_for_job(running).state == "CANCELLED"
         assert cluster.wait_for_job(successor).state == "CANCELLED"
         left = subprocess.run(["squeue", "-h", "-o", "%i", "-j", bystander], capture_output=True, text=True)
