@@ -113,12 +113,12 @@ def follow(
     started, oldest first, ending with its newest.
 
     Its members: `recorded` and the chain file's lines after it; every job newer than `recorded`
-    that joined a chain (a chain file or successor file names it, or an attempt line that did not
-    stop it) or is live working in the bench dir (`live_here`): Slurm's ids grow, and the chain's
-    bookkeeping may be behind; and a successor (successor files, the attempts' predecessors) of a
-    member that joined, is live, or has a newer member after it (so it ran). A stopper (a successor
-    whose prologue ended the chain) or one its completed predecessor cancelled is then no member:
-    dead, and nothing after it.
+    that started (the chain file, a successor file's name, an attempt line or its predecessor names
+    it) or is live working in the bench dir (`live_here`): Slurm's ids grow, and the chain's
+    bookkeeping may be behind; and a linked successor (successor files, attempt lines) of a member
+    that started, is live, or has a newer member after it (so it ran). Never a stopper once it has
+    ended (a successor whose prologue ended the chain: it ran nothing), nor a successor its completed
+    predecessor cancelled (dead, never started, nothing after it).
     """
     chain = list(files.chain)
     if job_id(recorded) is None:
