@@ -12,9 +12,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from gymbuild.executors import chain
 from gymbuild.executors.base import Answer, JobState, Queued
-from gymbuild.executors.chain import ATTEMPTS, CHAIN, CHAIN_CANCELLED, CHAIN_END, SUCCESSOR
 from gymbuild.executors.secrets import SecretsFile
 from gymbuild.executors.secrets import forget_secrets as forget_secrets  # the Executor protocol's
 from gymbuild.shell import join, quote
@@ -165,6 +163,7 @@ def _status_script(parents: Sequence[str], job_ids: Iterable[str], since: str | 
     `<parent index> /counts <wc -l of its bench dirs' rollout files>`), then squeue's
     stdout and stderr, then sacct's. Uses the Connection session's `$__gym_tmp`.
     """
+    from gymbuild.executors import chain  # status only: planning needs none
     from gymbuild.state.rollouts import count_command, dir_files  # status only: planning needs none
 
     tmp = '"$__gym_tmp"/status-'
@@ -176,15 +175,15 @@ def _status_script(parents: Sequence[str], job_ids: Iterable[str], since: str | 
             f"ids={quote(','.join(dict.fromkeys(job_ids)))}",
             # A chain or successor file of ids (digits, one a line) adds them all; one holding anything
             # else, none. Then the chain's other files (chain.py), read for Python alone.
-            _each_file(CHAIN, then=_ADD_IDS),
-            _each_file(f"{SUCCESSOR}*", then=_ADD_IDS),
+            _each_file(chain.CHAIN, then=_ADD_IDS),
+            _each_file(f"{chain.SUCCESSOR}*", then=_ADD_IDS),
             # The user's jobs, with their working dirs: a successor in no file yet is one of them.
             f"squeue -h -u \"$(id -un)\" -o $'%i\\t%T\\t%M\\t%N\\t%Z' >{tmp}squeue.o 2>{tmp}squeue.e &",
             "sacct -X -n -P --delimiter=$'\\t' -o JobID,State,ExitCode,Elapsed,NodeList -j \"$ids\" "
             f"{_sacct_start(since)}>{tmp}sacct.o 2>{tmp}sacct.e &",
             _each_file(f"{_EXIT}*"),
-            _each_file(ATTEMPTS),
-            _each_file(CHAIN_END),
+            _each_file(chain.ATTEMPTS),
+            _each_file(chain.CHAIN_END),
             # Every bench dir's rollout counts, one wc per parent (a name no bench dir has: `/counts`).
             f'for i in "${{!parents[@]}}"; do p=${{parents[i]}}; c=$({counts}); '
             '[ -n "$c" ] && printf \'%s\\0%s\\0%s\\0\' "$i" /counts "$c"; done',
@@ -264,6 +263,8 @@ class _Seen:
 
     @classmethod
     def read(cls, squeue_out: str, sacct_out: str) -> _Seen:
+        from gymbuild.executors import chain  # status only: planning reads this module
+
         seen = cls()
         for line in squeue_out.splitlines():
             if len(fields := line.split("\t", 4)) == 5:
@@ -298,17 +299,19 @@ class _Seen:
     def newest(self, recorded: str, files: Mapping[str, str], bench_dir: str, note: str | None) -> JobState:
         """The state of the newest job of the chain `recorded` heads, with the chain (None for a
         benchmark that is no chain: one job, and no chain files)."""
+        from gymbuild.executors import chain  # status only: planning reads this module
+
         read = chain.Files(
-            chain.chain_ids(files.get(CHAIN, "")),
+            chain.chain_ids(files.get(chain.CHAIN, "")),
             {
                 job: succ
                 for name, text in files.items()
-                if name.startswith(SUCCESSOR)
-                and (job := chain.job_id(name.removeprefix(SUCCESSOR)))
+                if name.startswith(chain.SUCCESSOR)
+                and (job := chain.job_id(name.removeprefix(chain.SUCCESSOR)))
                 and (succ := chain.job_id(text))
             },
-            chain.parse_attempts(files.get(ATTEMPTS, "")),
-            (files.get(CHAIN_END) or "").strip().partition("\n")[0] or None,
+            chain.parse_attempts(files.get(chain.ATTEMPTS, "")),
+            (files.get(chain.CHAIN_END) or "").strip().partition("\n")[0] or None,
         )
         jobs = chain.follow(recorded, read, self.dirs.get(bench_dir, ()), self.is_live)
         job_id = chain.shown(jobs, self.is_live, lambda j: self.live[j].state in ("PENDING", "REQUEUED"))
@@ -342,14 +345,16 @@ _STOPPABLE = "PENDING,RUNNING,SUSPENDED,CONFIGURING,REQUEUED,RESIZING"  # live a
 
 
 def _cancel_script(jobs: Mapping[str, str]) -> str:
+    from gymbuild.executors import chain  # cancel only: planning reads this module
+
     stop = 'stop+=("$id"); stopped[$dir]=1; printf \'stopped\\t%s\\t%s\\t%s\\n\' "$id" "$st" "$dir"'
     return "\n".join(
         [
             f"dirs=({join(jobs)}); given=({join(jobs.values())})",
             "unset want ids stopped stop; declare -A want=() ids=() stopped=(); stop=()",
             # A bench dir is a chain's once one of its jobs started: its chain or successor files.
-            f'chained() {{ local f; [ -e "$1/{CHAIN}" ] && return; for f in "$1"/{SUCCESSOR}*; do '
-            '[ -e "$f" ] && return; done; return 1; }',
+            f'chained() {{ local f; [ -e "$1/{chain.CHAIN}" ] && return; '
+            f'for f in "$1"/{chain.SUCCESSOR}*; do [ -e "$f" ] && return; done; return 1; }}',
             'for i in "${!dirs[@]}"; do want[${dirs[i]}]=1; ids[${given[i]}]=${dirs[i]}; done',
             f"if listed=$(squeue -h -u \"$(id -un)\" -t {_STOPPABLE} -o $'%i\\t%T\\t%Z'); then",
             "  while IFS=$'\\t' read -r id st dir; do",
@@ -361,8 +366,8 @@ def _cancel_script(jobs: Mapping[str, str]) -> str:
             "fi",
             f'now=$(date -u +%Y-%m-%dT%H:%M:%SZ); for d in "${{!stopped[@]}}"; do '
             'if chained "$d"; then '
-            f': >"$d/{CHAIN_CANCELLED}"; '
-            f'printf \'cancelled by gymbuild cancel at %s\\n\' "$now" >"$d/{CHAIN_END}"; fi; done',
+            f': >"$d/{chain.CHAIN_CANCELLED}"; '
+            f'printf \'cancelled by gymbuild cancel at %s\\n\' "$now" >"$d/{chain.CHAIN_END}"; fi; done',
             '[ "${#stop[@]}" = 0 ] || scancel "${stop[@]}"',
         ]
     )
