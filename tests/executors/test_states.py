@@ -250,3 +250,40 @@ def test_status_counts_a_running_benchmarks_rollouts_in_the_same_round_trip(clus
         assert (ended.state, ended.progress) == ("FAILED", Progress(3, 5, 1))
     finally:
         subprocess.run(["scancel", job, other], check=False)
+
+
+def test_a_chain_whose_files_are_behind_is_followed_and_stopped_through_the_queue(cluster: Cluster) -> None:
+    """The record's job is dead; its successor runs (still in its prologue: in no chain file), and
+    has queued its own successor; neither wrote a successor file (a job killed right after its
+    sbatch never does). Status finds the running one among the user's live jobs working in the bench
+    dir; cancel stops both in one call and says so."""
+    bench_dir = cluster.run_dir("behind")
+    head = sbatch(cluster, bench_dir, "exit 3")
+    cluster.wait_for_job(head)
+    (bench_dir / ".gym_job_chain").write_text(f"{head}\n")
+    running = sbatch(cluster, bench_dir, "sleep 300")
+    queued = sbatch(cluster, bench_dir, "true", f"--dependency=afternotok:{running}")
+    try:
+        deadline = time.monotonic() + 120
+        with Connection(None) as conn:
+            while (state := slurm.states(conn, {str(bench_dir): head})[str(bench_dir)]).state != "RUNNING":
+                assert state.job_id in (running, queued), state  # never the dead head
+                assert time.monotonic() < deadline, state
+                time.sleep(1)
+            assert state.job_id == running and state.chain is not None
+            assert (state.chain.attempt, state.chain.live) == (2, (running, queued))
+            assert [(s.job_id, s.state) for s in state.chain.steps] == [
+                (head, "FAILED"),
+                (running, "RUNNING"),
+                (queued, "PENDING"),
+            ]
+            result = slurm.cancel(conn, {str(bench_dir): running})
+        assert result.ok, result.stderr
+        assert {(x.job_id, x.state) for x in parse_stopped(result.stdout)} == {
+            (running, "RUNNING"),
+            (queued, "PENDING"),
+        }
+        for job in (running, queued):
+            assert cluster.wait_for_job(job).state == "CANCELLED"
+    finally:
+        subprocess.run(["scancel", running, queued], check=False)
