@@ -4,6 +4,7 @@ state (through the one submit pipeline), and `requeue`, which a sweep and `submi
 from __future__ import annotations
 
 import json
+import posixpath
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -13,6 +14,7 @@ from gymbuild.day_two.find import find_checked, find_record, no_submission
 from gymbuild.day_two.status import current_statuses
 from gymbuild.errors import UserError
 from gymbuild.executors.base import executor_for
+from gymbuild.executors.chain import Stopped, parse_stopped
 from gymbuild.executors.states import (
     BenchStatus,
     shared_job_dirs,
@@ -29,23 +31,29 @@ if TYPE_CHECKING:
 
 
 def live_job_ids(rows: Sequence[BenchStatus], only: Sequence[str], live: frozenset[str]) -> list[str]:
-    # A benchmark waiting in its running shared job is live through its job (states.py).
-    return list(
-        dict.fromkeys(
-            r.job_id
-            for r in rows
-            if r.job_id and (r.state in live or r.job_state in live) and (not only or r.benchmark in only)
-        )
-    )
+    """The live jobs of the benchmarks (of `only`): a chain's every live job (its running one and the
+    successor queued behind it), else the row's job while it (or its shared job) is live."""
+    found: list[str] = []
+    for r in rows:
+        if only and r.benchmark not in only:
+            continue
+        if r.chain is not None and r.chain.live:
+            found += r.chain.live
+        elif r.job_id and (r.state in live or r.job_state in live):  # waiting in its running shared job
+            found.append(r.job_id)
+    return list(dict.fromkeys(found))
 
 
 def cancel(s: Session, args: CancelArgs) -> None:
-    """Cancel the submission's live jobs; dry_run=1 (--dry-run) names them, and touches nothing."""
+    """Cancel the submission's live jobs, every chain's queued successors with them (the executor
+    finds those in the same call, as they are then); dry_run=1 (--dry-run) names them, and touches
+    nothing."""
     record, rows = current_statuses(s, args)
     executor = executor_for(record.executor)
     live = live_job_ids(rows, args.only, executor.LIVE)
+    recorded = {job_id for j in record.benchmarks for job_id in (j.job_id, *j.previous_job_ids) if job_id}
     if args.dry_run:
-        named = [f"{job} ({_benches_of(rows, job)})" for job in live]
+        named = [f"{job} ({_benches_of(rows, job)}{_successor(job, recorded)})" for job in live]
         message = (
             f"would cancel {len(live)} job(s) of {record.gym_job_id}: {', '.join(named)} "
             "(dry run: none cancelled)"
@@ -59,21 +67,51 @@ def cancel(s: Session, args: CancelArgs) -> None:
         executor.forget_secrets(s.connection(), record.gym_job_id, _secret_names(args, record, rows))
         _said(args, record, [], f"nothing to cancel: no job of {record.gym_job_id} is pending or running")
         return
-    job_dirs = {j.benchmark: j.job_dir for j in record.benchmarks}
+    by_name = {j.benchmark: j for j in record.benchmarks}
     # A shared job is cancelled at its own directory (states.py), where status reads its marks.
     shared = shared_job_dirs(record)
-    dirs = {shared.get(r.job_id, job_dirs[r.benchmark]): r.job_id for r in rows if r.job_id in live}
+    dirs = {
+        shared.get(by_name[r.benchmark].job_id or "", by_name[r.benchmark].job_dir): r.job_id
+        for r in rows
+        if r.job_id and set(live_job_ids([r], (), executor.LIVE))
+    }
     result = executor.cancel(s.connection(), dirs)
     if not result.ok:
         raise UserError(f"error: cancelling {', '.join(live)} failed: {result.stderr.strip()}")
     # Their successors are cancelled too, so no later run reads these benchmarks' secrets again.
     executor.forget_secrets(s.connection(), record.gym_job_id, _secret_names(args, record, rows))
-    _said(args, record, live, f"cancelled {len(live)} job(s) of {record.gym_job_id}: {', '.join(live)}")
+    stopped = parse_stopped(result.stdout) or [Stopped(j, "", d) for d, j in dirs.items()]
+    ids = list(dict.fromkeys(x.job_id for x in stopped))
+    where = {posixpath.normpath(by_name[r.benchmark].job_dir): r.benchmark for r in rows}
+    groups = shared_jobs(record.benchmarks)
+    where.update({posixpath.normpath(d): "+".join(groups[j]) for j, d in shared.items()})
+    named = [
+        f"{x.job_id} ({where.get(posixpath.normpath(x.bench_dir), '?')}"
+        f"{' ' + x.state if x.state else ''}{_successor(x.job_id, recorded)})"
+        for x in stopped
+    ]
+    message = f"cancelled {len(ids)} job(s) of {record.gym_job_id}: {', '.join(named)}"
+    if not ids:
+        message = f"nothing to cancel: the jobs of {record.gym_job_id} ended meanwhile"
+    _said(args, record, ids, message, stopped=stopped, recorded=recorded)
+
+
+def _successor(job_id: str, recorded: set[str]) -> str:
+    """`, successor` for a job of a chain that no record holds: a job queued by a job."""
+    return "" if job_id in recorded else ", successor"
 
 
 def _benches_of(rows: Sequence[BenchStatus], job_id: str) -> str:
-    """`gpqa RUNNING`, or for a shared job each of its benchmarks with its state."""
-    return ", ".join(f"{r.benchmark} {r.state}" for r in rows if r.job_id == job_id)
+    """`gpqa RUNNING`, or for a shared job each of its benchmarks with its state; a chain's other
+    live job (the successor queued behind the running one) with its own state."""
+    named = [f"{r.benchmark} {r.state}" for r in rows if r.job_id == job_id]
+    if not named:
+        named = [
+            f"{r.benchmark} {next((st.state for st in r.chain.steps if st.job_id == job_id), '?')}"
+            for r in rows
+            if r.chain is not None and job_id in r.chain.live
+        ]
+    return ", ".join(named)
 
 
 def replan_runs(
@@ -183,16 +221,28 @@ def _would_resubmit(s: Session, args: ResubmitArgs, record: SubmissionRecord) ->
 
 
 def _said(
-    args: DryRunnable, record: SubmissionRecord, cancelled: Sequence[str], message: str, **dry_run: object
+    args: DryRunnable,
+    record: SubmissionRecord,
+    cancelled: Sequence[str],
+    message: str,
+    *,
+    stopped: Sequence[Stopped] = (),
+    recorded: set[str] | None = None,
+    **dry_run: object,
 ) -> None:
     """cancel's (and a dry run's) answer: its line, or (json=1) one JSON document naming the jobs it
-    cancelled; a dry run's says `"dry_run": true` and what it would have done."""
+    cancelled (`stopped`: each with its state then, bench dir, and whether a job queued it: a chain's
+    successor); a dry run's says `"dry_run": true` and what it would have done."""
     if args.json:
         doc: dict[str, object] = {
             "gym_job_id": record.gym_job_id,
             "cancelled": list(cancelled),
             "message": message,
         }
+        if stopped:
+            doc["stopped"] = [
+                {**x.__dict__, "successor": x.job_id not in (recorded or set())} for x in stopped
+            ]
         if args.dry_run:
             doc = {**doc, "dry_run": True, **dry_run}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")

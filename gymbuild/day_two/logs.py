@@ -69,13 +69,21 @@ def print_logs(s: Session, args: LogsArgs) -> None:
     row = rows[0]
     if not row.job_id:
         raise UserError(f"error: {row.benchmark} was never queued: {row.error}")
-    job_dir = next(j.job_dir for j in record.benchmarks if j.benchmark == row.benchmark)
-    shared = shared_job_dirs(record).get(row.job_id)
+    # The newest job of its chain (status follows it): its dir is the recorded job's.
+    job = next(j for j in record.benchmarks if j.benchmark == row.benchmark)
+    job_dir = job.job_dir
+    shared = shared_job_dirs(record).get(job.job_id or "")
     if args.json and not args.follow:  # the logs as one JSON document: json=1 on every verb
         text = io.StringIO()
         with contextlib.redirect_stdout(text):
             show_logs(s.connection(), job_dir, row.job_id, follow=False, shared_dir=shared)
-        doc = {"gym_job_id": record.gym_job_id, "benchmark": row.benchmark, "job_id": row.job_id}
+        doc: dict[str, object] = {
+            "gym_job_id": record.gym_job_id,
+            "benchmark": row.benchmark,
+            "job_id": row.job_id,
+        }
+        if row.chain is not None:  # which attempt of its resume chain these logs are
+            doc["attempt"] = row.chain.attempt
         sys.stdout.write(json.dumps({**doc, "logs": text.getvalue()}, indent=2) + "\n")
         return
     show_logs(s.connection(), job_dir, row.job_id, follow=args.follow, shared_dir=shared)

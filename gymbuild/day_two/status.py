@@ -48,15 +48,24 @@ def format_statuses(
     counted = any(row.progress for row in rows)
     if counted:
         table[0] = (*table[0][:-1], "ROLLOUTS", table[0][-1])
+    chained = any(row.chain for row in rows)  # a resume chain's attempt, beside its state
+    if chained:
+        table[0] = (*table[0][:3], "ATTEMPT", *table[0][3:])
     for row in rows:
         cells: tuple[str | None, ...] = (row.job_id, row.state, row.exit_code, row.elapsed, row.nodes)
         if shared:
             cells = (row.job_id, row.state, row.exit_code, row.job_state, row.elapsed, row.nodes)
+        if chained:
+            cells = (*cells[:2], str(row.chain.attempt) if row.chain else None, *cells[2:])
         if counted:
             cells = (*cells[:-1], _rollouts_cell(row, rates), cells[-1])
         table.append((row.benchmark, *(c or "-" for c in cells)))
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]) - 1)]
     lines = ["  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]) for r in table]
+    chains = [r for r in rows if r.chain and (len(r.chain.steps) > 1 or r.chain.end)]
+    if chains:  # every attempt so far and why each ended, and why the chain stopped
+        lines += ["", "resume chains (job state -> what the chain did next):"]
+        lines += [f"  {r.benchmark}: {r.chain.line()}" for r in chains if r.chain]
     for title, notes in (
         ("not queued (`gymbuild submit` queues these again)", [r for r in rows if r.error and not r.job_id]),
         ("state unknown", [r for r in rows if r.error and r.job_id]),
@@ -104,9 +113,12 @@ def statuses_json(
 
 def _row_json(row: BenchStatus) -> dict[str, object]:
     """A row as JSON: a shared job's state and the rollout counts only where there are some."""
-    doc = {k: v for k, v in row.__dict__.items() if k not in ("job_state", "progress") or v}
+    doc = {k: v for k, v in row.__dict__.items() if k not in ("job_state", "progress", "chain") or v}
     if row.progress is not None:
         doc["progress"] = dataclasses.asdict(row.progress)
+    if row.chain is not None:  # attempt, attempts, chain_end, chain_live
+        doc.pop("chain")
+        doc.update(row.chain.as_json())
     return doc
 
 

@@ -23,6 +23,7 @@ from gymbuild.plan.model import ExecutorTraits
 
 if TYPE_CHECKING:
     from gymbuild.config.model import Config
+    from gymbuild.executors.chain import Chain
     from gymbuild.executors.connection import Connection, Result
     from gymbuild.executors.secrets import SecretsFile
     from gymbuild.plan import BenchPlan, ExecutorTraits
@@ -55,6 +56,7 @@ class JobState:
     nodes: str | None = None
     note: str | None = None  # why the state is UNKNOWN: what squeue and sacct said
     progress: Progress | None = None  # its rollouts so far, from gym's files (state/rollouts.py)
+    chain: Chain | None = None  # a resume chain's attempts, when the job is one (executors/chain.py)
 
 
 Answer = Callable[[], Queued]  # the answer to a queued job, read when asked (in the order sent)

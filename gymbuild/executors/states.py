@@ -29,6 +29,7 @@ from gymbuild.shell import quote
 from gymbuild.state.rollouts import count_command, dir_files, parse_counts
 
 if TYPE_CHECKING:
+    from gymbuild.executors.chain import Chain
     from gymbuild.executors.connection import Connection
     from gymbuild.state.records import BenchmarkJob, SubmissionRecord
     from gymbuild.state.rollouts import Progress
@@ -47,6 +48,7 @@ class BenchStatus:
     error: str | None
     job_state: str | None = None  # a benchmark in a shared job: its job's own state
     progress: Progress | None = None  # rollouts done/expected and failed, from gym's files
+    chain: Chain | None = None  # a resume chain: its attempt, attempts so far, end, live jobs
 
 
 # What `status` counts a benchmark as, for its summary line and for `watch=1` (which waits while any
@@ -184,6 +186,7 @@ def status_rows(jobs: Iterable[BenchmarkJob], found: Mapping[str, JobState]) -> 
                 state.nodes if state else None,
                 state.note if state else None,  # why it is UNKNOWN, when it is
                 progress=state.progress if state else None,
+                chain=state.chain if state else None,
             )
         )
     return rows

@@ -348,6 +348,7 @@ def _result(run: _Run, cache: Cache) -> table.RunResult:
             exit_code=row.exit_code,
             error=row.error,
             coverage=row.progress,
+            chain=row.chain,
         )
         if not files and run.read_error and job.benchmark in run.files:
             bench = replace(bench, why=f"its artifacts could not be read: {run.read_error}")

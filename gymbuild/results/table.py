@@ -18,6 +18,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from gymbuild.executors.chain import Chain
 from gymbuild.state.rollouts import Progress
 
 AGGREGATE_FILE = "rollouts_aggregate_metrics.json"  # NeMo Gym's, beside artifacts/rollouts.jsonl
@@ -53,6 +54,7 @@ class BenchResult:
     # What its metrics cover: rollouts scored of those gym set out to run (state/rollouts.py). A run
     # that stopped short (gym's `EVAL FAILED: k/N`) still leaves its aggregate: a partial score.
     coverage: Progress | None = None
+    chain: Chain | None = None  # a resume chain: its attempt, attempts and end (executors/chain.py)
 
 
 @dataclass(frozen=True)
@@ -144,12 +146,13 @@ def bench_result(
     exit_code: str | None = None,
     error: str | None = None,
     coverage: Progress | None = None,
+    chain: Chain | None = None,
 ) -> BenchResult:
     """A benchmark's result from its state and the metrics files found for it (name -> text).
 
     NeMo Gym's aggregate wins over metrics.json when both exist: a `gym eval run` benchmark writes
     the first, and a command benchmark only the second."""
-    base = BenchResult(benchmark, state, job_id, exit_code)
+    base = BenchResult(benchmark, state, job_id, exit_code, chain=chain)
     for name, parse in ((AGGREGATE_FILE, parse_aggregate), (COMMAND_FILE, parse_command_metrics)):
         if name in files:
             try:
@@ -454,6 +457,7 @@ def to_json(runs: Sequence[RunResult]) -> str:
                         "source": b.source,
                         "why": b.why,
                         "coverage": b.coverage.as_json() if b.coverage else None,
+                        **(b.chain.as_json() if b.chain else {}),
                         "agents": [
                             {"agent": a.agent, "key_metrics": {m: clean(v) for m, v in a.metrics}}
                             for a in b.agents

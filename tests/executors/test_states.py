@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from gymbuild.executors import slurm
+from gymbuild.executors.chain import parse_stopped
 from gymbuild.executors.connection import Connection
 from gymbuild.state.rollouts import Progress
 
@@ -62,9 +63,16 @@ def test_status_follows_the_chain_the_recorded_job_started_not_an_older_one(clus
         with Connection(None) as conn:
             old = slurm.states(conn, {str(bench_dir): first})[str(bench_dir)]
             new = slurm.states(conn, {str(bench_dir): resubmitted})[str(bench_dir)]
-        # The old chain's newest job is its successor, as sacct tells it.
-        assert (old.job_id, old.state, old.exit_code) == (successor, "COMPLETED", "0:0")
         assert (new.job_id, new.state) == (resubmitted, "PENDING")
+        # Asked by the old id (the record never does after a resubmit), the chain is followed to its
+        # successor, as sacct tells it; and a live job newer than the chain in its bench dir is taken
+        # for the chain's own (a successor no file names yet), never the dead one (issue 42).
+        assert old.chain is not None
+        assert [(s.job_id, s.state) for s in old.chain.steps[:2]] == [
+            (first, "FAILED"),
+            (successor, "COMPLETED"),
+        ]
+        assert (old.job_id, old.state) == (resubmitted, "PENDING")
     finally:
         subprocess.run(["scancel", resubmitted], check=False)
 
@@ -77,9 +85,19 @@ def test_cancel_also_ends_the_successor_a_resumable_job_queued(cluster: Cluster)
     running = sbatch(cluster, bench_dir, "sleep 300")
     successor = sbatch(cluster, bench_dir, "true", f"--dependency=afternotok:{running}")
     bystander = sbatch(cluster, other_dir, "sleep 300")  # this user's job elsewhere: left alone
+    (bench_dir / ".gym_job_chain").write_text(f"{running}\n")  # as the job's prologue writes it
     try:
         with Connection(None) as conn:
-            assert slurm.cancel(conn, {str(bench_dir): running}).ok
+            result = slurm.cancel(conn, {str(bench_dir): running})
+        assert result.ok, result.stderr
+        # It says what it stopped, and marks the chain cancelled (a successor it missed runs nothing).
+        assert {(x.job_id, x.bench_dir) for x in parse_stopped(result.stdout)} == {
+            (running, str(bench_dir)),
+            (successor, str(bench_dir)),
+        }
+        assert (bench_dir / ".gym_chain_cancelled").is_file()
+        assert (bench_dir / ".gym_chain_end").read_text().startswith("cancelled by gymbuild cancel at 20")
+        assert not (other_dir / ".gym_chain_end").exists()
         assert cluster.wait_for_job(running).state == "CANCELLED"
         assert cluster.wait_for_job(successor).state == "CANCELLED"
         left = subprocess.run(["squeue", "-h", "-o", "%i", "-j", bystander], capture_output=True, text=True)
@@ -232,3 +250,40 @@ def test_status_counts_a_running_benchmarks_rollouts_in_the_same_round_trip(clus
         assert (ended.state, ended.progress) == ("FAILED", Progress(3, 5, 1))
     finally:
         subprocess.run(["scancel", job, other], check=False)
+
+
+def test_a_chain_whose_files_are_behind_is_followed_and_stopped_through_the_queue(cluster: Cluster) -> None:
+    """The record's job is dead; its successor runs (still in its prologue: in no chain file), and
+    has queued its own successor; neither wrote a successor file (a job killed right after its
+    sbatch never does). Status finds the running one among the user's live jobs working in the bench
+    dir; cancel stops both in one call and says so."""
+    bench_dir = cluster.run_dir("behind")
+    head = sbatch(cluster, bench_dir, "exit 3")
+    cluster.wait_for_job(head)
+    (bench_dir / ".gym_job_chain").write_text(f"{head}\n")
+    running = sbatch(cluster, bench_dir, "sleep 300")
+    queued = sbatch(cluster, bench_dir, "true", f"--dependency=afternotok:{running}")
+    try:
+        deadline = time.monotonic() + 120
+        with Connection(None) as conn:
+            while (state := slurm.states(conn, {str(bench_dir): head})[str(bench_dir)]).state != "RUNNING":
+                assert state.job_id in (running, queued), state  # never the dead head
+                assert time.monotonic() < deadline, state
+                time.sleep(1)
+            assert state.job_id == running and state.chain is not None
+            assert (state.chain.attempt, state.chain.live) == (2, (running, queued))
+            assert [(s.job_id, s.state) for s in state.chain.steps] == [
+                (head, "FAILED"),
+                (running, "RUNNING"),
+                (queued, "PENDING"),
+            ]
+            result = slurm.cancel(conn, {str(bench_dir): running})
+        assert result.ok, result.stderr
+        assert {(x.job_id, x.state) for x in parse_stopped(result.stdout)} == {
+            (running, "RUNNING"),
+            (queued, "PENDING"),
+        }
+        for job in (running, queued):
+            assert cluster.wait_for_job(job).state == "CANCELLED"
+    finally:
+        subprocess.run(["scancel", running, queued], check=False)

@@ -119,17 +119,7 @@ RETRYABLE = frozenset({"FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEM
 LIVE = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"})
 
 
-_CHAIN = ".gym_job_chain"  # a resumable job appends its id when it starts (parts.sh.j2)
 _EXIT = ".gym_exit-"  # + job id: the exit status every job writes when it ends (body.sh.j2)
-
-
-def _chain_tail(chain: str, job_id: str) -> str:
-    """The newest job of the chain `job_id` started: the chain file's last line, if `job_id` is a line
-    of it; else `job_id` itself. Not simply the file's last line: after `resubmit`, the file still ends
-    with the old chain until the new job starts and appends itself, and status would show the old
-    chain's end (and a second resubmit would queue the benchmark twice)."""
-    lines = [line.strip() for line in chain.splitlines() if line.strip()]
-    return lines[-1] if job_id in lines else job_id
 
 
 def _place(bench_dir: str) -> tuple[str, str]:
@@ -153,6 +143,9 @@ def _each_file(pattern: str, then: str = "") -> str:
     )
 
 
+# A chain or successor file's ids join the ids asked about: digits (and `_` of an array task) only.
+_ADD_IDS = '; [ -z "${c//[0-9_[:space:]]/}" ] && ids+=,${c//[[:space:]]/,}'
+
 _TOOLS = ("squeue.o", "squeue.e", "sacct.o", "sacct.e")  # what the status script prints last, in order
 
 
@@ -170,6 +163,7 @@ def _status_script(parents: Sequence[str], job_ids: Iterable[str], since: str | 
     `<parent index> /counts <wc -l of its bench dirs' rollout files>`), then squeue's
     stdout and stderr, then sacct's. Uses the Connection session's `$__gym_tmp`.
     """
+    from gymbuild.executors import chain  # status only: planning needs none
     from gymbuild.state.rollouts import count_command, dir_files  # status only: planning needs none
 
     tmp = '"$__gym_tmp"/status-'
@@ -179,12 +173,17 @@ def _status_script(parents: Sequence[str], job_ids: Iterable[str], since: str | 
             "shopt -s nullglob dotglob",
             f"parents=({join(parents)})",
             f"ids={quote(','.join(dict.fromkeys(job_ids)))}",
-            # A chain file of ids (digits, one a line) adds them all; one holding anything else, none.
-            _each_file(_CHAIN, then='; [ -z "${c//[0-9[:space:]]/}" ] && ids+=,${c//[[:space:]]/,}'),
-            f"squeue -h -o $'%i\\t%T\\t%M\\t%N' -j \"$ids\" >{tmp}squeue.o 2>{tmp}squeue.e &",
+            # A chain or successor file of ids (digits, one a line) adds them all; one holding anything
+            # else, none. Then the chain's other files (chain.py), read for Python alone.
+            _each_file(chain.CHAIN, then=_ADD_IDS),
+            _each_file(f"{chain.SUCCESSOR}*", then=_ADD_IDS),
+            # The user's jobs, with their working dirs: a successor in no file yet is one of them.
+            f"squeue -h -u \"$(id -un)\" -o $'%i\\t%T\\t%M\\t%N\\t%Z' >{tmp}squeue.o 2>{tmp}squeue.e &",
             "sacct -X -n -P --delimiter=$'\\t' -o JobID,State,ExitCode,Elapsed,NodeList -j \"$ids\" "
             f"{_sacct_start(since)}>{tmp}sacct.o 2>{tmp}sacct.e &",
             _each_file(f"{_EXIT}*"),
+            _each_file(chain.ATTEMPTS),
+            _each_file(chain.CHAIN_END),
             # Every bench dir's rollout counts, one wc per parent (a name no bench dir has: `/counts`).
             f'for i in "${{!parents[@]}}"; do p=${{parents[i]}}; c=$({counts}); '
             '[ -n "$c" ] && printf \'%s\\0%s\\0%s\\0\' "$i" /counts "$c"; done',
@@ -217,9 +216,10 @@ def _lines(text: str) -> list[str]:
 
 
 def states(conn: Connection, jobs: Mapping[str, str], since: str | None = None) -> dict[str, JobState]:
-    """bench dir -> state of its newest job. squeue wins for live jobs; sacct for those it forgot;
-    without accounting, the `.gym_exit-<id>` file the job wrote; else UNKNOWN. `since`: when the
-    jobs were submitted (ISO 8601, UTC), which bounds sacct's search."""
+    """bench dir -> state of its newest job (a resume chain followed to its newest: chain.py). squeue
+    wins for live jobs; sacct for those it forgot; without accounting, the `.gym_exit-<id>` file the
+    job wrote; else UNKNOWN. `since`: when the jobs were submitted (ISO 8601, UTC), which bounds
+    sacct's search."""
     if not jobs:
         return {}
 
@@ -232,23 +232,14 @@ def states(conn: Connection, jobs: Mapping[str, str], since: str | None = None) 
     if len(parts) % 3 != 2:  # not files' fields in threes, the tools' four and the last NUL's tail:
         parts = [""] * 5  # the script was cut short, and nothing it printed can be trusted
     *records, squeue_out, squeue_err, sacct_out, sacct_err, _ = parts
-    files: dict[tuple[str, str, str], str] = {}  # (parent, bench dir name, file name) -> contents
+    files: dict[tuple[str, str], dict[str, str]] = {}  # (parent, bench dir name) -> file name -> contents
     counts = {}
     for index, path, contents in zip(records[::3], records[1::3], records[2::3], strict=True):
         name, _, file = path.rpartition("/")
-        files[parents[int(index)], name, file] = contents
+        files.setdefault((parents[int(index)], name), {})[file] = contents
         if path == "/counts":
             counts.update(parse_counts(contents))
-    live: dict[str, JobState] = {}
-    for line in squeue_out.splitlines():
-        if len(fields := line.split("\t")) == 4:
-            job_id, state_name, elapsed, nodes = fields
-            live[job_id] = JobState(job_id, state_name, None, elapsed, nodes or None)
-    accounted: dict[str, JobState] = {}
-    for line in sacct_out.splitlines():
-        if len(fields := line.split("\t")) == 5 and fields[0].isdigit():
-            job_id, state_name, exit_code, elapsed, nodes = fields
-            accounted[job_id] = JobState(job_id, state_name.split()[0], exit_code, elapsed, nodes or None)
+    seen = _Seen.read(squeue_out, sacct_out)
     # Only a job nothing could describe gets the complaints: squeue also complains about a job it has
     # merely forgotten, which sacct then describes.
     said = {"squeue": _lines(squeue_err), "sacct": _lines(sacct_err), "status script": _lines(result.stderr)}
@@ -256,21 +247,83 @@ def states(conn: Connection, jobs: Mapping[str, str], since: str | None = None) 
     found = {}
     for bench_dir, recorded in jobs.items():
         place = places[bench_dir]
-        job_id = _chain_tail(files.get((*place, _CHAIN), ""), recorded)
-        code = files.get((*place, f"{_EXIT}{job_id}"))
-        if job_id in live and live[job_id].state in LIVE:
-            state = live[job_id]
-        elif job_id in accounted:
-            state = accounted[job_id]
-        elif job_id in live:
-            state = live[job_id]
-        elif code is not None:
-            code = code.strip()
-            state = JobState(job_id, "COMPLETED" if code == "0" else "FAILED", f"{code}:0")
-        else:
-            state = JobState(job_id, "UNKNOWN", note=note)
+        here = files.get(place, {})
+        state = seen.newest(recorded, here, posixpath.normpath(bench_dir), note)
         found[bench_dir] = replace(state, progress=counts.get("/".join(place)))
     return found
+
+
+class _Seen:
+    """What squeue and sacct said of the jobs, and each bench dir's files made into its newest job."""
+
+    def __init__(self) -> None:
+        self.live: dict[str, JobState] = {}
+        self.accounted: dict[str, JobState] = {}
+        self.dirs: dict[str, list[str]] = {}  # working dir -> the live jobs squeue lists there
+
+    @classmethod
+    def read(cls, squeue_out: str, sacct_out: str) -> _Seen:
+        from gymbuild.executors import chain  # status only: planning reads this module
+
+        seen = cls()
+        for line in squeue_out.splitlines():
+            if len(fields := line.split("\t", 4)) == 5:
+                job_id, state_name, elapsed, nodes, work_dir = fields
+                seen.live[job_id] = JobState(job_id, state_name, None, elapsed, nodes or None)
+                if state_name in LIVE and work_dir:
+                    seen.dirs.setdefault(posixpath.normpath(work_dir), []).append(job_id)
+        for line in sacct_out.splitlines():
+            if len(fields := line.split("\t")) == 5 and chain.job_id(fields[0]):
+                job_id, state_name, exit_code, elapsed, nodes = fields
+                state = JobState(job_id, state_name.split()[0], exit_code, elapsed, nodes or None)
+                seen.accounted[job_id] = state
+        return seen
+
+    def is_live(self, job_id: str) -> bool:
+        return job_id in self.live and self.live[job_id].state in LIVE
+
+    def state(self, job_id: str, files: Mapping[str, str]) -> JobState | None:
+        """A job's state: squeue's while live, else sacct's, else squeue's end, else its exit file."""
+        if self.is_live(job_id):
+            return self.live[job_id]
+        if job_id in self.accounted:
+            return self.accounted[job_id]
+        if job_id in self.live:
+            return self.live[job_id]
+        code = files.get(f"{_EXIT}{job_id}")
+        if code is not None:
+            code = code.strip()
+            return JobState(job_id, "COMPLETED" if code == "0" else "FAILED", f"{code}:0")
+        return None
+
+    def newest(self, recorded: str, files: Mapping[str, str], bench_dir: str, note: str | None) -> JobState:
+        """The state of the newest job of the chain `recorded` heads, with the chain (None for a
+        benchmark that is no chain: one job, and no chain files)."""
+        from gymbuild.executors import chain  # status only: planning reads this module
+
+        read = chain.Files(
+            chain.chain_ids(files.get(chain.CHAIN, "")),
+            {
+                job: succ
+                for name, text in files.items()
+                if name.startswith(chain.SUCCESSOR)
+                and (job := chain.job_id(name.removeprefix(chain.SUCCESSOR)))
+                and (succ := chain.job_id(text))
+            },
+            chain.parse_attempts(files.get(chain.ATTEMPTS, "")),
+            (files.get(chain.CHAIN_END) or "").strip().partition("\n")[0] or None,
+        )
+        jobs = chain.follow(recorded, read, self.dirs.get(bench_dir, ()), self.is_live)
+        job_id = chain.shown(jobs, self.is_live, lambda j: self.live[j].state in ("PENDING", "REQUEUED"))
+        state = self.state(job_id, files) or JobState(job_id, "UNKNOWN", note=note)
+        if not read.any and len(jobs) == 1:
+            return state
+
+        def state_of(job: str) -> str | None:
+            known = self.state(job, files)
+            return known.state if known else None
+
+        return replace(state, chain=chain.describe(jobs, job_id, read, state_of, self.is_live))
 
 
 def metadata() -> dict[str, str]:
@@ -279,12 +332,42 @@ def metadata() -> dict[str, str]:
 
 
 def cancel(conn: Connection, jobs: Mapping[str, str]) -> Result:
-    """scancel every given job (bench dir -> job id) and, in the same call, the user's other queued
-    jobs working in those bench dirs: a resumable job's successor waits there (afternotok) under an
-    id no record holds, and would otherwise stay PENDING, then start once its predecessor is gone."""
-    dirs = "|".join(quote(d) for d in jobs)
-    return conn.run(
-        f"successors=$(squeue -h -u \"$(id -un)\" -o '%i %Z' 2>/dev/null | while read -r id dir; do "
-        f'case $dir in {dirs}) echo "$id" ;; esac; done)\n'
-        f"scancel {join(jobs.values())} $successors"
+    """Stop every given job (bench dir -> its newest job id) and the rest of its chain, in one round
+    trip: every job of the user's that squeue lists live working in those bench dirs (a running job's
+    queued successor waits there under an id no record holds, and a chain's files may be behind), and
+    the given ids wherever they work. Where a chain is stopped, `.gym_chain_cancelled` (a successor
+    that starts anyway runs nothing: parts.sh.j2) and `.gym_chain_end` are written first, then one
+    scancel. Prints `stopped<TAB>id<TAB>state<TAB>bench dir` per job (chain.parse_stopped)."""
+    return conn.run(_cancel_script({posixpath.normpath(d): j for d, j in jobs.items()}))
+
+
+_STOPPABLE = "PENDING,RUNNING,SUSPENDED,CONFIGURING,REQUEUED,RESIZING"  # live and not already ending
+
+
+def _cancel_script(jobs: Mapping[str, str]) -> str:
+    from gymbuild.executors import chain  # cancel only: planning reads this module
+
+    stop = 'stop+=("$id"); stopped[$dir]=1; printf \'stopped\\t%s\\t%s\\t%s\\n\' "$id" "$st" "$dir"'
+    return "\n".join(
+        [
+            f"dirs=({join(jobs)}); given=({join(jobs.values())})",
+            "unset want ids stopped stop; declare -A want=() ids=() stopped=(); stop=()",
+            # A bench dir is a chain's once one of its jobs started: its chain or successor files.
+            f'chained() {{ local f; [ -e "$1/{chain.CHAIN}" ] && return; '
+            f'for f in "$1"/{chain.SUCCESSOR}*; do [ -e "$f" ] && return; done; return 1; }}',
+            'for i in "${!dirs[@]}"; do want[${dirs[i]}]=1; ids[${given[i]}]=${dirs[i]}; done',
+            f"if listed=$(squeue -h -u \"$(id -un)\" -t {_STOPPABLE} -o $'%i\\t%T\\t%Z'); then",
+            "  while IFS=$'\\t' read -r id st dir; do",
+            '    dir=${dir%/}; [ -n "${ids[$id]+x}" ] && dir=${ids[$id]}',
+            f'    [ -n "$id" ] && [ -n "${{want[$dir]+x}}" ] && {{ {stop}; }}',
+            '  done <<<"$listed"',
+            "else",  # squeue could not answer: the given jobs, as the look saw them
+            f'  for id in "${{!ids[@]}}"; do dir=${{ids[$id]}}; st=UNKNOWN; {stop}; done',
+            "fi",
+            f'now=$(date -u +%Y-%m-%dT%H:%M:%SZ); for d in "${{!stopped[@]}}"; do '
+            'if chained "$d"; then '
+            f': >"$d/{chain.CHAIN_CANCELLED}"; '
+            f'printf \'cancelled by gymbuild cancel at %s\\n\' "$now" >"$d/{chain.CHAIN_END}"; fi; done',
+            '[ "${#stop[@]}" = 0 ] || scancel "${stop[@]}"',
+        ]
     )
