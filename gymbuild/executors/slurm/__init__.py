@@ -16,6 +16,7 @@ from gymbuild.executors.base import Answer, JobState, Queued
 from gymbuild.executors.secrets import SecretsFile
 from gymbuild.executors.secrets import forget_secrets as forget_secrets  # the Executor protocol's
 from gymbuild.shell import join, quote
+from gymbuild.state.ids import is_slurm_job_id
 
 if TYPE_CHECKING:  # annotations only: planning reads this module, and needs no connection code
     from gymbuild.config.model import Config
@@ -179,10 +180,13 @@ def _status_script(parents: Sequence[str], job_ids: Iterable[str], since: str | 
             "shopt -s nullglob dotglob",
             f"parents=({join(parents)})",
             f"ids={quote(','.join(dict.fromkeys(job_ids)))}",
-            # A chain file of ids (digits, one a line) adds them all; one holding anything else, none.
-            _each_file(_CHAIN, then='; [ -z "${c//[0-9[:space:]]/}" ] && ids+=,${c//[[:space:]]/,}'),
-            f"squeue -h -o $'%i\\t%T\\t%M\\t%N' -j \"$ids\" >{tmp}squeue.o 2>{tmp}squeue.e &",
-            "sacct -X -n -P --delimiter=$'\\t' -o JobID,State,ExitCode,Elapsed,NodeList -j \"$ids\" "
+            # A chain file of ids (one a line: a job's digits, or an array task's `<id>_<index>`) adds
+            # them all; one holding anything else, none.
+            _each_file(_CHAIN, then='; [ -z "${c//[0-9_[:space:]]/}" ] && ids+=,${c//[[:space:]]/,}'),
+            # Each job by its name and its own number: an array task is `<id>_<index>` to both
+            # tools, and its job.sh (and a resume chain) knows it by its number (slurm/arrays.py).
+            f"squeue -h -o $'%i\\t%T\\t%M\\t%N\\t%A' -j \"$ids\" >{tmp}squeue.o 2>{tmp}squeue.e &",
+            "sacct -X -n -P --delimiter=$'\\t' -o JobID,State,ExitCode,Elapsed,NodeList,JobIDRaw -j \"$ids\" "
             f"{_sacct_start(since)}>{tmp}sacct.o 2>{tmp}sacct.e &",
             _each_file(f"{_EXIT}*"),
             # Every bench dir's rollout counts, one wc per parent (a name no bench dir has: `/counts`).
@@ -241,14 +245,18 @@ def states(conn: Connection, jobs: Mapping[str, str], since: str | None = None) 
             counts.update(parse_counts(contents))
     live: dict[str, JobState] = {}
     for line in squeue_out.splitlines():
-        if len(fields := line.split("\t")) == 4:
-            job_id, state_name, elapsed, nodes = fields
+        if len(fields := line.split("\t")) == 5 and is_slurm_job_id(fields[0]):
+            job_id, state_name, elapsed, nodes, raw = fields
             live[job_id] = JobState(job_id, state_name, None, elapsed, nodes or None)
+            if raw != job_id and raw.isdigit() and "_" in job_id:  # an array task, by its own number
+                live.setdefault(raw, live[job_id])
     accounted: dict[str, JobState] = {}
     for line in sacct_out.splitlines():
-        if len(fields := line.split("\t")) == 5 and fields[0].isdigit():
-            job_id, state_name, exit_code, elapsed, nodes = fields
+        if len(fields := line.split("\t")) == 6 and is_slurm_job_id(fields[0]):
+            job_id, state_name, exit_code, elapsed, nodes, raw = fields
             accounted[job_id] = JobState(job_id, state_name.split()[0], exit_code, elapsed, nodes or None)
+            if raw != job_id and raw.isdigit() and "_" in job_id:
+                accounted.setdefault(raw, accounted[job_id])
     # Only a job nothing could describe gets the complaints: squeue also complains about a job it has
     # merely forgotten, which sacct then describes.
     said = {"squeue": _lines(squeue_err), "sacct": _lines(sacct_err), "status script": _lines(result.stderr)}
@@ -264,7 +272,7 @@ def states(conn: Connection, jobs: Mapping[str, str], since: str | None = None) 
             state = accounted[job_id]
         elif job_id in live:
             state = live[job_id]
-        elif code is not None:
+        elif code is not None and code.strip():  # empty: an array task's mark, its job not ended
             code = code.strip()
             state = JobState(job_id, "COMPLETED" if code == "0" else "FAILED", f"{code}:0")
         else:
