@@ -49,7 +49,8 @@ def print_dry_run(ctx: Session, args: RenderArgs) -> None:
         job = plans.job(group)
         jobs[job.rel_dir] = ctx.memory.rendered.get(job.rel_dir) or render_job_plan(job, mask)
     run_dir = ctx.submission().run_dir
-    arrays = _arrays(ctx, [plans.job(group) for group in plans.packing(selected).jobs(selected)])
+    planned = [plans.job(group) for group in plans.packing(selected).jobs(selected)]
+    arrays = _arrays(ctx, planned)
     if args.json:
         payload: dict[str, object] = {
             "run_dir": run_dir,
@@ -65,7 +66,7 @@ def print_dry_run(ctx: Session, args: RenderArgs) -> None:
         for chunk in render.dry_run_chunks(run_dir, jobs):  # doit's stdout Writer has no writelines
             sys.stdout.write(chunk)
         if arrays is not None:
-            sys.stdout.write(_arrays_text(ctx.config.compute.name, arrays))
+            sys.stdout.write(_arrays_text(ctx.config.compute.name, arrays, _resumable(planned)))
 
 
 def _arrays(ctx: Session, jobs: Sequence[JobPlan]) -> tuple[ArrayJob[str], ...] | None:
@@ -79,8 +80,13 @@ def _arrays(ctx: Session, jobs: Sequence[JobPlan]) -> tuple[ArrayJob[str], ...] 
     return plan_arrays([(job.rel_dir, job.plan.directives) for job in jobs], None, array.parallel)
 
 
-def _arrays_text(compute: str, arrays: Sequence[ArrayJob[str]]) -> str:
-    """What the dry run says of the arrays: one line each (its jobs, their --array, what they share)."""
+def _resumable(jobs: Sequence[JobPlan]) -> set[str]:
+    return {job.rel_dir for job in jobs if job.plan.resume}
+
+
+def _arrays_text(compute: str, arrays: Sequence[ArrayJob[str]], resumable: set[str]) -> str:
+    """What the dry run says of the arrays: one line each (its jobs, their --array, what they share),
+    and that a resumable job's successor is a plain job."""
     count = sum(a.is_array for a in arrays)
     lines = [
         f"[dry-run] job arrays (compute.{compute}.array): {count} array{'s' * (count != 1)}, each split "
@@ -93,6 +99,12 @@ def _arrays_text(compute: str, arrays: Sequence[ArrayJob[str]]) -> str:
             lines.append(f"[dry-run] array --array={a.spec}: {jobs}; shared directives: {shared}")
         else:
             lines.append(f"[dry-run] plain job: {a.keys[0]} (no other job has its directives: {shared})")
+    in_arrays = sorted(k for a in arrays if a.is_array for k in a.keys if k in resumable)
+    if in_arrays:
+        lines.append(
+            f"[dry-run] resumable in an array: {', '.join(in_arrays)}: a successor (the job that resumes "
+            "one) is a plain job, queued by the task that needs it"
+        )
     return "\n".join(lines) + "\n"
 
 
