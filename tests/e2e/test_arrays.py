@@ -116,3 +116,36 @@ def test_an_array_submission_larger_than_max_array_size(cluster: Any, tmp_path: 
     assert cluster.wait_for_job(new_id, timeout=120).state == "COMPLETED"
     rows = _wait_status(tmp_path, {**done, "flaky": "COMPLETED", "slow": "CANCELLED"})
     release.touch()
+
+
+def test_a_sweeps_cells_are_queued_in_arrays_together(cluster: Any, tmp_path: Any) -> None:
+    limit = _max_array_size(cluster)
+    if limit > 4:
+        pytest.skip(f"the cluster's MaxArraySize is {limit}: rerun tests/cluster/up (it sets 4)")
+    output = cluster.run_dir("e2e-arrays-sweep")
+    benchmarks = {name: {"command": "true"} for name in ("a", "b", "c")}
+    config = slurm_config(output, benchmarks, services={}, driver={"container": "c"})
+    config["driver"].pop("policy_model")
+    config["compute"]["cluster"]["array"] = True
+    write_config(tmp_path, config)
+    submit = gymbuild(
+        "submit",
+        "multirun=1",
+        "driver.benchmarks.a.command=echo 1,echo 2",
+        cwd=tmp_path,
+        env=user_env(tmp_path),
+    )
+    assert submit.rc == 0, submit.stdout + submit.stderr
+    cells = [json.loads(path.read_text()) for path in sorted(output.glob("gym-job-*/gym-job.json"))]
+    assert len(cells) == 2
+    ids = [job_ids(cell) for cell in cells]
+    by_array: dict[str, set[int]] = {}
+    for cell, cell_ids in enumerate(ids):
+        for job_id in cell_ids.values():
+            array_id, sep, _ = str(job_id).partition("_")
+            assert sep == "_", ids
+            by_array.setdefault(array_id, set()).add(cell)
+    # six jobs under MaxArraySize 4: two arrays, not one a cell, and one of them spans both cells
+    assert len(by_array) == 2 and {0, 1} in by_array.values()
+    every = [job_id for cell_ids in ids for job_id in cell_ids.values() if job_id]
+    assert {cluster.wait_for_job(job_id).state for job_id in every} == {"COMPLETED"}
