@@ -149,3 +149,31 @@ def test_a_sweeps_cells_are_queued_in_arrays_together(cluster: Any, tmp_path: An
     assert len(by_array) == 2 and {0, 1} in by_array.values()
     every = [job_id for cell_ids in ids for job_id in cell_ids.values() if job_id]
     assert {cluster.wait_for_job(job_id).state for job_id in every} == {"COMPLETED"}
+
+
+def test_a_resumable_benchmark_in_an_array_is_resumed_by_a_plain_job(cluster: Any, tmp_path: Any) -> None:
+    """Two resumable benchmarks as one array's tasks time out (a one-minute walltime, a 200 s pause
+    between their two calls); each one's successor is a plain job that resumes it, and status follows
+    each benchmark's own chain to it."""
+    benchmarks = {
+        name: {"resumable": True, "run": {"fake_num_calls": 2, "fake_call_interval_seconds": 200}}
+        for name in ("aime25", "gpqa")
+    }
+    config = slurm_config(cluster.run_dir("e2e-arrays-resume"), benchmarks, walltime="1")
+    config["compute"]["cluster"]["array"] = True
+    write_config(tmp_path, config)
+    submit = gymbuild("submit", cwd=tmp_path, env=user_env(tmp_path))
+    assert submit.rc == 0, submit.stdout + submit.stderr
+    ids = job_ids(manifest(config))
+    assert {str(i).rpartition("_")[2] for i in ids.values()} == {"0", "1"}, ids
+    for task in ids.values():
+        assert cluster.wait_for_job(str(task), timeout=150).state == "TIMEOUT"
+    rows = _wait_status(tmp_path, {b: "COMPLETED" for b in benchmarks}, timeout=300)
+    for bench, task in ids.items():
+        successor = rows[bench]["job_id"]
+        assert successor.isdigit() and successor != task  # a plain job, not another task
+        rollouts = [
+            json.loads(line) for line in (run_dir(config) / bench / "artifacts/rollouts.jsonl").open()
+        ]
+        assert [r["index"] for r in rollouts] == [0, 1]  # the successor resumed, not restarted
+        assert rollouts[1]["slurm_job_id"] == successor
