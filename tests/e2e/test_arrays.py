@@ -177,3 +177,25 @@ def test_a_resumable_benchmark_in_an_array_is_resumed_by_a_plain_job(cluster: An
         ]
         assert [r["index"] for r in rollouts] == [0, 1]  # the successor resumed, not restarted
         assert rollouts[1]["slurm_job_id"] == successor
+
+
+def test_shared_jobs_are_array_tasks_and_each_member_keeps_its_own_state(cluster: Any, tmp_path: Any) -> None:
+    benchmarks = {"first": {"command": "true"}, "flaky": {"command": "false"}, "last": {"command": "true"}}
+    config = slurm_config(
+        cluster.run_dir("e2e-arrays-shared"),
+        benchmarks,
+        services={},
+        driver={"container": "c", "benchmarks_per_job": 2},
+    )
+    config["driver"].pop("policy_model")
+    config["compute"]["cluster"]["array"] = True
+    write_config(tmp_path, config)
+    submit = gymbuild("submit", cwd=tmp_path, env=user_env(tmp_path))
+    assert submit.rc == 0, submit.stdout + submit.stderr
+    ids = job_ids(manifest(config))
+    array_id = str(ids["first"]).partition("_")[0]
+    # first and flaky share a job, task 0; last is task 1 of the same array
+    assert ids == {"first": f"{array_id}_0", "flaky": f"{array_id}_0", "last": f"{array_id}_1"}
+    rows = _wait_status(tmp_path, {"first": "COMPLETED", "flaky": "FAILED", "last": "COMPLETED"})
+    assert (rows["flaky"]["job_id"], rows["flaky"]["job_state"]) == (ids["flaky"], "FAILED")
+    assert rows["first"]["job_state"] == "FAILED"  # its job failed, because flaky did
