@@ -199,3 +199,50 @@ def test_shared_jobs_are_array_tasks_and_each_member_keeps_its_own_state(cluster
     rows = _wait_status(tmp_path, {"first": "COMPLETED", "flaky": "FAILED", "last": "COMPLETED"})
     assert (rows["flaky"]["job_id"], rows["flaky"]["job_state"]) == (ids["flaky"], "FAILED")
     assert rows["first"]["job_state"] == "FAILED"  # its job failed, because flaky did
+
+
+class Crash(BaseException):
+    """What a kill is to the submit: nothing after it runs (not an Exception doit would report)."""
+
+
+def test_an_array_queued_by_a_killed_submit_is_adopted_not_queued_again(
+    cluster: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The submit is killed once the array's sbatch is in the session's shell, before its answer is
+    read: the next submit reads the answer from the run dir's queue log and gives each benchmark its
+    task, and Slurm holds one array, not two."""
+    from gymbuild.cli import main
+    from gymbuild.executors.slurm import arrays
+
+    output = cluster.run_dir("e2e-arrays-killed")
+    config = slurm_config(
+        output, {b: {"command": "true"} for b in ("a", "b", "c")}, services={}, driver={"container": "c"}
+    )
+    config["driver"].pop("policy_model")
+    config["compute"]["cluster"]["array"] = True
+    path = write_config(tmp_path, config)
+    monkeypatch.chdir(tmp_path)
+    for key, value in user_env(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    real_send = arrays.send
+
+    def send_then_crash(conn: Any, command: str) -> Any:
+        real_send(conn, command)  # in the shell's input: it runs, its answer is never read
+        raise Crash
+
+    monkeypatch.setattr(arrays, "send", send_then_crash)
+    with pytest.raises(Crash):
+        main.main(["submit", f"config={path}"])
+    monkeypatch.setattr(arrays, "send", real_send)
+    assert not list(output.glob("gym-job-*/gym-job.json"))
+
+    assert main.main(["submit", f"config={path}"]) == 0
+    ids = job_ids(manifest(config))
+    (run,) = output.glob("gym-job-*")
+    queued = cluster.ssh(
+        f"squeue -h -t all -n gym-array -o '%F|%Z' | sort -u | grep -F '|{run}'", check=False
+    )
+    arrays_of_run = {line.split("|")[0] for line in queued.stdout.split()}
+    assert len(arrays_of_run) == 1, queued.stdout  # one array: the killed run's, adopted
+    (array_id,) = arrays_of_run
+    assert ids == {b: f"{array_id}_{i}" for i, b in enumerate(("a", "b", "c"))}
