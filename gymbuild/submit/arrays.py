@@ -84,7 +84,7 @@ def queue_arrays(conn: Connection, passes: Sequence[tuple[Settled, Packing, list
             else:
                 _send_plain(conn, members[0])
     finally:
-        for array in left:  # a signal: what never started says so, as a plain pass does
+        for array in left if interrupts.pending() else ():  # what never started says so, as in queue_many
             for member in (by_key[k] for k in array.keys):
                 queue._not_started(member.run, [member.job], member.run.workspace.outcomes())
 
