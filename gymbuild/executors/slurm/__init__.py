@@ -124,6 +124,16 @@ _CHAIN = ".gym_job_chain"  # a resumable job appends its id when it starts (part
 _EXIT = ".gym_exit-"  # + job id: the exit status every job writes when it ends (body.sh.j2)
 
 
+# A chain file of ids, one a line (a job's number, or an array task's `<id>_<index>`, as
+# state/ids.py's is_slurm_job_id), adds them all to $ids; one holding anything else, none: a word that
+# is no job id would make squeue and sacct refuse the whole list. A regex, not a loop over the words
+# (which would glob-expand them).
+CHAIN_IDS_RE = (
+    "__gym_chain_re='^([[:space:]]*[0-9]+(_[0-9]+)?[[:space:]])*([[:space:]]*[0-9]+(_[0-9]+)?)?[[:space:]]*$'"
+)
+CHAIN_IDS = "[[ $c =~ $__gym_chain_re ]] && ids+=,${c//[[:space:]]/,}"
+
+
 def _chain_tail(chain: str, job_id: str) -> str:
     """The newest job of the chain `job_id` started: the chain file's last line, if `job_id` is a line
     of it; else `job_id` itself. Not simply the file's last line: after `resubmit`, the file still ends
@@ -180,9 +190,8 @@ def _status_script(parents: Sequence[str], job_ids: Iterable[str], since: str | 
             "shopt -s nullglob dotglob",
             f"parents=({join(parents)})",
             f"ids={quote(','.join(dict.fromkeys(job_ids)))}",
-            # A chain file of ids (one a line: a job's digits, or an array task's `<id>_<index>`) adds
-            # them all; one holding anything else, none.
-            _each_file(_CHAIN, then='; [ -z "${c//[0-9_[:space:]]/}" ] && ids+=,${c//[[:space:]]/,}'),
+            CHAIN_IDS_RE,
+            _each_file(_CHAIN, then=f"; {CHAIN_IDS}"),
             # Each job by its name and its own number: an array task is `<id>_<index>` to both
             # tools, and its job.sh (and a resume chain) knows it by its number (slurm/arrays.py).
             f"squeue -h -o $'%i\\t%T\\t%M\\t%N\\t%A' -j \"$ids\" >{tmp}squeue.o 2>{tmp}squeue.e &",
