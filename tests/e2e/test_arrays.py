@@ -49,8 +49,10 @@ def test_an_array_submission_larger_than_max_array_size(cluster: Any, tmp_path: 
     flag = cluster.run_dir("arrays-flag") / "fixed"
     release = cluster.run_dir("arrays-release") / "go"
     benchmarks: dict[str, Any] = {f"quick{i}": {"command": "true"} for i in range(limit + 1)}
-    benchmarks["flaky"] = {"command": f"test -e {flag}"}
+    for name in ("flaky", "flaky2", "flaky3"):
+        benchmarks[name] = {"command": f"test -e {flag}"}
     benchmarks["slow"] = {"command": f"while [ ! -e {release} ]; do sleep 1; done"}
+    benchmarks["slow2"] = benchmarks["slow"]
     config = slurm_config(cluster.run_dir("e2e-arrays"), benchmarks, services={}, driver={"container": "c"})
     config["driver"].pop("policy_model")
     config["compute"]["cluster"]["array"] = {"parallel": 3}
@@ -60,62 +62,76 @@ def test_an_array_submission_larger_than_max_array_size(cluster: Any, tmp_path: 
     assert dry.rc == 0, dry.stderr
     assert f"[dry-run] array --array=0-{len(benchmarks) - 1}%3: quick0," in dry.stdout
 
-    submit = gymbuild("submit", cwd=tmp_path, env=user_env(tmp_path))
-    assert submit.rc == 0, submit.stdout + submit.stderr
-    ids = job_ids(manifest(config))
-    tasks = {b: str(i).partition("_") for b, i in ids.items()}
-    assert all(sep == "_" for _, sep, _ in tasks.values()), ids  # every benchmark an array task
-    arrays: dict[str, list[int]] = {}
-    for array_id, _, index in tasks.values():
-        arrays.setdefault(array_id, []).append(int(index))
-    # more benchmarks than MaxArraySize: several arrays, each indexed 0..n-1 below the limit
-    assert len(arrays) == -(-len(benchmarks) // limit)
-    assert all(sorted(ix) == list(range(len(ix))) and max(ix) < limit for ix in arrays.values())
+    try:
+        submit = gymbuild("submit", cwd=tmp_path, env=user_env(tmp_path))
+        assert submit.rc == 0, submit.stdout + submit.stderr
+        ids = job_ids(manifest(config))
+        tasks = {b: str(i).partition("_") for b, i in ids.items()}
+        assert all(sep == "_" for _, sep, _ in tasks.values()), ids  # every benchmark an array task
+        arrays: dict[str, list[int]] = {}
+        for array_id, _, index in tasks.values():
+            arrays.setdefault(array_id, []).append(int(index))
+        # more benchmarks than MaxArraySize: several arrays, each indexed 0..n-1 below the limit
+        assert len(arrays) == -(-len(benchmarks) // limit)
+        assert all(sorted(ix) == list(range(len(ix))) and max(ix) < limit for ix in arrays.values())
 
-    # NeMo Gym 0.7.0 reads the record, array task ids and all
-    oracle = venv_path() / "bin" / "python"
-    if oracle.is_file():
-        read = subprocess.run(
-            [
-                str(oracle),
-                "-c",
-                "import sys; from nemo_gym.orchestration.jobs import SubmissionRecord as R; "
-                "print(*[b.job_id for b in R.model_validate_json(open(sys.argv[1]).read()).benchmarks])",
-                str(run_dir(config) / "gym-job.json"),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert read.stdout.split() == list(ids.values()), read.stderr
+        # NeMo Gym 0.7.0 reads the record, array task ids and all
+        oracle = venv_path() / "bin" / "python"
+        if oracle.is_file():
+            read = subprocess.run(
+                [
+                    str(oracle),
+                    "-c",
+                    "import sys; from nemo_gym.orchestration.jobs import SubmissionRecord as R; "
+                    "print(*[b.job_id for b in R.model_validate_json(open(sys.argv[1]).read()).benchmarks])",
+                    str(run_dir(config) / "gym-job.json"),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert read.stdout.split() == list(ids.values()), read.stderr
 
-    done = {b: "COMPLETED" for b in benchmarks if b.startswith("quick")}
-    rows = _wait_status(tmp_path, {**done, "flaky": "FAILED", "slow": "RUNNING"})
-    assert {b: rows[b]["job_id"] for b in benchmarks} == ids  # each benchmark, its own task's state
+        done = {b: "COMPLETED" for b in benchmarks if b.startswith("quick")}
+        failed = {b: "FAILED" for b in benchmarks if b.startswith("flaky")}
+        rows = _wait_status(tmp_path, {**done, **failed, "slow": "RUNNING", "slow2": "RUNNING"})
+        assert {b: rows[b]["job_id"] for b in benchmarks} == ids  # each benchmark, its own task's state
 
-    # its own logs: Slurm's output by the task's name, the driver's by the task's own number
-    logs = gymbuild("logs", "only=flaky", cwd=tmp_path, env=user_env(tmp_path))
-    assert logs.rc == 0, logs.stderr
-    assert f"slurm-{ids['flaky']}.log" in logs.stdout and "driver-" in logs.stdout
+        # its own logs: Slurm's output by the task's name, the driver's by the task's own number
+        logs = gymbuild("logs", "only=flaky", cwd=tmp_path, env=user_env(tmp_path))
+        assert logs.rc == 0, logs.stderr
+        assert f"slurm-{ids['flaky']}.log" in logs.stdout and "driver-" in logs.stdout
 
-    # cancel one benchmark's task: the others of its array are left alone
-    cancel = gymbuild("cancel", "only=slow", cwd=tmp_path, env=user_env(tmp_path))
-    assert cancel.rc == 0, cancel.stdout + cancel.stderr
-    assert cluster.wait_for_job(ids["slow"], timeout=120).state == "CANCELLED"
+        # cancel one benchmark's task: the others of its array are left alone
+        cancel = gymbuild("cancel", "only=slow", cwd=tmp_path, env=user_env(tmp_path))
+        assert cancel.rc == 0, cancel.stdout + cancel.stderr
+        assert cluster.wait_for_job(ids["slow"], timeout=120).state == "CANCELLED"
+        assert _status(tmp_path)["slow2"]["state"] == "RUNNING"  # its neighbour in the array runs on
 
-    # the failed one, fixed, resubmitted alone: a plain job, the task id kept in its history
-    flag.touch()
-    resubmit = gymbuild("resubmit", "only=flaky", cwd=tmp_path, env=user_env(tmp_path))
-    assert resubmit.rc == 0, resubmit.stdout + resubmit.stderr
-    after = {b["benchmark"]: b for b in manifest(config)["benchmarks"]}
-    new_id = after["flaky"]["job_id"]
-    assert new_id.isdigit() and after["flaky"]["previous_job_ids"] == [ids["flaky"]]
-    assert {b: after[b]["job_id"] for b in benchmarks if b != "flaky"} == {
-        b: i for b, i in ids.items() if b != "flaky"
-    }
-    assert cluster.wait_for_job(new_id, timeout=120).state == "COMPLETED"
-    rows = _wait_status(tmp_path, {**done, "flaky": "COMPLETED", "slow": "CANCELLED"})
-    release.touch()
+        # the failed one, fixed, resubmitted alone: a plain job, the task id kept in its history
+        flag.touch()
+        resubmit = gymbuild("resubmit", "only=flaky", cwd=tmp_path, env=user_env(tmp_path))
+        assert resubmit.rc == 0, resubmit.stdout + resubmit.stderr
+        after = {b["benchmark"]: b for b in manifest(config)["benchmarks"]}
+        new_id = after["flaky"]["job_id"]
+        assert new_id.isdigit() and after["flaky"]["previous_job_ids"] == [ids["flaky"]]
+        assert {b: after[b]["job_id"] for b in benchmarks if b != "flaky"} == {
+            b: i for b, i in ids.items() if b != "flaky"
+        }
+        assert cluster.wait_for_job(new_id, timeout=120).state == "COMPLETED"
+
+        # the two failed ones left, resubmitted: a new array of just them
+        again = gymbuild("resubmit", cwd=tmp_path, env=user_env(tmp_path))
+        assert again.rc == 0, again.stdout + again.stderr
+        newer = job_ids(manifest(config))
+        renamed = {b for b in benchmarks if newer[b] != after[b]["job_id"]}
+        assert renamed == {"flaky2", "flaky3"}
+        array_id = str(newer["flaky2"]).partition("_")[0]
+        assert (newer["flaky2"], newer["flaky3"]) == (f"{array_id}_0", f"{array_id}_1")
+    finally:
+        release.touch()  # the slow ones end, whatever failed above
+    completed = {b: "COMPLETED" for b in benchmarks if b != "slow"}
+    _wait_status(tmp_path, {**completed, "slow": "CANCELLED"})
 
 
 def test_a_sweeps_cells_are_queued_in_arrays_together(cluster: Any, tmp_path: Any) -> None:
