@@ -17,6 +17,7 @@ from typing import TypedDict, TypeVar, Unpack
 
 from gymbuild.config.derived import effective_ray_serve, pd_tier_trees, resumable_setting, service_pools
 from gymbuild.config.model import (
+    Arrays,
     Benchmark,
     CommandService,
     Compute,
@@ -333,6 +334,19 @@ def _per_job(drv: Tree) -> int | None:
     raise _schema_bug("benchmarks_per_job", value)
 
 
+def _array(compute: Tree) -> Arrays | None:
+    """compute.<name>.array: `true` or `{parallel: N}` queues job arrays; unset or `false`, none."""
+    value = compute.get("array")
+    if value is None or value is False:
+        return None
+    if value is True:
+        return Arrays()
+    parallel = value.get("parallel") if isinstance(value, dict) else None
+    if isinstance(value, dict) and (parallel is None or isinstance(parallel, int)):
+        return Arrays(parallel=parallel)
+    raise _schema_bug("array", value)
+
+
 def build_config(tree: Tree) -> Config:
     """The typed Config of a tree that already passed schema validation and the cross-field rules."""
     (compute_name, compute), *_ = _entries(tree, "compute").items()
@@ -354,6 +368,7 @@ def build_config(tree: Tree) -> Config:
             walltime=_opt(compute, "walltime", str),
             extra_args=_sbatch_args(compute),
             node_pools=MappingProxyType(pools),
+            array=_array(compute),
         ),
         driver=Driver(
             container=_get(drv, "container", str),

@@ -80,6 +80,14 @@ class NodePool:
 
 
 @dataclass(frozen=True)
+class Arrays:
+    """`compute.<name>.array` (a gymbuild extension): queue a submission's jobs as Slurm job arrays.
+    `parallel`: the `%N` throttle, how many of an array's tasks run at once (None: no throttle)."""
+
+    parallel: int | None = None
+
+
+@dataclass(frozen=True)
 class Compute:
     name: str
     type: str  # a name in executors/base.py's EXECUTORS (the schema's enum of compute.type)
@@ -88,6 +96,7 @@ class Compute:
     walltime: str | None
     extra_args: Mapping[str, SbatchValue]
     node_pools: Mapping[str, NodePool]
+    array: Arrays | None = None  # None: one job per sbatch, as NeMo Gym queues
 
     @property
     def total_nodes(self) -> int:

@@ -28,13 +28,19 @@ def show_logs(
     conn: Connection, job_dir: str, job_id: str, *, follow: bool, shared_dir: str | None = None
 ) -> None:
     """Print (or follow) the job's service and driver logs: `logs/*-<job id>.log` of its newest job
-    (and of its shared job's own directory, where the services' logs are, for a benchmark in one)."""
-    pattern = " ".join(f"{quote(d)}/logs/*-{quote(job_id)}.log" for d in (shared_dir, job_dir) if d)
+    (and of its shared job's own directory, where the services' logs are, for a benchmark in one).
+    An array task's job.sh names its logs after the task's own number, Slurm's output is named
+    `<array id>_<index>`: both are shown."""
+    from gymbuild.executors.slurm.arrays import own_number  # an array task's: one more round trip
+
+    own = own_number(conn, shared_dir or job_dir, job_id)
+    ids = [job_id, own] if own else [job_id]
+    pattern = " ".join(f"{quote(d)}/logs/*-{quote(i)}.log" for d in (shared_dir, job_dir) if d for i in ids)
     if follow:
         # The driver's log is named even before it exists: the driver starts after the services are
         # healthy, and a glob expanded when tail starts would leave it out for good. POSIX sh only:
         # over SSH this runs in the login shell, whatever it is.
-        driver = quote(f"{job_dir}/logs/driver-{job_id}.log")
+        driver = quote(f"{job_dir}/logs/driver-{own or job_id}.log")
         argv = conn.command_argv(
             f'set -- {pattern}; [ -e "$1" ] || shift; '
             f'case " $* " in *" "{driver}" "*) ;; *) set -- "$@" {driver} ;; esac; '

@@ -19,9 +19,10 @@ This module is pure: the executor reads the files and the queue, in its one roun
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+
+from gymbuild.state.ids import is_slurm_job_id
 
 ATTEMPTS = ".gym_attempts"
 CHAIN = ".gym_job_chain"
@@ -30,13 +31,12 @@ CHAIN_CANCELLED = ".gym_chain_cancelled"
 SUCCESSOR = ".gym_successor-"  # + the id of the job that queued it
 
 DECISIONS = frozenset({"head", "resume", "retry", "stop"})
-_JOB_ID = re.compile(r"[0-9]+(?:_[0-9]+)?")
 
 
 def job_id(text: str) -> str | None:
     """`text` as a job id (digits, or `<digits>_<digits>` for an array task), or None."""
     text = text.strip()
-    return text if _JOB_ID.fullmatch(text) else None
+    return text if is_slurm_job_id(text) else None
 
 
 def job_order(job: str) -> tuple[int, int]:

@@ -195,13 +195,19 @@ def status_rows(jobs: Iterable[BenchmarkJob], found: Mapping[str, JobState]) -> 
 # --- a shared job's members, each with its own state -------------------------------------------------
 
 
-def _files_script(dirs: Mapping[str, str]) -> str:
+def _files_script(dirs: Mapping[str, str], job_dirs: Mapping[str, str]) -> str:
     """A line per file that tells a benchmark's own state in its job: every exit status it has (an
     earlier job of a resume chain may have completed it), and the running and not-run marks of the
-    job `dirs` names (bench dir -> the job's newest id)."""
+    job `dirs` names (bench dir -> the job's newest id). A job that is an array task (`<id>_<index>`)
+    names those files after its own number, which the mark its task script left in the job's
+    directory (`job_dirs`: bench dir -> it) gives (executors/slurm/arrays.py): an `alias` line."""
     lines = []
     for bench_dir, job_id in dirs.items():
         d, j = quote(bench_dir), quote(job_id)
+        if "_" in job_id and bench_dir in job_dirs:
+            mark = quote(f"{job_dirs[bench_dir]}/.gym_exit-{job_id}")
+            lines.append(f'j=$(readlink {mark}); j=${{j#.gym_exit-}}; printf "alias\\t%s\\t%s\\n" {d} "$j"')
+            j = '"$j"'
         exit_line = f'printf "exit\\t%s\\t%s\\t%s\\n" {d} "${{f##*-}}" "$(cat "$f")"'
         lines.append(
             f'for f in {d}/.gym_exit-*; do [ -f "$f" ] && {exit_line}; done; '
@@ -219,22 +225,27 @@ def _member_states(conn: Connection, looked: Sequence[tuple[_Asked, Mapping[str,
     round trip reading all the members' files: completed, failed with its driver's exit code,
     running, waiting in a running job, or not run; the job's own state goes beside it."""
     tails: dict[str, str] = {}  # member bench dir -> its shared job's newest id
+    job_dirs: dict[str, str] = {}  # member bench dir -> its shared job's directory
     for one, found in looked:
         for job in one.jobs:
             if job.job_id in one.shared:
                 newest = found.get(one.shared[job.job_id])
                 tails[job.job_dir] = newest.job_id if newest else job.job_id
+                job_dirs[job.job_dir] = one.shared[job.job_id]
 
     exits: dict[str, dict[str, str]] = {}
     marks: dict[str, set[str]] = {}
     counted: list[str] = []
-    for line in conn.run(_files_script(tails)).stdout.splitlines():
+    aliases: dict[str, str] = {}  # member bench dir -> its array task's own number
+    for line in conn.run(_files_script(tails, job_dirs)).stdout.splitlines():
         if line.startswith("count\t"):
             counted.append(line.removeprefix("count\t"))
             continue
         what, bench_dir, *rest = line.split("\t")
         if what == "exit" and len(rest) == 2:
             exits.setdefault(bench_dir, {})[rest[0]] = rest[1].strip()
+        elif what == "alias" and len(rest) == 1:
+            aliases[bench_dir] = rest[0]
         else:
             marks.setdefault(bench_dir, set()).add(what)
     counts = parse_counts("\n".join(counted))
@@ -250,7 +261,7 @@ def _member_states(conn: Connection, looked: Sequence[tuple[_Asked, Mapping[str,
             job_state = found.get(one.shared[member.job_id])
             tail = tails[member.job_dir]
             own, seen = exits.get(member.job_dir, {}), marks.get(member.job_dir, set())
-            state, exit_code = _own_state(job_state, own, seen, tail, live)
+            state, exit_code = _own_state(job_state, own, seen, aliases.get(member.job_dir) or tail, live)
             rows.append(
                 replace(
                     row,

@@ -68,6 +68,16 @@ def run_argument_problem(value: str) -> str | None:
     return None
 
 
+# A Slurm job id as squeue and sacct print one: a job's number, or one array task's `<id>_<index>`
+# (not a pending range such as `12_[3-7%2]`, not a step `12.batch`): what a record holds for a Slurm
+# job, and what status reads back from the two tools.
+_SLURM_JOB_ID = re.compile(r"[0-9]+(?:_[0-9]+)?", re.ASCII).fullmatch
+
+
+def is_slurm_job_id(value: object) -> bool:
+    return isinstance(value, str) and _SLURM_JOB_ID(value) is not None
+
+
 def is_plain_name(name: object) -> bool:
     """A single path component that names something inside its directory: a benchmark's directory or
     secrets file. No `/`, not `.` or `..`, no control character (NUL, newline)."""

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from gymbuild import interrupts
 from gymbuild.plan.job import Packing
 from gymbuild.state.records import RESOLVED_CONFIG_NAME
-from gymbuild.submit import queue, record, stage, sync
+from gymbuild.submit import arrays, queue, record, stage, sync
 
 if TYPE_CHECKING:
     from gymbuild.executors.connection import Connection
@@ -137,7 +137,8 @@ def _queue(batch: Batch) -> None:
     record): a signal while jobs start stops the starting, not the recording. The record step after
     it finds these recorded; it is for what a killed run left unrecorded."""
     with interrupts.deferred():  # a signal: the jobs in flight are read and recorded first
-        for work in batch.works:
+        _queue_arrays([w for w in batch.works if arrays.enabled(w.run)], batch)
+        for work in [w for w in batch.works if not arrays.enabled(w.run)]:
             if interrupts.pending():  # a sweep's later cells: nothing of them started
                 break
             todo = [b for b in work.todo if b not in work.run.memory.queue_done]
@@ -147,6 +148,20 @@ def _queue(batch: Batch) -> None:
             finally:
                 if work.run.memory.queued_now:
                     _record_one(work.run, batch)
+
+
+def _queue_arrays(works: list[Work], batch: Batch) -> None:
+    """The runs that queue job arrays, all in one pass (a sweep's cells share arrays), each recorded
+    as soon as the pass ends, as `_queue` records the others."""
+    passes = [(w.run, w.packing, [b for b in w.todo if b not in w.run.memory.queue_done]) for w in works]
+    passes = [p for p in passes if p[2]]
+    try:
+        if passes:
+            arrays.queue_arrays(batch.conn, passes)
+    finally:
+        for work in works:
+            if work.run.memory.queued_now:
+                _record_one(work.run, batch)
 
 
 def _record(batch: Batch) -> None:

@@ -13,6 +13,8 @@ from gymbuild.submit.plans import keep_compiled_templates
 from gymbuild.submit.record import build_record
 
 if TYPE_CHECKING:
+    from gymbuild.plan.arrays import ArrayJob
+    from gymbuild.plan.job import JobPlan
     from gymbuild.state.workspace import Outcome, Workspace
     from gymbuild.submit.plans import RunPlans
     from gymbuild.submit.session import Session
@@ -47,15 +49,63 @@ def print_dry_run(ctx: Session, args: RenderArgs) -> None:
         job = plans.job(group)
         jobs[job.rel_dir] = ctx.memory.rendered.get(job.rel_dir) or render_job_plan(job, mask)
     run_dir = ctx.submission().run_dir
+    planned = [plans.job(group) for group in plans.packing(selected).jobs(selected)]
+    arrays = _arrays(ctx, planned)
     if args.json:
-        payload = {
+        payload: dict[str, object] = {
             "run_dir": run_dir,
             "benchmarks": {b: {rel: f.text for rel, f in j.files.items()} for b, j in jobs.items()},
         }
+        if arrays is not None:
+            payload["arrays"] = [
+                {"array": a.spec if a.is_array else None, "jobs": list(a.keys), "directives": a.directives}
+                for a in arrays
+            ]
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     else:
         for chunk in render.dry_run_chunks(run_dir, jobs):  # doit's stdout Writer has no writelines
             sys.stdout.write(chunk)
+        if arrays is not None:
+            sys.stdout.write(_arrays_text(ctx.config.compute.name, arrays, _resumable(planned)))
+
+
+def _arrays(ctx: Session, jobs: Sequence[JobPlan]) -> tuple[ArrayJob[str], ...] | None:
+    """The arrays a submit would queue the jobs in (by job dir), before the split under the cluster's
+    MaxArraySize (the dry run asks no cluster); None when the compute queues no arrays."""
+    from gymbuild.plan.arrays import plan_arrays
+
+    array = ctx.config.compute.array
+    if array is None or not executor_for(ctx.config).SCHEDULED:
+        return None
+    return plan_arrays([(job.rel_dir, job.plan.directives) for job in jobs], None, array.parallel)
+
+
+def _resumable(jobs: Sequence[JobPlan]) -> set[str]:
+    return {job.rel_dir for job in jobs if job.plan.resume}
+
+
+def _arrays_text(compute: str, arrays: Sequence[ArrayJob[str]], resumable: set[str]) -> str:
+    """What the dry run says of the arrays: one line each (its jobs, their --array, what they share),
+    and that a resumable job's successor is a plain job."""
+    count = sum(a.is_array for a in arrays)
+    lines = [
+        f"[dry-run] job arrays (compute.{compute}.array): {count} array{'s' * (count != 1)}, each split "
+        "at submit into arrays of at most MaxArraySize tasks (the cluster's, read then), indexed from 0"
+    ]
+    for a in arrays:
+        shared = " ".join(f"--{k}" if v is None else f"--{k}={v}" for k, v in a.directives) or "(none)"
+        if a.is_array:
+            jobs = ", ".join(a.keys)
+            lines.append(f"[dry-run] array --array={a.spec}: {jobs}; shared directives: {shared}")
+        else:
+            lines.append(f"[dry-run] plain job: {a.keys[0]} (no other job has its directives: {shared})")
+    in_arrays = sorted(k for a in arrays if a.is_array for k in a.keys if k in resumable)
+    if in_arrays:
+        lines.append(
+            f"[dry-run] resumable in an array: {', '.join(in_arrays)}: a successor (the job that resumes "
+            "one) is a plain job, queued by the task that needs it"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def _changed_since_queued(

@@ -122,6 +122,16 @@ LIVE = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED"
 _EXIT = ".gym_exit-"  # + job id: the exit status every job writes when it ends (body.sh.j2)
 
 
+# A chain file of ids, one a line (a job's number, or an array task's `<id>_<index>`, as
+# state/ids.py's is_slurm_job_id), adds them all to $ids; one holding anything else, none: a word that
+# is no job id would make squeue and sacct refuse the whole list. A regex, not a loop over the words
+# (which would glob-expand them).
+CHAIN_IDS_RE = (
+    "__gym_chain_re='^([[:space:]]*[0-9]+(_[0-9]+)?[[:space:]])*([[:space:]]*[0-9]+(_[0-9]+)?)?[[:space:]]*$'"
+)
+CHAIN_IDS = "[[ $c =~ $__gym_chain_re ]] && ids+=,${c//[[:space:]]/,}"
+
+
 def _place(bench_dir: str) -> tuple[str, str]:
     """(parent, name) of a bench dir, as the status script's glob over the parent spells them."""
     parent, name = posixpath.split(posixpath.normpath(bench_dir))
@@ -142,9 +152,6 @@ def _each_file(pattern: str, then: str = "") -> str:
         f'printf \'%s\\0%s\\0%s\\0\' "$i" "${{f#"$p/"}}" "$c"{then}; done; done'
     )
 
-
-# A chain or successor file's ids join the ids asked about: digits (and `_` of an array task) only.
-_ADD_IDS = '; [ -z "${c//[0-9_[:space:]]/}" ] && ids+=,${c//[[:space:]]/,}'
 
 _TOOLS = ("squeue.o", "squeue.e", "sacct.o", "sacct.e")  # what the status script prints last, in order
 
@@ -173,13 +180,16 @@ def _status_script(parents: Sequence[str], job_ids: Iterable[str], since: str | 
             "shopt -s nullglob dotglob",
             f"parents=({join(parents)})",
             f"ids={quote(','.join(dict.fromkeys(job_ids)))}",
-            # A chain or successor file of ids (digits, one a line) adds them all; one holding anything
-            # else, none. Then the chain's other files (chain.py), read for Python alone.
-            _each_file(chain.CHAIN, then=_ADD_IDS),
-            _each_file(f"{chain.SUCCESSOR}*", then=_ADD_IDS),
-            # The user's jobs, with their working dirs: a successor in no file yet is one of them.
-            f"squeue -h -u \"$(id -un)\" -o $'%i\\t%T\\t%M\\t%N\\t%Z' >{tmp}squeue.o 2>{tmp}squeue.e &",
-            "sacct -X -n -P --delimiter=$'\\t' -o JobID,State,ExitCode,Elapsed,NodeList -j \"$ids\" "
+            CHAIN_IDS_RE,
+            # A chain or successor file of ids (one a line) adds them all; one holding anything else,
+            # none. Then the chain's other files (chain.py), read for Python alone.
+            _each_file(chain.CHAIN, then=f"; {CHAIN_IDS}"),
+            _each_file(f"{chain.SUCCESSOR}*", then=f"; {CHAIN_IDS}"),
+            # The user's jobs, with their working dirs (a successor in no file yet is one of them), each
+            # by its name and its own number: an array task is `<id>_<index>` to both tools, and its
+            # job.sh (and a resume chain) knows it by its number (slurm/arrays.py).
+            f"squeue -h -u \"$(id -un)\" -o $'%i\\t%T\\t%M\\t%N\\t%A\\t%Z' >{tmp}squeue.o 2>{tmp}squeue.e &",
+            "sacct -X -n -P --delimiter=$'\\t' -o JobID,State,ExitCode,Elapsed,NodeList,JobIDRaw -j \"$ids\" "
             f"{_sacct_start(since)}>{tmp}sacct.o 2>{tmp}sacct.e &",
             _each_file(f"{_EXIT}*"),
             _each_file(chain.ATTEMPTS),
@@ -267,17 +277,26 @@ class _Seen:
 
         seen = cls()
         for line in squeue_out.splitlines():
-            if len(fields := line.split("\t", 4)) == 5:
-                job_id, state_name, elapsed, nodes, work_dir = fields
+            if len(fields := line.split("\t", 5)) == 6 and chain.job_id(fields[0]):
+                job_id, state_name, elapsed, nodes, raw, work_dir = fields
                 seen.live[job_id] = JobState(job_id, state_name, None, elapsed, nodes or None)
+                seen.own_number(seen.live, job_id, raw)
                 if state_name in LIVE and work_dir:
                     seen.dirs.setdefault(posixpath.normpath(work_dir), []).append(job_id)
         for line in sacct_out.splitlines():
-            if len(fields := line.split("\t")) == 5 and chain.job_id(fields[0]):
-                job_id, state_name, exit_code, elapsed, nodes = fields
+            if len(fields := line.split("\t")) == 6 and chain.job_id(fields[0]):
+                job_id, state_name, exit_code, elapsed, nodes, raw = fields
                 state = JobState(job_id, state_name.split()[0], exit_code, elapsed, nodes or None)
                 seen.accounted[job_id] = state
+                seen.own_number(seen.accounted, job_id, raw)
         return seen
+
+    @staticmethod
+    def own_number(states: dict[str, JobState], job_id: str, raw: str) -> None:
+        """An array task (`<id>_<index>`) is also known by its own number, which its job.sh (and so
+        its resume chain's files) names it by."""
+        if raw != job_id and raw.isdigit() and "_" in job_id:
+            states.setdefault(raw, states[job_id])
 
     def is_live(self, job_id: str) -> bool:
         return job_id in self.live and self.live[job_id].state in LIVE
@@ -290,9 +309,8 @@ class _Seen:
             return self.accounted[job_id]
         if job_id in self.live:
             return self.live[job_id]
-        code = files.get(f"{_EXIT}{job_id}")
-        if code is not None:
-            code = code.strip()
+        code = (files.get(f"{_EXIT}{job_id}") or "").strip()
+        if code:  # empty: an array task's mark, its job not ended
             return JobState(job_id, "COMPLETED" if code == "0" else "FAILED", f"{code}:0")
         return None
 

@@ -1,0 +1,134 @@
+"""Job arrays on Slurm: the cluster's MaxArraySize, the array's task script, and its one sbatch.
+
+An array's task runs its benchmark's own job.sh, unchanged (the script `render` shows and the goldens
+pin): a small task script, written beside the first job's script when the array is queued, holds the
+job directories in task order, cds into its task's and execs `bash ./job.sh`. The directives the
+tasks share go on sbatch's command line (job.sh's `#SBATCH` lines are comments to a script sbatch
+does not read); the per-task ones (chdir, output, job name) are the task script's.
+
+A task's job.sh knows itself by `$SLURM_JOB_ID` (its logs, its exit file, a resume chain's entry),
+which for an array task is a number of its own; the record, squeue and sacct know it as
+`<array id>_<index>`. So the task script leaves two marks before the exec, in the job's directory:
+`.gym_exit-<array id>_<index>` is a symlink to `.gym_exit-<SLURM_JOB_ID>` (status without
+accounting reads the exit status through it; `logs` reads the number from it, for the logs named
+after it), and `<array id>_<index>` is a line of `.gym_job_chain` (so status follows a resumable
+task's chain: the job.sh appends `$SLURM_JOB_ID` after it, and its successor, a plain job, after
+that).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from gymbuild.executors.base import Answer, Queued
+from gymbuild.shell import join, quote
+
+if TYPE_CHECKING:
+    from gymbuild.executors.connection import Connection
+    from gymbuild.executors.secrets import SecretsFile
+    from gymbuild.plan.arrays import Directives
+
+ARRAY_JOB_NAME = "gym-array"
+TASK_SCRIPT = ".gym_array-{attempt}.sh"  # in the first job's directory: the queue log is its parent's
+_MAX_ARRAY_SIZE = re.compile(r"^MaxArraySize\s*=\s*([0-9]+)\s*$", re.MULTILINE | re.ASCII)
+MAX_ARRAY_SIZE_COMMAND = "scontrol show config 2>/dev/null | grep -i '^MaxArraySize'; true"
+
+
+def parse_max_array_size(text: str) -> int | None:
+    """MaxArraySize from `scontrol show config`'s output; None when it does not say (no Slurm there,
+    or a line this code cannot read: the arrays are then not split, and sbatch says why it refuses)."""
+    found = _MAX_ARRAY_SIZE.search(text)
+    return int(found.group(1)) if found else None
+
+
+def max_array_size(conn: Connection) -> int | None:
+    """The cluster's MaxArraySize, asked in the submit's session (one round trip, before the arrays
+    are planned). The lead may fold it into the quota reader's round trip (limits.py)."""
+    return parse_max_array_size(conn.run(MAX_ARRAY_SIZE_COMMAND).stdout)
+
+
+def task_script(job_dirs: Sequence[str]) -> str:
+    """The array's batch script: task i runs the job.sh in `job_dirs[i]`, as that job's own."""
+    return (
+        "#!/bin/bash\n"
+        "# gymbuild job array: task i runs the job.sh of the i-th directory below, unchanged (the script\n"
+        "# `gymbuild render` shows). Written when the array was queued.\n"
+        f"__gym_dirs=({join(job_dirs)})\n"
+        "__gym_task=${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}\n"
+        'cd "${__gym_dirs[SLURM_ARRAY_TASK_ID]}" || exit 1\n'
+        "# Slurm's output of this task, in the job's own logs/ as a plain job's (%A_%a)\n"
+        'exec >>"logs/slurm-$__gym_task.log" 2>&1\n'
+        "# status and logs know this task as <array id>_<index>; job.sh names its files $SLURM_JOB_ID\n"
+        'ln -sfn ".gym_exit-$SLURM_JOB_ID" ".gym_exit-$__gym_task"\n'
+        'grep -qx "$__gym_task" .gym_job_chain 2>/dev/null ||\n'
+        "  printf '%s\\n' \"$__gym_task\" >>.gym_job_chain\n"
+        "exec bash ./job.sh\n"
+    )
+
+
+def task_script_path(first_job_dir: str, attempt: str) -> str:
+    return posixpath.join(first_job_dir, TASK_SCRIPT.format(attempt=attempt))
+
+
+def sbatch_command(spec: str, directives: Directives, run_dir: str, script: str) -> str:
+    """`sbatch --parsable --array=<spec>` with the tasks' shared directives, the array working in the
+    run dir (each task cds into its job's) and its own output nowhere (each task's goes to its job's
+    logs/), then the task script."""
+    options = [f"--{key}" if value is None else f"--{key}={value}" for key, value in directives]
+    head = [f"--array={spec}", f"--job-name={ARRAY_JOB_NAME}", f"--chdir={run_dir}", "--output=/dev/null"]
+    return f"sbatch --parsable {join([*head, *options])} {quote(script)}"
+
+
+def queue_command(
+    spec: str,
+    directives: Directives,
+    run_dir: str,
+    job_dirs: Sequence[str],
+    secrets: Sequence[SecretsFile],
+    attempt: str,
+) -> str:
+    """The attempt (attempts.queue_command) that writes the task script and every task's secrets
+    file, then queues the array: nothing is queued unless every file was written."""
+    from gymbuild.executors import attempts  # queueing only: planning reads this module
+
+    script = task_script_path(job_dirs[0], attempt)
+    writes = [f"printf '%s' {quote(task_script(job_dirs))} >{quote(script)}"]
+    writes += [s.write() for s in secrets if s.values]
+    start = " && ".join(f"{{ {w}\n}}" for w in writes)
+    return attempts.queue_command(
+        f"{start} && {sbatch_command(spec, directives, run_dir, script)}", script, None, attempt
+    )
+
+
+def send(conn: Connection, command: str) -> Answer:
+    """Send an array's attempt (`queue_command`) into the session's shell; its answer is the array's
+    job id."""
+    from gymbuild.executors.slurm import queued
+
+    marker = conn.send(command, in_session=True)
+    return lambda: queued(conn.receive(marker))
+
+
+def recover(conn: Connection, first_job_dir: str, attempt: str) -> Queued | None:
+    """The array a killed run's attempt queued (its id), or None once that attempt can never run."""
+    from gymbuild.executors.attempts import recover as recover_attempt
+
+    return recover_attempt(conn, task_script_path(first_job_dir, attempt), attempt)
+
+
+def task_id(array_id: str, index: int) -> str:
+    """What squeue, sacct, scancel and the record call task `index` of array `array_id`."""
+    return f"{array_id}_{index}"
+
+
+def own_number(conn: Connection, job_dir: str, job_id: str) -> str | None:
+    """The number an array task's job.sh named its files after (`$SLURM_JOB_ID`), from the mark the
+    task script left in `job_dir` (`task_script`); None for a plain job or a task not started."""
+    if "_" not in job_id:
+        return None
+    mark = conn.run(f"readlink {quote(posixpath.join(job_dir, '.gym_exit-' + job_id))}").stdout.strip()
+    number = mark.removeprefix(".gym_exit-")
+    return number if mark.startswith(".gym_exit-") and number.isdigit() else None
