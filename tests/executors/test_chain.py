@@ -67,8 +67,8 @@ class World:
     attempts: list[str]
 
     def seen(self) -> _Seen:
-        squeue = "".join(f"{j}\t{s}\t0:01\t\t{BENCH}\n" for j, s in self.live.items())
-        sacct = "".join(f"{j}\t{s}\t0:0\t00:00:01\tnode1\n" for j, s in self.accounted.items())
+        squeue = "".join(f"{j}\t{s}\t0:01\t\t{j}\t{BENCH}\n" for j, s in self.live.items())
+        sacct = "".join(f"{j}\t{s}\t0:0\t00:00:01\tnode1\t{j}\n" for j, s in self.accounted.items())
         return _Seen.read(squeue, sacct)
 
     def files(self) -> dict[str, str]:
@@ -171,7 +171,7 @@ def test_a_chain_is_described_attempt_by_attempt_with_its_end() -> None:
     # sacct knows the first two; the stopper (989) ran nothing and is not the benchmark's job
     seen = _Seen.read(
         "",
-        "987\tTIMEOUT\t0:0\t00:01:00\tnode1\n988\tFAILED\t1:0\t00:00:30\tnode2\n989\tCOMPLETED\t0:0\t00:00:01\tnode1\n",
+        "987\tTIMEOUT\t0:0\t00:01:00\tnode1\t987\n988\tFAILED\t1:0\t00:00:30\tnode2\t988\n989\tCOMPLETED\t0:0\t00:00:01\tnode1\t989\n",
     )
     state = seen.newest("987", files, BENCH, None)
     assert (state.job_id, state.state) == ("988", "FAILED")
@@ -197,17 +197,17 @@ def test_a_stopper_is_never_the_benchmark_s_job_once_it_has_ended() -> None:
         chain.ATTEMPTS: "988\t2\t987\tFAILED\t0\tstop\tdeterministic failure: not retried\n",
         f"{chain.SUCCESSOR}987": "988\n",
     }
-    ended = _Seen.read("", "987\tFAILED\t2:0\t00:00:09\tnode1\n988\tCOMPLETED\t0:0\t00:00:01\tnode1\n")
+    ended = _Seen.read("", "987\tFAILED\t2:0\t00:00:09\tnode1\t987\n988\tCOMPLETED\t0:0\t00:00:01\tnode1\t988\n")
     state = ended.newest("987", files, BENCH, None)
     assert (state.job_id, state.state, state.exit_code) == ("987", "FAILED", "2:0")
     assert state.chain is not None and state.chain.steps[0].then == "stop"
-    starting = _Seen.read(f"988\tRUNNING\t0:01\tnode1\t{BENCH}\n", "987\tFAILED\t2:0\t00:00:09\tnode1\n")
+    starting = _Seen.read(f"988\tRUNNING\t0:01\tnode1\t988\t{BENCH}\n", "987\tFAILED\t2:0\t00:00:09\tnode1\t987\n")
     assert starting.newest("987", files, BENCH, None).job_id == "988"  # its prologue still runs
 
 
 def test_without_sacct_a_job_s_end_is_what_its_successor_s_prologue_said() -> None:
     files = {chain.ATTEMPTS: "988\t2\t987\tTIMEOUT\t31\tresume\tTIMEOUT after 31 new rows\n"}
-    seen = _Seen.read(f"988\tRUNNING\t0:10\tnode1\t{BENCH}/\n", "")
+    seen = _Seen.read(f"988\tRUNNING\t0:10\tnode1\t988\t{BENCH}/\n", "")
     state = seen.newest("987", files, BENCH, None)
     assert (state.job_id, state.state) == ("988", "RUNNING")
     assert state.chain is not None
@@ -216,7 +216,7 @@ def test_without_sacct_a_job_s_end_is_what_its_successor_s_prologue_said() -> No
 
 
 def test_a_benchmark_that_is_no_chain_has_no_chain() -> None:
-    seen = _Seen.read("", "5\tCOMPLETED\t0:0\t00:00:01\tnode1\n")
+    seen = _Seen.read("", "5\tCOMPLETED\t0:0\t00:00:01\tnode1\t5\n")
     state = seen.newest("5", {".gym_exit-5": "0\n"}, BENCH, None)
     assert (state.job_id, state.state, state.chain) == ("5", "COMPLETED", None)
 
