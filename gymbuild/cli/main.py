@@ -293,12 +293,16 @@ def _answered(argv: Sequence[str] | None) -> int:
 
 def _flushed(argv: Sequence[str] | None) -> int:
     """_main's status with stdout flushed, or a shell's status for a reader that has gone."""
-    from gymbuild.errors import OutputClosed, stdout_closed  # late: start-up
+    from gymbuild.errors import OutputClosed, Stopped, stdout_closed  # late: start-up
 
     try:
         status = _main(argv)
         sys.stdout.flush()  # here, where a reader that has gone is answered, not at exit
         return status
+    except Stopped as err:  # a verb's usage error with its own status (errors.UsageError)
+        sys.stdout.flush()
+        print(err.message, file=sys.stderr)
+        return err.status
     except (OutputClosed, BrokenPipeError) as err:
         if isinstance(err, BrokenPipeError) and not stdout_closed():
             raise
@@ -347,9 +351,9 @@ def _main(argv: Sequence[str] | None) -> int:
 
     try:
         namespace = graph.namespace(args, early)
-    except UserError as err:  # the workspace is held by another run: its message, not a traceback
+    except UserError as err:  # a refused argument, or the workspace held by another run: its message
         print(err, file=sys.stderr)
-        return 1
+        return err.status  # 1, or a gate's usage error's own (errors.UsageError)
     return _doit(namespace).run(args)
 
 
