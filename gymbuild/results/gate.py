@@ -8,7 +8,8 @@ max_drop?". So the 95% interval of the candidate - baseline difference of the ga
 - INCONCLUSIVE otherwise (the interval straddles -max_drop: too few tasks, or too much spread, to
   tell), with the smallest change these tasks would detect and roughly how many tasks would settle it;
   and INCONCLUSIVE, never PASS, whenever the benchmark was not compared in full (a side without rows,
-  partial, whose job did not complete, nothing paired): the reasons say which.
+  partial, whose job did not complete, nothing paired) or on fewer than MIN_TASKS tasks: the reasons
+  say which.
 
 A `Verdict` is a plain value, one per (benchmark, agent), so a policy across benchmarks (tiers, a
 margin per benchmark, relative drops) can be built on a list of them: `overall` is the simplest such
@@ -33,6 +34,9 @@ class Outcome(enum.StrEnum):
 
 # The exit statuses of `compare max_drop=`: documented in docs/compare.md and the verb's help.
 EXIT = {Outcome.PASS: 0, Outcome.DROP: 1, Outcome.INCONCLUSIVE: 2}
+# Fewer tasks than this never decide: a t interval on 3 tasks rests on a normality nobody can check
+# (in simulation, 3 pass/fail tasks passed a true drop of twice max_drop 1% of the time).
+MIN_TASKS = 10
 USAGE_STATUS = UsageError.status  # 64: an argument the gate cannot use (neither a verdict nor a drop)
 
 
@@ -97,8 +101,12 @@ def judge(
     )
     if problems:
         return replace(found, reason="; ".join(problems))
-    if evidence is None or evidence.interval is None:
-        return replace(found, reason=f"{tasks} task(s) paired: an interval needs 2 or more")
+    if evidence is None or evidence.interval is None or tasks < MIN_TASKS:
+        return replace(
+            found,
+            tasks_needed=MIN_TASKS,
+            reason=f"{tasks} task(s) paired: a verdict needs {MIN_TASKS} or more",
+        )
     low, high = evidence.interval
     if low > margin:
         why = f"the interval's lower end {low:+.4g} is above -max_drop ({margin:+.4g})"
