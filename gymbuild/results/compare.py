@@ -441,6 +441,10 @@ def _side_shortfalls(benchmark: str, name: str, found: Found) -> list[str]:
         out.append(f"{benchmark}: no {ROLLOUTS_FILE} in the {name}")
     elif side.scored == 0:
         out.append(f"{benchmark}: the {name}'s {ROLLOUTS_FILE} is empty: no rollout")
+    elif side.expected_by_agent:  # each agent's own count (shortfalls): here, those that wrote none
+        for agent, count in side.expected_by_agent.items():
+            if agent not in side.rollouts:
+                out.append(f"{benchmark} ({agent}): the {name} is partial: 0/{count} rollouts scored")
     elif side.partial:
         out.append(f"{benchmark}: the {name} is partial: {side.distinct}/{side.expected} rollouts scored")
     return out
