@@ -445,7 +445,8 @@ def _side_shortfalls(benchmark: str, name: str, found: Found) -> list[str]:
         for agent, count in side.expected_by_agent.items():
             if agent not in side.rollouts:
                 out.append(f"{benchmark} ({agent}): the {name} is partial: 0/{count} rollouts scored")
-    elif side.partial:
+    elif side.partial and any(side.expected_of(a) is None for a in side.rollouts):
+        # Agents' own counts unknown (inputs that name no agent, several agents): the benchmark's.
         out.append(f"{benchmark}: the {name} is partial: {side.distinct}/{side.expected} rollouts scored")
     return out
 

@@ -17,14 +17,14 @@ def _coverage(scored: int, expected: int | None) -> str:
     return f"{scored}/{expected}" if expected is not None else str(scored)
 
 
-def p_shown(m: compare.MetricDiff) -> str:
-    """The p-value that leads: McNemar's (`m`) where every task has one pass/fail repeat, Wilcoxon's
-    (`w`) where the task deltas are far from normal, else the paired t-test's."""
+def p_shown(m: compare.MetricDiff) -> tuple[str, str]:
+    """The p-value that leads and its test: McNemar's where every task has one pass/fail repeat,
+    Wilcoxon's signed-rank where the task deltas are far from normal, else the paired t-test's."""
     if m.mcnemar is not None:
-        return f"{m.mcnemar:.3g}m"
+        return f"{m.mcnemar:.3g}", "mcnemar"
     if not m.normal and m.p_robust is not None:
-        return f"{m.p_robust:.3g}w"
-    return "-" if m.p_value is None else f"{m.p_value:.3g}"
+        return f"{m.p_robust:.3g}", "wilcoxon"
+    return ("-", "-") if m.p_value is None else (f"{m.p_value:.3g}", "t")
 
 
 def _row(a: compare.AgentDiff, m: compare.MetricDiff, first: bool) -> list[str]:
@@ -45,7 +45,7 @@ def _row(a: compare.AgentDiff, m: compare.MetricDiff, first: bool) -> list[str]:
         number(m.candidate),
         signed(m.delta),
         ci,
-        p_shown(m),
+        *p_shown(m),
         str(m.tasks),
         number(m.detectable),
         flips,
@@ -62,6 +62,7 @@ HEAD = [
     "DELTA",
     "95% CI",
     "P",
+    "TEST",
     "TASKS",
     "MDE",
     "FLIPS -/+",
@@ -91,9 +92,10 @@ def format_table(c: compare.Comparison, verdicts: Sequence[gate.Verdict] | None 
         "",
         "METRIC*: the one a max_drop= gate reads. DELTA: candidate - baseline, the mean over tasks of each",
         "task's paired repeats; 95% CI: t on those task deltas (widened to a task bootstrap's from 30 tasks)",
-        "P: paired t-test of no change (w: Wilcoxon signed-rank, deltas far from normal; m: McNemar, one",
-        "repeat a task); MDE: the change these tasks detect with 80% power; FLIPS -/+: pairs pass->fail /",
-        "fail->pass; SCORED: rollout lines/asked for, baseline then candidate (PARTIAL: a side is short)",
+        "P, TEST: the p-value of no change by the paired t-test on task deltas (wilcoxon: signed-rank,",
+        "deltas far from normal; mcnemar: one repeat a task); MDE: the change these tasks detect with 80%",
+        "power; FLIPS -/+: pairs pass->fail / fail->pass; SCORED: rollout lines/asked for, baseline then",
+        "candidate (PARTIAL: a side is short)",
         f"baseline {c.baseline_id}, candidate {c.candidate_id}",
     ]
     return "\n".join(lines) + "\n"

@@ -190,4 +190,4 @@ def test_a_drop_with_a_partial_benchmark_beside_it_is_exit_1_naming_both(tmp_pat
     )
     assert rc == 1, err
     assert "DROP quiz (agent) mean/reward -0.4" in err
-    assert "  inconclusive: math: the candidate is partial: 400/500 rollouts scored" in err
+    assert "  inconclusive: math (agent): the candidate is partial: 400/500 rollouts scored" in err
