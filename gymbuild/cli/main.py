@@ -336,10 +336,13 @@ def _reader_gone() -> int:
 def _main(argv: Sequence[str] | None) -> int:
     from gymbuild.cli.argv import normalize  # late: start-up
 
-    parsed = normalize(sys.argv[1:] if argv is None else argv)
+    given = sys.argv[1:] if argv is None else argv
+    parsed = normalize(given)
     if parsed.error is not None:
+        from gymbuild.request.verbs import mistake_status  # late: start-up
+
         print(parsed.error, file=sys.stderr)
-        return 1
+        return mistake_status(given)  # 1, or compare's usage error's 64
     args = list(parsed.args)
     answered = answer_here(args)
     if answered is not None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gymbuild.errors import UsageError, UserError
 from gymbuild.request.arguments import ARGUMENTS
-from gymbuild.request.verbs import VERBS, reserved
+from gymbuild.request.verbs import VERBS, mistake_status, reserved
 
 RESERVED = reserved()  # the arguments gymbuild's verbs read (verbs.ARGUMENTS); the rest are overrides
 # Verbs that only read the workspace (outcome files are written atomically) and write nothing in it.
@@ -94,7 +94,7 @@ class Invocation:
         try:
             return replace(cls.from_vars(command_variables(argv)), verbs=verbs)
         except UserError as err:  # a gate's refused argument has its own exit status (verbs.Verb)
-            if any(v.name in verbs and v.usage_error for v in VERBS):
+            if mistake_status(verbs) == UsageError.status:
                 raise UsageError(str(err)) from None
             raise
 

@@ -15,9 +15,11 @@ tests/cli/test_verbs.py and tests/cli/test_verb_args.py fail for a verb missing 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from gymbuild.errors import UsageError, UserError
 from gymbuild.request.arguments import ARGUMENTS, Argument, argument
 
 __all__ = ["ARGUMENTS", "VERBS", "Argument", "Verb", "argument", "verb"]
@@ -419,6 +421,13 @@ OVERRIDES = (
 
 def verb(name: str) -> Verb | None:
     return next((v for v in VERBS if v.name == name), None)
+
+
+def mistake_status(words: Sequence[str]) -> int:
+    """The exit status of a refused command line naming `words`: 1, or a gate's usage error's own
+    (errors.UsageError: 64) when its one verb is a gate (Verb.usage_error: compare)."""
+    named = {v for w in words if (v := verb(w)) is not None}
+    return UsageError.status if len(named) == 1 and named.pop().usage_error else UserError.status
 
 
 def reserved() -> frozenset[str]:

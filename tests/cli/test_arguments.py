@@ -177,7 +177,8 @@ def test_an_argument_the_verb_does_not_read_is_refused_naming_both(
     verb, name = pair
     example = verbs.argument(name).example
     rc, out, err = _main(capsys, *through, verb, f"{name}={example}")
-    _one_message(rc, out, err, f"gymbuild {verb}", f"{name}=")
+    status = UsageError.status if verbs.verb(verb).usage_error else 1  # type: ignore[union-attr]
+    _one_message(rc, out, err, f"gymbuild {verb}", f"{name}=", status=status)
     if name != "dry_run":  # dry_run= keeps its own message: where the verb's dry run is
         assert f"`gymbuild help {verb}`" in err.splitlines()[1]
 
