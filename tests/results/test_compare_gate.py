@@ -191,3 +191,24 @@ def test_a_drop_with_a_partial_benchmark_beside_it_is_exit_1_naming_both(tmp_pat
     assert rc == 1, err
     assert "DROP quiz (agent) mean/reward -0.4" in err
     assert "  inconclusive: math (agent): the candidate is partial: 400/500 rollouts scored" in err
+
+
+def test_a_candidate_that_failed_after_writing_every_rollout_is_inconclusive_not_gated(
+    tmp_path: Path,
+) -> None:
+    """The reproduction: a FAILED job with complete files was gated as if it had completed."""
+    record(tmp_path, A, "m1", {"quiz": rollouts(SAME)})
+    record(tmp_path, B, "m2", {"quiz": rollouts(SAME)}, crashed=("quiz",))
+    rc, out, err = gymbuild(
+        "compare",
+        f"run={A},{B}",
+        "max_drop=0.02",
+        "json=1",
+        cwd=tmp_path,
+        env=user_env(tmp_path),
+        timeout=120,
+    )
+    assert rc == 2, err
+    (verdict,) = json.loads(out)["verdicts"]
+    assert verdict["outcome"] == "INCONCLUSIVE" and verdict["estimate"] == 0.0  # the numbers say pass
+    assert "quiz: the candidate's job is FAILED, not COMPLETED" in verdict["reason"]
