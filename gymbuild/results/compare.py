@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from gymbuild.results import stats
 
@@ -140,6 +141,24 @@ def key_metrics(text: str | None) -> dict[str, tuple[str, ...]]:
     return out
 
 
+def _rows(text: str) -> Iterator[Any]:
+    """The rollouts: a JSON array (compare_read's reader sends them so: one json.loads for all), or
+    the file itself, a line each, a line that does not parse left out."""
+    if text.startswith("["):
+        try:
+            rows = json.loads(text)
+        except ValueError:
+            rows = None
+        if isinstance(rows, list):
+            yield from rows
+            return
+    for line in _lines(text):
+        try:
+            yield json.loads(line)
+        except ValueError:
+            continue
+
+
 def parse_side(files: Mapping[str, str]) -> Side | None:
     """A benchmark's files (name -> text) as a Side; None when it wrote no rollouts file at all.
 
@@ -150,11 +169,10 @@ def parse_side(files: Mapping[str, str]) -> Side | None:
         return None
     rollouts: dict[str, dict[Key, dict[str, float]]] = {}
     lines: dict[str, int] = {}
-    for line in _lines(text):
+    for row in _rows(text):
         try:
-            row = json.loads(line)
             key = (int(row["_ng_task_index"]), int(row.get("_ng_rollout_index", 0)))
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             continue
         agent = _agent(row)
         rollouts.setdefault(agent, {})[key] = row_numbers(row)

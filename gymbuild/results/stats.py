@@ -21,6 +21,7 @@ one line (`Missing`).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ BOOTSTRAP_MIN_TASKS = 30  # below it a percentile bootstrap is over-confident (7
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20260101
 INSTALL_HINT = "pip install 'gymbuild[compare]'"
+MANY_TASKS = 1e9  # more tasks than any benchmark has: "no number of tasks is sure to settle it"
 
 
 class Missing(ImportError):
@@ -53,6 +55,13 @@ def scipy_stats() -> Any:
             f"compare needs numpy and scipy ({err.name} is not installed): {INSTALL_HINT}"
         ) from None
     return stats
+
+
+def warm() -> None:
+    """Import scipy.stats (and numpy) now, in a thread while the rollouts travel; a missing extra is
+    said later, by the first use."""
+    with contextlib.suppress(Missing):
+        scipy_stats()
 
 
 def numpy() -> Any:
@@ -113,7 +122,10 @@ def tasks_to_settle(spread: float, distance: float, n: int) -> int | None:
     for _ in range(2):
         df = max(needed - 1, 1)
         k = float(st.t.ppf(1 - (1 - CONFIDENCE) / 2, df) + st.t.ppf(POWER, df))
-        needed = (k * spread / distance) ** 2
+        ratio = k * spread / distance
+        if not ratio < MANY_TASKS**0.5:  # an estimate a hair from the margin (or inf): no number will do
+            return None
+        needed = ratio**2
     return max(math.ceil(needed), 2)
 
 

@@ -3,6 +3,7 @@ count, and anything that kept a benchmark from being compared in full is never a
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -52,3 +53,10 @@ def test_the_overall_verdict_never_passes_on_nothing_or_on_doubt(outcomes: list[
     else:
         assert got is gate.Outcome.INCONCLUSIVE
     assert gate.EXIT[got] == {"PASS": 0, "DROP": 1, "INCONCLUSIVE": 2}[got.value]
+
+
+def test_an_estimate_a_hair_from_the_margin_needs_no_number_of_tasks_not_an_overflow() -> None:
+    """Found by the search above: ((t + t) * s / d)^2 with d = 1e-309 overflowed math.ceil."""
+    assert stats.tasks_to_settle(0.1, 2.2e-309, 10) is None
+    assert stats.tasks_to_settle(0.1, 0.0, 10) is None
+    assert stats.tasks_to_settle(0.3, 0.05, 200) == pytest.approx(283, abs=3)  # (1.97 + 0.84)^2 * 36
