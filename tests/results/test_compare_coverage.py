@@ -168,3 +168,18 @@ def test_without_numpy_and_scipy_compare_says_how_to_install_them(monkeypatch: p
         == "compare needs numpy and scipy (scipy is not installed): pip install 'gymbuild[compare]'"
     )
     assert gate.USAGE_STATUS == 64
+
+
+def test_lines_that_are_not_rollouts_are_left_out_on_the_way(tmp_path: Path) -> None:
+    """A line that is JSON but no object (a number, a list), or cut short, is not a rollout: the
+    reader on the target skips it, as parse_side does with the file itself."""
+    text = rollouts(ALL)
+    record(tmp_path, A, "m1", {"quiz": text})
+    junk = '42\n[1, 2]\n"text"\n' + text + '{"_ng_task_index": 7, "_ng'
+    record(tmp_path, B, "m2", {"quiz": junk}, expected={"quiz": 400})
+    rc, doc, err = _gate(tmp_path, "max_drop=0.05")
+    assert rc == 0, err
+    (a,) = doc["agents"]
+    assert (a["candidate_scored"], a["pairs"]) == (400, 400)
+    local = compare.parse_side({compare.ROLLOUTS_FILE: '42\n[1, 2]\n"text"\n' + text})
+    assert local is not None and local.scored == 400
