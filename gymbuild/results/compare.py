@@ -14,7 +14,8 @@ counted, as `status` counts them) of how many it was given (`rollouts_materializ
 one line per rollout asked for, with its agent), duplicates and empty files named. The metric a gate
 reads (`primary`) is `metric=`, else the benchmark's key metric as NeMo Gym's aggregate names it
 (`rollouts_aggregate_metrics.json`), else `mean/reward`. results/compare_read.py fetches the files;
-results/compare_text.py prints; results/gate.py judges.
+results/compare_cover.py says what was not compared in full; results/compare_text.py prints;
+results/gate.py judges.
 """
 
 from __future__ import annotations
@@ -433,57 +434,3 @@ def diff_benchmark(
         for a in sorted(set(mine.rollouts) - set(other.rollouts))
     ]
     return [diff_agent(benchmark, a, base, cand, wanted) for a in agents], skipped
-
-
-@dataclass(frozen=True)
-class Found:
-    """One run's side of a benchmark as it was found: whether the run has the benchmark at all, the
-    end state of its job (None: not looked at), and its files (None: no rollouts file)."""
-
-    has: bool
-    state: str | None
-    side: Side | None
-
-
-COMPLETED = "COMPLETED"
-
-
-def _side_shortfalls(benchmark: str, name: str, found: Found) -> list[str]:
-    if not found.has:
-        return [f"{benchmark}: the {name} run has no such benchmark"]
-    out = []
-    if found.state is not None and found.state != COMPLETED:
-        out.append(f"{benchmark}: the {name}'s job is {found.state}, not COMPLETED")
-    side = found.side
-    if side is None:
-        out.append(f"{benchmark}: no {ROLLOUTS_FILE} in the {name}")
-    elif side.scored == 0:
-        out.append(f"{benchmark}: the {name}'s {ROLLOUTS_FILE} is empty: no rollout")
-    elif side.expected_by_agent:  # each agent's own count (shortfalls): here, those that wrote none
-        for agent, count in side.expected_by_agent.items():
-            if agent not in side.rollouts:
-                out.append(f"{benchmark} ({agent}): the {name} is partial: 0/{count} rollouts scored")
-    elif side.partial and any(side.expected_of(a) is None for a in side.rollouts):
-        # Agents' own counts unknown (inputs that name no agent, several agents): the benchmark's.
-        out.append(f"{benchmark}: the {name} is partial: {side.distinct}/{side.expected} rollouts scored")
-    return out
-
-
-def shortfalls(benchmark: str, base: Found, cand: Found, agents: Sequence[AgentDiff]) -> list[str]:
-    """Why `benchmark` was not compared in full, one line each (none: it was): a side without it,
-    whose job did not complete, with no rollouts file, an empty one or fewer rollouts than asked for;
-    an agent partial, with no pair, or no metric to gate on. (An agent only one side has is
-    diff_benchmark's.)"""
-    out = _side_shortfalls(benchmark, "baseline", base) + _side_shortfalls(benchmark, "candidate", cand)
-    for a in agents:
-        out += [f"{benchmark} ({a.agent}): the {n}" for n in a.notes if " is partial: " in n]
-        if a.pairs == 0:
-            out.append(
-                f"{benchmark} ({a.agent}): no rollout of one run has a partner (task, repeat) in the other"
-            )
-        elif a.primary is None:
-            out.append(f"{benchmark} ({a.agent}): {a.primary_why}")
-    return list(dict.fromkeys(out))
-
-
-NOTHING = "nothing was compared: no benchmark has rollouts paired across the two runs"

@@ -19,7 +19,7 @@ from gymbuild.errors import Inconclusive, UsageError, UserError, printable
 from gymbuild.executors.connection import is_this_machine
 from gymbuild.executors.states import states_of
 from gymbuild.request.verb_args import CompareArgs
-from gymbuild.results import compare, compare_text, gate, read, stats, table
+from gymbuild.results import compare, compare_cover, compare_text, gate, read, stats, table
 
 if TYPE_CHECKING:
     from gymbuild.state.records import SubmissionRecord
@@ -176,7 +176,7 @@ def build(s: Session, args: CompareArgs) -> compare.Comparison:
     short: dict[str, list[str]] = {}
     for bench in wanted:
         base, cand = (
-            compare.Found(
+            compare_cover.Found(
                 bench in {j.benchmark for j in r.benchmarks},
                 st.get(bench),
                 compare.parse_side(f[bench]) if bench in f else None,
@@ -190,11 +190,11 @@ def build(s: Session, args: CompareArgs) -> compare.Comparison:
             skipped += left_out
             mine += left_out  # an agent only one side has: nothing to pair it with
         agents += found
-        mine += compare.shortfalls(bench, base, cand, found)
+        mine += compare_cover.shortfalls(bench, base, cand, found)
     _check_metric(args.metric, agents)
     every = [line for bench in wanted for line in short[bench]]
     if not agents:
-        every.append(compare.NOTHING)
+        every.append(compare_cover.NOTHING)
     return compare.Comparison(
         names[0],
         names[1],
