@@ -175,7 +175,10 @@ def evidence(deltas: Sequence[float] | Floats, *, bounded: bool, bootstrap: bool
     if spread == 0:
         half = zero_spread_bound(n) if bounded else 0.0
         t_int = (estimate - half, estimate + half)
-        p = 1.0 if estimate == 0 else 0.0
+        if bounded:  # a difference of two [0, 1] scores lies in [-1, 1]
+            t_int = (max(t_int[0], -1.0), min(t_int[1], 1.0))
+        # No spread, no t statistic: the sign test of n deltas all on one side (exact, 2 / 2^n).
+        p = 1.0 if estimate == 0 else min(1.0, 2 * 0.5**n)
         mde = half if bounded else 0.0
         return Evidence(n, estimate, t_int, 0.0, p, None, True, mde, t_int)
     se = spread / math.sqrt(n)

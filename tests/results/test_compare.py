@@ -70,6 +70,10 @@ def test_with_every_task_delta_equal_the_interval_is_the_rule_of_three_not_zero_
     )
     low, high = reward(a).ci or (0, 0)
     assert low < -0.7 and high > 0.7
+    # Three tasks that all failed where they passed: no spread, so the sign test (2 / 2^3), not p = 0,
+    # and an interval that stays within the [-1, 1] a difference of pass/fail scores can take.
+    moved = stats.evidence([-1.0, -1.0, -1.0], bounded=True)
+    assert moved.p_value == 0.25 and moved.interval == (-1.0, pytest.approx(-1 + stats.zero_spread_bound(3)))
 
 
 def test_a_clear_drop_fails_the_gate_and_a_small_one_within_the_noise_does_not() -> None:
