@@ -10,6 +10,7 @@ import re
 import select
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import ClassVar
 
 # What a terminal acts on rather than shows: C0 and C1 controls, DEL, and Unicode's bidirectional
 # overrides and isolates (they reorder what is shown). A config value echoed raw could repaint the
@@ -63,6 +64,8 @@ class Problem:
 class UserError(Exception):
     """A mistake in the user's input or environment; the message says what to do."""
 
+    status: ClassVar[int] = 1  # the command's exit status
+
     def __init__(self, message: str) -> None:
         message = printable(message)  # the one place every user-facing error passes: escape it here
         super().__init__(message)
@@ -107,3 +110,21 @@ class Inconclusive(UserError):
     """A gate that cannot decide (compare max_drop=: a side failed, is partial or has nothing to pair):
     printed as its message alone, like any UserError, but the command exits 2, not 1, so a CI step can
     tell "could not tell" from "dropped" and from a mistake on the command line (task_kinds.py)."""
+
+
+class UsageError(UserError):
+    """An argument a gate cannot use (compare: a bad max_drop=, an unknown run=, an only= or metric=
+    naming nothing there): one message, as any UserError, but its own exit status, EX_USAGE of
+    sysexits.h, so a CI step never reads a typo as a drop (1) or an undecided gate (2)."""
+
+    status: ClassVar[int] = 64
+
+
+class Stopped(BaseException):
+    """A UsageError on its way out of doit, which ends a task with 1 or 2 only: raised by the task's
+    action (cli/task_kinds.user_action), let through by doit as Ctrl-C is, and turned into its message
+    and status by the console script (cli/main.py)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.message, self.status = message, status

@@ -23,6 +23,16 @@ def rollouts(scores: dict[int, list[int]], agent: str = "agent", tokens: int | N
     return "".join(rows)
 
 
+def asked(scores: dict[int, list[int]], agent: str = "agent") -> str:
+    """rollouts_materialized_inputs.jsonl of one agent: a line per (task, repeat) asked for, naming
+    the agent as gym's materialized inputs do."""
+    return "".join(
+        json.dumps({"_ng_task_index": t, "_ng_rollout_index": r, "agent_ref": {"name": agent}}) + "\n"
+        for t, repeats in scores.items()
+        for r in range(len(repeats))
+    )
+
+
 def record(
     home: Path,
     gym_job_id: str,
@@ -31,10 +41,14 @@ def record(
     *,
     expected: dict[str, int] | None = None,
     crashed: tuple[str, ...] = (),
+    materialized: dict[str, str] | None = None,
+    aggregates: dict[str, str] | None = None,
 ) -> None:
     """A local submission: its run directory and its record in the local index. Per benchmark its
     rollouts.jsonl (None: none written), asked for `expected[bench]` rollouts (default: as many as
-    written); a benchmark in `crashed` has no exit file (its job is gone: FAILED), the others exit 0."""
+    written), or the materialized inputs `materialized[bench]` as written, and gym's aggregate
+    `aggregates[bench]` if given; a benchmark in `crashed` has no exit file (its job is gone: FAILED),
+    the others exit 0."""
     run_dir = home / "runs" / gym_job_id
     run_dir.mkdir(parents=True)
     (run_dir / "resolved-config.yaml").write_text(
@@ -47,8 +61,11 @@ def record(
         lines = len(text.splitlines()) if text is not None else 0
         if text is not None:
             (artifacts / compare.ROLLOUTS_FILE).write_text(text)
-        asked = (expected or {}).get(bench, lines)
-        (artifacts / compare.MATERIALIZED_FILE).write_text("{}\n" * asked)
+        count = (expected or {}).get(bench, lines)
+        text_asked = (materialized or {}).get(bench, "{}\n" * count)
+        (artifacts / compare.MATERIALIZED_FILE).write_text(text_asked)
+        if bench in (aggregates or {}):
+            (artifacts / compare.AGGREGATE_FILE).write_text((aggregates or {})[bench])
         if bench not in crashed:
             (run_dir / bench / ".gym_exit-1").write_text("0\n")
         jobs.append({"benchmark": bench, "job_dir": str(run_dir / bench), "job_id": "1", "error": None})

@@ -314,12 +314,16 @@ def _answered(argv: Sequence[str] | None) -> int:
 
 def _flushed(argv: Sequence[str] | None) -> int:
     """_main's status with stdout flushed, or a shell's status for a reader that has gone."""
-    from gymbuild.errors import OutputClosed, stdout_closed  # late: start-up
+    from gymbuild.errors import OutputClosed, Stopped, stdout_closed  # late: start-up
 
     try:
         status = _main(argv)
         sys.stdout.flush()  # here, where a reader that has gone is answered, not at exit
         return status
+    except Stopped as err:  # a verb's usage error with its own status (errors.UsageError)
+        sys.stdout.flush()
+        print(err.message, file=sys.stderr)
+        return err.status
     except (OutputClosed, BrokenPipeError) as err:
         if isinstance(err, BrokenPipeError) and not stdout_closed():
             raise
@@ -353,10 +357,13 @@ def _reader_gone() -> int:
 def _main(argv: Sequence[str] | None) -> int:
     from gymbuild.cli.argv import normalize  # late: start-up
 
-    parsed = normalize(sys.argv[1:] if argv is None else argv)
+    given = sys.argv[1:] if argv is None else argv
+    parsed = normalize(given)
     if parsed.error is not None:
+        from gymbuild.request.verbs import mistake_status  # late: start-up
+
         print(parsed.error, file=sys.stderr)
-        return 1
+        return mistake_status(given)  # 1, or compare's usage error's 64
     args = list(parsed.args)
     answered = answer_here(args)
     if answered is not None:
@@ -368,9 +375,9 @@ def _main(argv: Sequence[str] | None) -> int:
 
     try:
         namespace = graph.namespace(args, early)
-    except UserError as err:  # the workspace is held by another run: its message, not a traceback
+    except UserError as err:  # a refused argument, or the workspace held by another run: its message
         print(err, file=sys.stderr)
-        return 1
+        return err.status  # 1, or a gate's usage error's own (errors.UsageError)
     return _doit(namespace).run(args)
 
 

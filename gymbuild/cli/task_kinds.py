@@ -18,7 +18,7 @@ from typing import ParamSpec, TypeAlias, TypedDict, TypeVar
 from doit.exceptions import TaskFailed
 
 from gymbuild.cli.reporter import Undecided
-from gymbuild.errors import Inconclusive, OutputClosed, UserError, stdout_closed
+from gymbuild.errors import Inconclusive, OutputClosed, Stopped, UsageError, UserError, stdout_closed
 from gymbuild.request import verbs
 from gymbuild.request.verb_args import SubmitArgs
 from gymbuild.submit.session import Session
@@ -58,13 +58,15 @@ TaskResult: TypeAlias = TaskDict | Iterator[TaskDict] | None
 
 def user_action(func: Callable[P, R]) -> Callable[P, R | ActionResult]:
     """A task action whose UserError becomes doit's TaskFailed: the message, exit 1, no traceback
-    (an Inconclusive gate: the message, exit 2); and whose stdout, closed by its reader, ends the run
-    quietly (OutputClosed)."""
+    (an Inconclusive gate: the message, exit 2; a UsageError: the message, its own status); and whose
+    stdout, closed by its reader, ends the run quietly (OutputClosed)."""
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R | ActionResult:
         try:
             return func(*args, **kwargs)
+        except UsageError as err:  # its own status, which doit has no TaskFailed for: past doit
+            raise Stopped(str(err), err.status) from None
         except Inconclusive as err:
             return Undecided(str(err))
         except UserError as err:

@@ -99,6 +99,13 @@ def difference(text: str) -> float | None:
     return value
 
 
+def metric(text: str) -> str | None:
+    """`metric=`: a metric's name (`accuracy`, `mean/accuracy`); nothing given is none given."""
+    if text and (text.strip() != text or any(not c.isprintable() for c in text)):
+        raise Refused(" is not a metric name")
+    return text or None
+
+
 def ready_markers(text: str) -> tuple[str, ...]:
     """`ready=`: marker file names (`none` or nothing: no marker, every match is taken)."""
     if text.strip().lower() in ("", "none"):
@@ -262,13 +269,22 @@ ARGUMENTS: tuple[Argument, ...] = (
     Argument(
         "max_drop",
         "X",
-        "a CI gate: exit 1 when a benchmark's mean/reward dropped by more than X with 95% confidence; "
-        "2 (INCONCLUSIVE) when a benchmark was not compared in full (a side FAILED, partial, no rollouts); "
-        "0 only when every one was",
+        "a CI gate, non-inferiority: exit 0 (PASS) when the 95% interval of each benchmark's difference "
+        "rules out a drop of more than X, 1 (DROP) when it shows one, 2 (INCONCLUSIVE) when it can do "
+        "neither or a benchmark was not compared in full; 64 for an argument it cannot use",
         difference,
-        "a number of the metric's own unit, 0 or more: max_drop=0.02 fails when the reward "
-        "dropped by more than 0.02 with 95% confidence",
+        "a number of the metric's own unit, 0 or more: max_drop=0.02 passes when a drop of more than "
+        "0.02 is ruled out with 95% confidence",
         "0.02",
+    ),
+    Argument(
+        "metric",
+        "NAME",
+        "compare: the metric a max_drop= gate reads (accuracy or mean/accuracy; default: the benchmark's "
+        "key metric as NeMo Gym's aggregate names it, else mean/reward)",
+        metric,
+        "metric=<a number every rollout carries>, e.g. metric=accuracy",
+        "accuracy",
     ),
     _flag(
         "series",

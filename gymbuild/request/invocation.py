@@ -6,8 +6,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from gymbuild.errors import UsageError, UserError
 from gymbuild.request.arguments import ARGUMENTS
-from gymbuild.request.verbs import VERBS, reserved
+from gymbuild.request.verbs import VERBS, mistake_status, reserved
 
 RESERVED = reserved()  # the arguments gymbuild's verbs read (verbs.ARGUMENTS); the rest are overrides
 # Verbs that only read the workspace (outcome files are written atomically) and write nothing in it.
@@ -71,6 +72,7 @@ class Invocation:
     sweep: str | None = None  # a sweep by its id, for the day-two verbs
     config_given: bool = False  # config= was on the command line (`runs config=F` filters by it)
     max_drop: float | None = None  # compare: exit 1 when a benchmark dropped by more (compare_read.py)
+    metric: str | None = None  # compare: the metric the gate reads (None: the benchmark's key metric)
     series: bool = False  # results of a sweep: a row per combination and metric (series.py)
     step: str | None = None  # the regular expression that finds the training step in a swept value
     dry_run: bool = False  # cancel, resubmit: say what it would do, do nothing (NeMo Gym's --dry-run)
@@ -88,7 +90,13 @@ class Invocation:
     def from_argv(cls, argv: Sequence[str]) -> Invocation:
         """The command line after the program name, parsed once for the whole run: doit sees the same
         `name=value` arguments (it splits them the same way) but gymbuild never asks doit for them."""
-        return replace(cls.from_vars(command_variables(argv)), verbs=tuple(command_verbs(argv)))
+        verbs = tuple(command_verbs(argv))
+        try:
+            return replace(cls.from_vars(command_variables(argv)), verbs=verbs)
+        except UserError as err:  # a gate's refused argument has its own exit status (verbs.Verb)
+            if mistake_status(verbs) == UsageError.status:
+                raise UsageError(str(err)) from None
+            raise
 
     @property
     def read_only(self) -> bool:

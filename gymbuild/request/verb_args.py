@@ -119,6 +119,7 @@ class ResultsArgs(OfSubmission, OfSweep):
 class CompareArgs(OfSubmission):
     verb: ClassVar[str] = "compare"
     max_drop: float | None
+    metric: str | None
 
 
 @dataclass(frozen=True)

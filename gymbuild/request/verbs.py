@@ -15,9 +15,11 @@ tests/cli/test_verbs.py and tests/cli/test_verb_args.py fail for a verb missing 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from gymbuild.errors import UsageError, UserError
 from gymbuild.request.arguments import ARGUMENTS, Argument, argument
 
 __all__ = ["ARGUMENTS", "VERBS", "Argument", "Verb", "argument", "verb"]
@@ -65,6 +67,9 @@ class Verb:
     connects_ahead: ConnectsAhead | None = None
     sweeps: bool = False  # with multirun=1 or sweep=ID it works on every cell (multirun.VERBS)
     writes: Writes = field(kw_only=True)
+    # A refused argument's exit status: 1, or a gate's own (compare: errors.UsageError's 64), so a
+    # CI step reads a typo neither as a drop nor as an undecided gate.
+    usage_error: bool = field(default=False, kw_only=True)
 
     @property
     def reads_only(self) -> bool:  # invocation.READ_ONLY_VERBS
@@ -310,16 +315,19 @@ VERBS: tuple[Verb, ...] = (
             ("config", ""),
             ("workspace", ""),
             ("run", "the baseline's gym_job_id, then the candidate's; run=all: a config's two submissions"),
-            ("only", "these benchmarks only (one neither run has: a mistake, exit 1, nothing on stdout)"),
+            ("only", "these benchmarks only (one neither run has: a usage error, exit 64, no output)"),
             ("max_drop", ""),
+            ("metric", ""),
             ("json", "one JSON document"),
         ),
         (
             "gymbuild compare run=gym-job-20260101T120000Z-a1b2c3,gym-job-20260102T090000Z-d4e5f6",
             "gymbuild compare run=$BASELINE,$CANDIDATE max_drop=0.02 json=1   # a CI gate",
+            "gymbuild compare run=$BASELINE,$CANDIDATE max_drop=0.02 metric=accuracy",
         ),
         flags=_only_reads("compare"),
         writes="nothing",
+        usage_error=True,
     ),
     Verb(
         "export",
@@ -418,6 +426,13 @@ OVERRIDES = (
 
 def verb(name: str) -> Verb | None:
     return next((v for v in VERBS if v.name == name), None)
+
+
+def mistake_status(words: Sequence[str]) -> int:
+    """The exit status of a refused command line naming `words`: 1, or a gate's usage error's own
+    (errors.UsageError: 64) when its one verb is a gate (Verb.usage_error: compare)."""
+    named = {v for w in words if (v := verb(w)) is not None}
+    return UsageError.status if len(named) == 1 and named.pop().usage_error else UserError.status
 
 
 def reserved() -> frozenset[str]:

@@ -3,78 +3,98 @@
 The two runs' rollouts (`artifacts/rollouts.jsonl`, one line per finished rollout) are paired by
 agent, task (`_ng_task_index`) and repeat (`_ng_rollout_index`): the same question asked the same
 time, once of each model. Pairing removes the spread between easy and hard tasks from the
-difference, which is most of the noise of an unpaired comparison, so a paired interval is narrower
-for the same data. Per metric (`mean/<field>`: the reward, and every other number a rollout carries,
-as NeMo Gym's aggregation names them) this reports:
+difference. The unit of evidence is the task (stats.py): per metric (`mean/<field>`, as NeMo Gym's
+aggregation names it) each task gives the mean over its paired repeats of candidate - baseline, and
+the difference, its interval, tests and detectable effect are computed on those task deltas. NeMo
+Gym's own numbers on the same files (its Welch interval over per-repeat means, its per-task flips)
+are reported beside them (`gym_*`), so the two tools can be checked against each other.
 
-- the difference of the means over the pairs, and its 95% interval by a paired bootstrap over
-  tasks with a fixed seed (stats.paired_bootstrap);
-- for a pass/fail metric (every value 0 or 1): the pairs that flipped each way and the exact
-  McNemar p-value (stats.mcnemar);
-- NeMo Gym's own interval (Welch over per-repeat means, which needs two repeats or more), and its
-  per-task flips (a task passes when most of its repeats do), the numbers `gym eval compare` prints
-  on the same files.
-
-Coverage comes with every row: how many rollouts each side scored of how many it was given
-(`rollouts_materialized_inputs.jsonl` has one line per rollout asked for), and how many pairs the
-comparison used. A partial side is said, never silently compared with a complete one.
-
-results/compare_read.py fetches the files; this module turns their text into comparisons and those into a
-table or JSON, and says whether a benchmark dropped by more than `max_drop` with confidence, or
-whether that cannot be told (`shortfalls`): a gate that is green when nothing was compared would
-pass the worst regression of all, a run that crashed.
+Coverage comes with every row, per agent: how many rollout lines each side wrote (duplicates
+counted, as `status` counts them) of how many it was given (`rollouts_materialized_inputs.jsonl`,
+one line per rollout asked for, with its agent), duplicates and empty files named. The metric a gate
+reads (`primary`) is `metric=`, else the benchmark's key metric as NeMo Gym's aggregate names it
+(`rollouts_aggregate_metrics.json`), else `mean/reward`. results/compare_read.py fetches the files;
+results/compare_cover.py says what was not compared in full; results/compare_text.py prints;
+results/gate.py judges.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from gymbuild.results import stats
-from gymbuild.results.table import _aligned, number, signed
 
 ROLLOUTS_FILE = "rollouts.jsonl"
 MATERIALIZED_FILE = "rollouts_materialized_inputs.jsonl"  # one line per rollout asked for
 FAILURES_FILE = "rollouts_failures.jsonl"  # one line per failed attempt of a rollout
-PRIMARY = "mean/reward"  # what max_drop gates on: every NeMo Gym verifier returns a reward
+AGGREGATE_FILE = "rollouts_aggregate_metrics.json"  # gym's aggregate: per agent, its key_metrics
+REWARD = "mean/reward"  # every NeMo Gym verifier returns a reward: the key metric when none is named
 _USAGE = ("input_tokens", "output_tokens", "total_tokens")  # what gym's aggregation reads of response.usage
+USAGE_METRICS = tuple(f"mean/{n}" for n in _USAGE)
 
 Key = tuple[int, int]  # (task index, repeat index)
 
 
 @dataclass(frozen=True)
 class Side:
-    """One benchmark of one run as its files tell: per agent, per (task, repeat), its numbers."""
+    """One benchmark of one run as its files tell: per agent, per (task, repeat), its numbers (the
+    last line of a duplicated (task, repeat)); per agent its rollout lines (duplicates counted) and the
+    rollouts it was asked for; gym's key metrics per agent where its aggregate was written."""
 
     rollouts: Mapping[str, Mapping[Key, Mapping[str, float]]]
     expected: int | None  # rollouts asked for (None: no materialized inputs: not a gym eval run)
     failed: int | None  # lines of the failures file (None: no such file)
+    lines: Mapping[str, int] = field(default_factory=dict)  # per agent: rollout lines written
+    expected_by_agent: Mapping[str, int] = field(default_factory=dict)  # from materialized agent_ref
+    key_metrics: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # per agent, gym's order
 
     @property
     def scored(self) -> int:
+        """Rollout lines, as `status` counts them (a duplicated (task, repeat) counts twice)."""
+        return sum(self.lines_of(a) for a in self.rollouts)
+
+    @property
+    def distinct(self) -> int:
         return sum(len(rows) for rows in self.rollouts.values())
 
     @property
     def partial(self) -> bool:
-        return self.expected is not None and self.scored < self.expected
+        return self.expected is not None and self.distinct < self.expected
+
+    def lines_of(self, agent: str) -> int:
+        return self.lines.get(agent, len(self.rollouts.get(agent, {})))
+
+    def duplicates(self, agent: str) -> int:
+        return self.lines_of(agent) - len(self.rollouts.get(agent, {}))
+
+    def expected_of(self, agent: str) -> int | None:
+        """The rollouts `agent` was asked for: its materialized inputs' lines; the whole file's when
+        they name no agent and the benchmark has one; None when that cannot be told."""
+        if self.expected_by_agent:
+            return self.expected_by_agent.get(agent, 0)
+        agents = set(self.rollouts)
+        return self.expected if self.expected is not None and agents <= {agent} else None
 
 
 def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if type(value) not in (int, float):  # a bool is no number here
         return None
-    return float(value) if math.isfinite(value) else None
+    return float(value) if math.isfinite(value) else None  # type: ignore[arg-type]
 
 
 def row_numbers(row: Mapping[str, object]) -> dict[str, float]:
     """A rollout's metrics, named as NeMo Gym's aggregation names their means: `mean/reward`,
-    `mean/<any other top-level number>`, `mean/input_tokens` (from response.usage) and so on."""
-    out = {}
-    for name, value in row.items():
-        number_ = _number(value)
-        if number_ is not None and not name.startswith("_"):
-            out[f"mean/{name}"] = number_
+    `mean/<any other top-level number>`, `mean/input_tokens` (from response.usage) and so on.
+    (The hot loop of a 12,000-task compare: type() and one comprehension, not a call per field.)"""
+    out = {
+        f"mean/{name}": float(value)  # type: ignore[arg-type]
+        for name, value in row.items()
+        if type(value) in (int, float) and name[:1] != "_" and math.isfinite(value)  # type: ignore[arg-type]
+    }
     response = row.get("response")
     usage = response.get("usage") if isinstance(response, dict) else None
     if isinstance(usage, dict):
@@ -89,6 +109,57 @@ def _lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
 
 
+def _agent(row: Mapping[str, object]) -> str:
+    ref = row.get("agent_ref")
+    name = ref.get("name") if isinstance(ref, dict) else None
+    return str(name or row.get("_ng_environment_server") or "-")
+
+
+def _asked(text: str) -> tuple[int, dict[str, int]]:
+    """The materialized inputs: their line count, and per agent named in them its lines."""
+    by_agent: dict[str, int] = {}
+    lines = _lines(text)
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("agent_ref"), dict) and row["agent_ref"].get("name"):
+            by_agent[str(row["agent_ref"]["name"])] = by_agent.get(str(row["agent_ref"]["name"]), 0) + 1
+    return len(lines), by_agent
+
+
+def key_metrics(text: str | None) -> dict[str, tuple[str, ...]]:
+    """Per agent, the key metrics NeMo Gym's aggregate names (its `get_key_metrics`, in its order)."""
+    try:
+        entries = json.loads(text) if text else []
+    except ValueError:
+        return {}
+    out = {}
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("key_metrics"), dict | list):
+            out[_agent(entry)] = tuple(str(k) for k in entry["key_metrics"])
+    return out
+
+
+def _rows(text: str) -> Iterator[Any]:
+    """The rollouts: a JSON array (compare_read's reader sends them so: one json.loads for all), or
+    the file itself, a line each, a line that does not parse left out."""
+    if text.startswith("["):
+        try:
+            rows = json.loads(text)
+        except ValueError:
+            rows = None
+        if isinstance(rows, list):
+            yield from rows
+            return
+    for line in _lines(text):
+        try:
+            yield json.loads(line)
+        except ValueError:
+            continue
+
+
 def parse_side(files: Mapping[str, str]) -> Side | None:
     """A benchmark's files (name -> text) as a Side; None when it wrote no rollouts file at all.
 
@@ -98,52 +169,113 @@ def parse_side(files: Mapping[str, str]) -> Side | None:
     if text is None:
         return None
     rollouts: dict[str, dict[Key, dict[str, float]]] = {}
-    for line in _lines(text):
+    lines: dict[str, int] = {}
+    for row in _rows(text):
         try:
-            row = json.loads(line)
             key = (int(row["_ng_task_index"]), int(row.get("_ng_rollout_index", 0)))
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             continue
-        agent = str((row.get("agent_ref") or {}).get("name") or row.get("_ng_environment_server") or "-")
+        agent = _agent(row)
         rollouts.setdefault(agent, {})[key] = row_numbers(row)
+        lines[agent] = lines.get(agent, 0) + 1
     materialized, failures = files.get(MATERIALIZED_FILE), files.get(FAILURES_FILE)
+    expected, by_agent = _asked(materialized) if materialized is not None else (None, {})
     return Side(
         rollouts,
-        expected=None if materialized is None else len(_lines(materialized)),
+        expected=expected,
         failed=None if failures is None else len(_lines(failures)),
+        lines=lines,
+        expected_by_agent=by_agent,
+        key_metrics=key_metrics(files.get(AGGREGATE_FILE)),
     )
+
+
+def metric_name(text: str) -> str:
+    """`metric=accuracy` or `metric=mean/accuracy`: the aggregate's name, `mean/accuracy`."""
+    return text if "/" in text else f"mean/{text}"
+
+
+def _as_mean(key: str) -> str:
+    """A key metric as the per-rollout mean it is: `pass@1[avg-of-4]/accuracy` and `pass@1/accuracy`
+    (one attempt's chance, averaged over the repeats) are `mean/accuracy`; others stay as named."""
+    head, _, field_ = key.partition("/")
+    return f"mean/{field_}" if field_ and (head == "pass@1" or head.startswith("pass@1[avg-of-")) else key
+
+
+def primary(names: Sequence[str], keys: Sequence[str], wanted: str | None) -> tuple[str | None, str]:
+    """The metric the gate reads among `names` (the metrics both sides' pairs have), and how it was
+    chosen, or (None, why none could be). `wanted`: metric=; `keys`: gym's key metrics for the agent,
+    in its order (the first it can pair: gym's default puts mean/reward first)."""
+    if wanted is not None:
+        name = metric_name(wanted)
+        return (name, "metric=") if name in names else (None, f"no {name} (metric=) in both runs' rollouts")
+    keyed = [k for k in map(_as_mean, keys) if k in names and k not in USAGE_METRICS]
+    if keyed:
+        return keyed[0], "the benchmark's key metric (gym's aggregate)"
+    if REWARD in names:
+        return REWARD, "the reward"
+    scores = [n for n in names if n not in USAGE_METRICS]
+    if len(scores) == 1:
+        return scores[0], "the one score the rollouts carry"
+    listed = ", ".join(scores) or "none"
+    return None, f"no {REWARD} and no key metric to gate on (metrics: {listed}): name one with metric="
 
 
 @dataclass(frozen=True)
 class MetricDiff:
-    """One metric of one (benchmark, agent): the paired difference and what backs it."""
+    """One metric of one (benchmark, agent): the task-clustered paired difference and what backs it."""
 
     metric: str
     pairs: int
-    baseline: float  # means over the pairs
+    tasks: int
+    baseline: float  # means over the paired tasks (each task its repeats' mean)
     candidate: float
-    delta: float
-    ci: tuple[float, float]  # paired bootstrap, 95%
+    delta: float  # the mean task delta
+    ci: tuple[float, float] | None  # 95%: t on task deltas (widened to the task bootstrap's, gated metric)
     binary: bool
+    p_value: float | None = None  # paired t-test on task deltas
+    p_robust: float | None = None  # Wilcoxon signed-rank on task deltas
+    normal: bool = True  # False: the deltas are far from normal, p_robust leads
+    detectable: float | None = None  # minimum detectable effect, 80% power
+    spread: float = 0.0  # standard deviation of the task deltas
     pass_to_fail: int | None = None  # pairs, for a pass/fail metric
     fail_to_pass: int | None = None
-    p_value: float | None = None  # exact McNemar, for a pass/fail metric
+    mcnemar: float | None = None  # exact McNemar: only when every task has one repeat
     gym_delta: float | None = None  # NeMo Gym's: mean of per-repeat means, candidate - baseline
     gym_ci: tuple[float, float] | None = None  # NeMo Gym's Welch interval over per-repeat means
     gym_task_flips: tuple[int, int] | None = None  # NeMo Gym's (fail_to_pass, pass_to_fail) per task
+
+    @property
+    def evidence(self) -> stats.Evidence:
+        return stats.Evidence(
+            self.tasks,
+            self.delta,
+            self.ci,
+            self.spread,
+            self.p_value,
+            self.p_robust,
+            self.normal,
+            self.detectable,
+        )
 
 
 @dataclass(frozen=True)
 class AgentDiff:
     benchmark: str
     agent: str
-    baseline_scored: int
+    baseline_scored: int  # rollout lines, duplicates counted
     candidate_scored: int
-    baseline_expected: int | None
+    baseline_expected: int | None  # this agent's rollouts asked for
     candidate_expected: int | None
     pairs: int
     metrics: tuple[MetricDiff, ...]
     notes: tuple[str, ...] = ()
+    primary: str | None = None  # the metric a gate reads (None: none could be chosen)
+    primary_why: str = ""
+    partial: tuple[str, ...] = ()  # the sides (baseline, candidate) short of what they were asked
+
+    def metric(self, name: str | None) -> MetricDiff | None:
+        return next((m for m in self.metrics if m.metric == name), None)
 
 
 @dataclass(frozen=True)
@@ -157,252 +289,148 @@ class Comparison:
     agents: tuple[AgentDiff, ...]
     skipped: tuple[str, ...] = field(default_factory=tuple)  # benchmarks not compared, and why
     inconclusive: tuple[str, ...] = field(default_factory=tuple)  # what keeps the gate from deciding
+    benchmarks: tuple[str, ...] = field(default_factory=tuple)  # the benchmarks asked for, in order
+    short: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # per benchmark, its shortfalls
 
 
-def _repeat_means(rows: Mapping[Key, Mapping[str, float]], metric: str) -> list[float]:
-    """Per repeat (in repeat order), the mean of the metric over that side's tasks: NeMo Gym's
-    repeat-level `mean/<field>`."""
-    by_repeat: dict[int, list[float]] = {}
-    for (_, repeat), values in rows.items():
-        if metric in values:
-            by_repeat.setdefault(repeat, []).append(values[metric])
-    return [stats.mean(by_repeat[r]) for r in sorted(by_repeat)]
+class _Columns:
+    """One side's rows of one agent as arrays: task and repeat per row, and per metric its values
+    (NaN where a row lacks it), so the per-task and per-repeat means are numpy's sums, not loops."""
+
+    def __init__(self, rows: Mapping[Key, Mapping[str, float]], keys: Sequence[Key]) -> None:
+        np_ = stats.numpy()
+        self.rows, self.keys = rows, keys
+        self.task = np_.fromiter((k[0] for k in keys), dtype=np_.int64, count=len(keys))
+        self.repeat = np_.fromiter((k[1] for k in keys), dtype=np_.int64, count=len(keys))
+        self._values: dict[str, stats.Floats] = {}
+
+    def values(self, metric: str) -> stats.Floats:
+        if metric not in self._values:
+            np_ = stats.numpy()
+            rows, nan = self.rows, math.nan
+            got = (rows[k].get(metric, nan) for k in self.keys)
+            self._values[metric] = np_.fromiter(got, dtype=float, count=len(self.keys))
+        return self._values[metric]
 
 
-def _task_means(rows: Mapping[Key, Mapping[str, float]], metric: str) -> dict[int, float]:
-    by_task: dict[int, list[float]] = {}
-    for (task, _), values in rows.items():
-        if metric in values:
-            by_task.setdefault(task, []).append(values[metric])
-    return {t: stats.mean(v) for t, v in by_task.items()}
+def _group_means(groups: stats.Floats, values: stats.Floats) -> tuple[stats.Floats, stats.Floats]:
+    """(the distinct groups, sorted; each one's mean of `values`)."""
+    np_ = stats.numpy()
+    uniq, inverse, counts = np_.unique(groups, return_inverse=True, return_counts=True)
+    return uniq, np_.bincount(inverse, weights=values, minlength=len(uniq)) / counts
 
 
-def _gym_task_flips(
-    base: Mapping[Key, Mapping[str, float]], cand: Mapping[Key, Mapping[str, float]], metric: str
-) -> tuple[int, int]:
-    """NeMo Gym's flips: per common task, its mean over repeats passes above 0.5 (a tie flips nothing)."""
-    b, c = _task_means(base, metric), _task_means(cand, metric)
-    up = down = 0
-    for task in set(b) & set(c):
-        if 0.5 in (b[task], c[task]):
-            continue
-        up += b[task] < 0.5 < c[task]
-        down += c[task] < 0.5 < b[task]
-    return up, down
+def _gym(b: _Columns, c: _Columns, metric: str, binary: bool) -> dict[str, object]:
+    """NeMo Gym 0.7.0's numbers on each side's own rows: the difference of the means of per-repeat
+    means, its Welch interval over them, and per-task flips (a task passes above a mean of 0.5)."""
+    np_ = stats.numpy()
+    sides = []
+    for col in (b, c):
+        v = col.values(metric)
+        ok = ~np_.isnan(v)
+        sides.append((col.repeat[ok], col.task[ok], v[ok]))
+    (b_rep, b_task, b_v), (c_rep, c_task, c_v) = sides
+    b_means, c_means = _group_means(b_rep, b_v)[1], _group_means(c_rep, c_v)[1]
+    out: dict[str, object] = {
+        "gym_delta": float(c_means.mean() - b_means.mean()) if len(b_means) and len(c_means) else None,
+        "gym_ci": stats.welch(c_means.tolist(), b_means.tolist()),
+    }
+    if binary:
+        (bt, bm), (ct, cm) = _group_means(b_task, b_v), _group_means(c_task, c_v)
+        _, bi, ci = np_.intersect1d(bt, ct, assume_unique=True, return_indices=True)
+        bm, cm = bm[bi], cm[ci]
+        out["gym_task_flips"] = (int(((bm < 0.5) & (cm > 0.5)).sum()), int(((cm < 0.5) & (bm > 0.5)).sum()))
+    return out
 
 
-def diff_agent(benchmark: str, agent: str, base: Side, cand: Side) -> AgentDiff:
-    """The paired comparison of one agent of one benchmark."""
+def _metric(name: str, b: _Columns, c: _Columns, gated: bool) -> MetricDiff:
+    np_ = stats.numpy()
+    bv, cv = b.values(name), c.values(name)
+    ok = ~(np_.isnan(bv) | np_.isnan(cv))
+    bv, cv, task = bv[ok], cv[ok], b.task[ok]
+    uniq, inverse, counts = np_.unique(task, return_inverse=True, return_counts=True)
+    per_task = [np_.bincount(inverse, weights=v, minlength=len(uniq)) / counts for v in (bv, cv, cv - bv)]
+    binary = bool(np_.isin(bv, (0.0, 1.0)).all() and np_.isin(cv, (0.0, 1.0)).all())
+    bounded = bool(len(bv)) and min(bv.min(), cv.min()) >= 0 and max(bv.max(), cv.max()) <= 1
+    ev = stats.evidence(per_task[2], bounded=bounded, bootstrap=gated)
+    down = int(((bv == 1) & (cv == 0)).sum()) if binary else None
+    up = int(((bv == 0) & (cv == 1)).sum()) if binary else None
+    one_repeat = bool(len(counts)) and int(counts.max()) == 1
+    return MetricDiff(
+        metric=name,
+        pairs=len(bv),
+        tasks=ev.tasks,
+        baseline=float(per_task[0].mean()) if ev.tasks else math.nan,
+        candidate=float(per_task[1].mean()) if ev.tasks else math.nan,
+        delta=ev.estimate,
+        ci=ev.interval,
+        binary=binary,
+        p_value=ev.p_value,
+        p_robust=ev.p_robust,
+        normal=ev.normal,
+        detectable=ev.detectable,
+        spread=ev.spread,
+        pass_to_fail=down,
+        fail_to_pass=up,
+        mcnemar=stats.mcnemar(down, up) if down is not None and up is not None and one_repeat else None,
+        **_gym(b, c, name, binary),  # type: ignore[arg-type]
+    )
+
+
+def diff_agent(benchmark: str, agent: str, base: Side, cand: Side, wanted: str | None = None) -> AgentDiff:
+    """The paired comparison of one agent of one benchmark: every metric both sides' pairs carry,
+    the gated one (`primary`: metric=, gym's key metric, the reward) first."""
     b_rows, c_rows = base.rollouts.get(agent, {}), cand.rollouts.get(agent, {})
-    common = sorted(set(b_rows) & set(c_rows))
-    names = sorted({m for k in common for m in b_rows[k] if m in c_rows[k]}, key=lambda m: (m != PRIMARY, m))
-    by_task: dict[int, list[list[float]]] = {}
-    pairs: dict[str, list[tuple[float, float]]] = {m: [] for m in names}
+    common = sorted(b_rows.keys() & c_rows.keys())
+    found: set[str] = set()
     for key in common:
-        diffs = by_task.setdefault(key[0], [[] for _ in names])
-        for i, m in enumerate(names):
-            if m in b_rows[key] and m in c_rows[key]:
-                b, c = b_rows[key][m], c_rows[key][m]
-                pairs[m].append((b, c))
-                diffs[i].append(c - b)
-    intervals = stats.paired_bootstrap([by_task[t] for t in sorted(by_task)])
-    metrics = []
-    for m, ci in zip(names, intervals, strict=True):
-        ps = pairs[m]
-        binary = all(v in (0.0, 1.0) for pair in ps for v in pair)
-        down = sum(1 for b, c in ps if b > c) if binary else None
-        up = sum(1 for b, c in ps if c > b) if binary else None
-        b_rep, c_rep = _repeat_means(b_rows, m), _repeat_means(c_rows, m)
-        metrics.append(
-            MetricDiff(
-                metric=m,
-                pairs=len(ps),
-                baseline=stats.mean([b for b, _ in ps]),
-                candidate=stats.mean([c for _, c in ps]),
-                delta=stats.mean([c - b for b, c in ps]),
-                ci=ci,
-                binary=binary,
-                pass_to_fail=down,
-                fail_to_pass=up,
-                p_value=stats.mcnemar(down, up) if down is not None and up is not None else None,
-                gym_delta=stats.mean(c_rep) - stats.mean(b_rep) if b_rep and c_rep else None,
-                gym_ci=stats.welch(c_rep, b_rep),
-                gym_task_flips=_gym_task_flips(b_rows, c_rows, m) if binary else None,
+        found.update(b_rows[key].keys() & c_rows[key].keys())
+    keys = base.key_metrics.get(agent) or cand.key_metrics.get(agent) or ()
+    gated, why = primary(sorted(found), keys, wanted)
+    names = sorted(found, key=lambda m: (m != gated, m != REWARD, m in USAGE_METRICS, m))
+    b_cols, c_cols = _Columns(b_rows, common), _Columns(c_rows, common)
+    metrics = tuple(_metric(m, b_cols, c_cols, m == gated) for m in names) if common else ()
+    notes, partial = [], []
+    for side, name, rows, other in (("baseline", base, b_rows, c_rows), ("candidate", cand, c_rows, b_rows)):
+        asked = name.expected_of(agent)
+        if asked is not None and len(rows) < asked:
+            partial.append(side)
+            notes.append(f"{side} is partial: {len(rows)}/{asked} rollouts scored")
+        twice = name.duplicates(agent)
+        if twice:
+            notes.append(
+                f"{twice} duplicate (task, repeat) line(s) in the {side}: counted as written "
+                f"({name.lines_of(agent)} lines), the last of each compared"
             )
-        )
-    notes = []
-    for side, name, rows in (("baseline", base, b_rows), ("candidate", cand, c_rows)):
-        if name.partial:
-            notes.append(f"{side} is partial: {name.scored}/{name.expected} rollouts scored")
-        unpaired = len(set(rows) - set(common))
+        unpaired = len(rows.keys() - other.keys())
         if unpaired:
             notes.append(f"{unpaired} {side} rollout(s) have no partner in the other run and are left out")
     return AgentDiff(
         benchmark,
         agent,
-        len(b_rows),
-        len(c_rows),
-        base.expected,
-        cand.expected,
+        base.lines_of(agent),
+        cand.lines_of(agent),
+        base.expected_of(agent),
+        cand.expected_of(agent),
         len(common),
-        tuple(metrics),
+        metrics,
         tuple(notes),
+        gated,
+        why,
+        tuple(partial),
     )
 
 
-def diff_benchmark(benchmark: str, base: Side, cand: Side) -> tuple[list[AgentDiff], list[str]]:
-    """Every agent both runs have; an agent only one has is named, not compared."""
+def diff_benchmark(
+    benchmark: str, base: Side, cand: Side, wanted: str | None = None
+) -> tuple[list[AgentDiff], list[str]]:
+    """Every agent both runs have; an agent only one has is named, not compared (unless the other
+    side has no rollout at all: that is said once, as an empty side, not once per agent)."""
     agents = sorted(set(base.rollouts) & set(cand.rollouts))
     skipped = [
         f"{benchmark}: agent {a} is only in the {side}"
         for side, mine, other in (("baseline", base, cand), ("candidate", cand, base))
+        if other.rollouts
         for a in sorted(set(mine.rollouts) - set(other.rollouts))
     ]
-    return [diff_agent(benchmark, a, base, cand) for a in agents], skipped
-
-
-def drops(comparison: Comparison, max_drop: float) -> list[str]:
-    """The (benchmark, agent)s whose primary metric dropped by more than max_drop with 95% confidence:
-    the whole interval of the difference lies below -max_drop."""
-    out = []
-    for a in comparison.agents:
-        for m in a.metrics:
-            if m.metric == PRIMARY and m.ci[1] < -max_drop:
-                out.append(
-                    f"{a.benchmark} ({a.agent}): {m.metric} {signed(m.delta)}, "
-                    f"95% CI [{signed(m.ci[0])}, {signed(m.ci[1])}] is below -{number(max_drop)}"
-                )
-    return out
-
-
-@dataclass(frozen=True)
-class Found:
-    """One run's side of a benchmark as it was found: whether the run has the benchmark at all, the
-    end state of its job (None: not looked at), and its files (None: no rollouts file)."""
-
-    has: bool
-    state: str | None
-    side: Side | None
-
-
-COMPLETED = "COMPLETED"
-
-
-def _side_shortfalls(benchmark: str, name: str, found: Found) -> list[str]:
-    if not found.has:
-        return [f"{benchmark}: the {name} run has no such benchmark"]
-    out = []
-    if found.state is not None and found.state != COMPLETED:
-        out.append(f"{benchmark}: the {name}'s job is {found.state}, not COMPLETED")
-    side = found.side
-    if side is None:
-        out.append(f"{benchmark}: no {ROLLOUTS_FILE} in the {name}")
-    elif side.scored == 0:
-        out.append(f"{benchmark}: the {name}'s {ROLLOUTS_FILE} has no rollout")
-    elif side.partial:
-        out.append(f"{benchmark}: the {name} is partial: {side.scored}/{side.expected} rollouts scored")
-    return out
-
-
-def shortfalls(benchmark: str, base: Found, cand: Found, agents: Sequence[AgentDiff]) -> list[str]:
-    """Why `benchmark` was not compared in full, one line each (none: it was): a side without it,
-    whose job did not complete, with no rollouts file, an empty one or fewer rollouts than asked for;
-    an agent with no pair, or no reward to gate on. (An agent only one side has is diff_benchmark's.)"""
-    out = _side_shortfalls(benchmark, "baseline", base) + _side_shortfalls(benchmark, "candidate", cand)
-    for a in agents:
-        if a.pairs == 0:
-            out.append(
-                f"{benchmark} ({a.agent}): no rollout of one run has a partner (task, repeat) in the other"
-            )
-        elif not any(m.metric == PRIMARY for m in a.metrics):
-            out.append(f"{benchmark} ({a.agent}): no {PRIMARY} in both runs' rollouts to gate on")
-    return list(dict.fromkeys(out))
-
-
-NOTHING = "nothing was compared: no benchmark has rollouts paired across the two runs"
-
-
-def verdict(c: Comparison, dropped: Sequence[str]) -> str:
-    """`drop` (a drop shown with confidence: exit 1), `inconclusive` (something asked for could not
-    be compared in full: exit 2) or `pass`."""
-    if dropped:
-        return "drop"
-    return "inconclusive" if c.inconclusive else "pass"
-
-
-# --- formatting ------------------------------------------------------------------------------------
-
-
-def _coverage(scored: int, expected: int | None) -> str:
-    return f"{scored}/{expected}" if expected is not None else str(scored)
-
-
-def _row(a: AgentDiff, m: MetricDiff, first: bool) -> list[str]:
-    partial = a.baseline_expected is not None and a.baseline_scored < a.baseline_expected
-    partial = partial or (a.candidate_expected is not None and a.candidate_scored < a.candidate_expected)
-    flips = f"{m.pass_to_fail}/{m.fail_to_pass}" if m.binary else "-"
-    p = "-" if m.p_value is None else f"{m.p_value:.3g}"
-    lead = [a.benchmark, a.agent] if first else ["", ""]
-    scored = " ".join(
-        (
-            _coverage(a.baseline_scored, a.baseline_expected),
-            _coverage(a.candidate_scored, a.candidate_expected),
-        )
-    )
-    coverage = f"{scored}{' PARTIAL' if partial else ''}" if first else ""
-    return [
-        *lead,
-        m.metric,
-        number(m.baseline),
-        number(m.candidate),
-        signed(m.delta),
-        f"[{signed(m.ci[0])}, {signed(m.ci[1])}]",
-        flips,
-        p,
-        str(m.pairs),
-        coverage,
-    ]
-
-
-HEAD = [
-    "BENCHMARK",
-    "AGENT",
-    "METRIC",
-    "BASELINE",
-    "CANDIDATE",
-    "DELTA",
-    "95% CI",
-    "FLIPS -/+",
-    "P",
-    "PAIRS",
-    "SCORED",
-]
-
-
-def format_table(c: Comparison) -> str:
-    body = [_row(a, m, i == 0) for a in c.agents for i, m in enumerate(a.metrics)]
-    lines = [f"compare {c.baseline} (baseline) -> {c.candidate} (candidate)", *_aligned(HEAD, body)]
-    notes = [f"  {a.benchmark} ({a.agent}): {n}" for a in c.agents for n in a.notes] + [
-        f"  {s}" for s in c.skipped if s not in c.inconclusive
-    ]
-    if c.inconclusive:
-        head = "not compared in full (a max_drop= gate is INCONCLUSIVE):"
-        lines += ["", head, *(f"  {s}" for s in c.inconclusive)]
-    if notes:
-        lines += ["", "notes:", *notes]
-    lines += [
-        "",
-        "DELTA: candidate - baseline over the pairs (same task and repeat); 95% CI: paired task bootstrap",
-        "FLIPS -/+: pairs pass->fail / fail->pass; P: exact McNemar test of the flips (pass/fail metrics)",
-        "SCORED: rollouts scored/asked for, baseline then candidate (PARTIAL: a side is not complete)",
-        f"baseline {c.baseline_id}, candidate {c.candidate_id}",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def to_json(c: Comparison, dropped: Sequence[str] = (), gate: str | None = None) -> str:
-    """Everything, with `dropped` and (max_drop= given) the gate's `verdict`: pass, drop or inconclusive."""
-    data = asdict(c)
-    data["dropped"] = list(dropped)
-    data["verdict"] = gate
-    return json.dumps(data, indent=2) + "\n"
+    return [diff_agent(benchmark, a, base, cand, wanted) for a in agents], skipped

@@ -3,28 +3,31 @@
 Cost: one round trip per host, reading every benchmark's rollouts of both runs at once (and the
 run's resolved config, for its label, when the workspace does not have it). Where the target has
 python3 each rollout is cut down there to what the comparison reads (its agent, task, repeat and
-numbers; a line of a thousand-token answer becomes a hundred bytes), and the materialized inputs
-and failures files are sent as their line counts; without python3 the files come whole.
+numbers; a line of a thousand-token answer becomes a hundred bytes), sent as one JSON array, the
+materialized inputs as their agents, the failures file as its line count and gym's aggregate as its
+key metric names; without python3 the files come whole. scipy is imported while the files travel.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from gymbuild.errors import Inconclusive, UserError, printable
+from gymbuild.errors import Inconclusive, UsageError, UserError, printable
 from gymbuild.executors.connection import is_this_machine
 from gymbuild.executors.states import states_of
 from gymbuild.request.verb_args import CompareArgs
-from gymbuild.results import compare, read, table
+from gymbuild.results import compare, compare_cover, compare_text, gate, read, stats, table
 
 if TYPE_CHECKING:
     from gymbuild.state.records import SubmissionRecord
     from gymbuild.submit.session import Session
 
 _BENCH_FILES = tuple(
-    f"artifacts/{n}" for n in (compare.ROLLOUTS_FILE, compare.MATERIALIZED_FILE, compare.FAILURES_FILE)
+    f"artifacts/{n}"
+    for n in (compare.ROLLOUTS_FILE, compare.MATERIALIZED_FILE, compare.FAILURES_FILE, compare.AGGREGATE_FILE)
 )
 _RUN_FILES = ("resolved-config.yaml",)
 
@@ -38,12 +41,27 @@ def small(line):
         row = json.loads(line)
     except ValueError:
         return b""
+    if not isinstance(row, dict):
+        return b""
     keep = {{k: v for k, v in row.items() if k.startswith("_ng_") or k == "agent_ref"
             or (isinstance(v, (int, float)) and not isinstance(v, bool))}}
     usage = (row.get("response") or {{}}).get("usage") if isinstance(row.get("response"), dict) else None
     if isinstance(usage, dict):
         keep["response"] = {{"usage": usage}}
-    return json.dumps(keep).encode() + b"\\n"
+    return json.dumps(keep).encode()
+def agent(line):
+    try:
+        ref = json.loads(line).get("agent_ref")
+    except (ValueError, AttributeError):
+        ref = None
+    return json.dumps({{"agent_ref": ref}} if isinstance(ref, dict) else {{}}).encode() + b"\\n"
+def keys(text):
+    try:
+        got = json.loads(text)
+    except ValueError:
+        return b""
+    return json.dumps([{{"agent_ref": e.get("agent_ref"), "key_metrics": list(e.get("key_metrics") or ())}}
+                       for e in got if isinstance(e, dict)] if isinstance(got, list) else []).encode()
 for i in range(0, len(a) - 1, 2):
     for n in names.get(a[i], ()):
         try:
@@ -51,8 +69,12 @@ for i in range(0, len(a) - 1, 2):
         except OSError:
             continue
         with f:
-            if n.endswith("rollouts.jsonl"):
-                data = b"".join(small(line) for line in f if line.strip())
+            if n.endswith("rollouts.jsonl"):  # one JSON array: one line to read, one json.loads
+                data = b"[" + b",".join(r for r in (small(line) for line in f if line.strip()) if r) + b"]"
+            elif n.endswith("materialized_inputs.jsonl"):
+                data = b"".join(agent(line) for line in f if line.strip())
+            elif n.endswith("aggregate_metrics.json"):
+                data = keys(f.read())
             elif n.endswith(".jsonl"):
                 data = b"{{}}\\n" * sum(1 for line in f if line.strip())
             else:
@@ -66,9 +88,16 @@ def read_script(pairs: Sequence[tuple[str, str]]) -> str:
 
 
 def _records(s: Session, run: str | None) -> list[SubmissionRecord]:
-    records = read.find_records(s, run)
+    """The two runs run= names. A run that cannot be found (a malformed or unknown id, not two of
+    them) is a usage error: the gate was never run, which is neither a drop nor undecided."""
+    try:
+        records = read.find_records(s, run)
+    except UsageError:
+        raise
+    except UserError as err:
+        raise UsageError(str(err)) from None
     if len(records) != 2:
-        raise UserError(
+        raise UsageError(
             f"error: compare compares two runs; {'run=' + run if run else 'the config'} names "
             f"{len(records)}\n"
             "    fix: run=<baseline gym_job_id>,<candidate gym_job_id> (`gymbuild runs` lists them)"
@@ -123,7 +152,7 @@ def asked(only: Sequence[str], records: Sequence[SubmissionRecord]) -> list[str]
     every = list(dict.fromkeys(j.benchmark for r in records for j in r.benchmarks))
     unknown = [b for b in only if b not in every]
     if unknown:
-        raise UserError(
+        raise UsageError(
             f"error: only= names benchmark(s) neither run has: {', '.join(unknown)}\n"
             f"    fix: pick from {', '.join(every) or '(the runs have no benchmark)'}"
         )
@@ -134,6 +163,8 @@ def build(s: Session, args: CompareArgs) -> compare.Comparison:
     """The comparison of the two runs, with every reason a benchmark asked for was not compared in full."""
     records = _records(s, args.run)
     wanted = asked(args.only, records)
+    # scipy's import (0.3 s quiet, 2-3 s on a loaded machine) overlaps the round trip, which waits.
+    threading.Thread(target=stats.warm, name="import scipy", daemon=True).start()
     files, models, states = _read(s, records)
     runs = [
         table.RunResult(r.gym_job_id, r.run_dir, r.executor, r.cluster, m)
@@ -142,10 +173,10 @@ def build(s: Session, args: CompareArgs) -> compare.Comparison:
     names = table.labels(runs)
     agents: list[compare.AgentDiff] = []
     skipped: list[str] = []
-    short: list[str] = []
+    short: dict[str, list[str]] = {}
     for bench in wanted:
         base, cand = (
-            compare.Found(
+            compare_cover.Found(
                 bench in {j.benchmark for j in r.benchmarks},
                 st.get(bench),
                 compare.parse_side(f[bench]) if bench in f else None,
@@ -153,14 +184,17 @@ def build(s: Session, args: CompareArgs) -> compare.Comparison:
             for r, f, st in zip(records, files, states, strict=True)
         )
         found: list[compare.AgentDiff] = []
+        mine = short.setdefault(bench, [])
         if base.side is not None and cand.side is not None:
-            found, left_out = compare.diff_benchmark(bench, base.side, cand.side)
+            found, left_out = compare.diff_benchmark(bench, base.side, cand.side, args.metric)
             skipped += left_out
-            short += left_out  # an agent only one side has: nothing to pair it with
+            mine += left_out  # an agent only one side has: nothing to pair it with
         agents += found
-        short += compare.shortfalls(bench, base, cand, found)
+        mine += compare_cover.shortfalls(bench, base, cand, found)
+    _check_metric(args.metric, agents)
+    every = [line for bench in wanted for line in short[bench]]
     if not agents:
-        short.append(compare.NOTHING)
+        every.append(compare_cover.NOTHING)
     return compare.Comparison(
         names[0],
         names[1],
@@ -168,33 +202,58 @@ def build(s: Session, args: CompareArgs) -> compare.Comparison:
         records[1].gym_job_id,
         tuple(agents),
         tuple(skipped),
-        tuple(dict.fromkeys(short)),
+        tuple(dict.fromkeys(every)),
+        tuple(wanted),
+        {b: tuple(dict.fromkeys(v)) for b, v in short.items() if v},
+    )
+
+
+def _check_metric(metric: str | None, agents: Sequence[compare.AgentDiff]) -> None:
+    """metric= naming a metric no compared agent has is a usage error (a typo), not an undecided gate."""
+    if metric is None or not agents or any(a.primary is not None for a in agents):
+        return
+    have = sorted({m.metric for a in agents for m in a.metrics})
+    raise UsageError(
+        f"error: metric={printable(metric, lines=False)} names no metric of the compared rollouts\n"
+        f"    fix: pick from {', '.join(have) or '(none)'}"
     )
 
 
 def print_compare(s: Session, args: CompareArgs) -> None:
-    """The verb: the comparison on stdout. With max_drop= it is a gate: exit 1 (the drops on stderr)
-    when a benchmark's reward dropped by more than max_drop with confidence; else exit 2, INCONCLUSIVE
-    (the reasons on stderr, one line each), when any benchmark asked for was not compared in full; else 0."""
+    """The verb: the comparison on stdout. With max_drop= it is a gate (gate.py): exit 0 PASS, 1 DROP
+    (the drops on stderr), 2 INCONCLUSIVE (the reasons on stderr, one line each); an argument it cannot
+    use (or numpy and scipy missing) exits 64 before anything is printed."""
     max_drop = args.max_drop  # read and checked by its argument (arguments.py)
-    comparison = build(s, args)
-    dropped = compare.drops(comparison, max_drop) if max_drop is not None else []
-    gate = compare.verdict(comparison, dropped) if max_drop is not None else None
-    out = compare.to_json(comparison, dropped, gate) if args.json else compare.format_table(comparison)
+    try:
+        comparison = build(s, args)
+        verdicts = gate.verdicts(comparison, max_drop) if max_drop is not None else None
+    except stats.Missing as err:
+        raise UsageError(f"error: {err}") from None
+    out = (
+        compare_text.to_json(comparison, verdicts)
+        if args.json
+        else compare_text.format_table(comparison, verdicts)
+    )
     sys.stdout.write(out)
     sys.stdout.flush()
+    if verdicts is None:
+        return
+    outcome = gate.overall(verdicts)
+    lines = "".join(
+        f"\n  {printable(v.line(), lines=False)}" for v in verdicts if v.outcome is not gate.Outcome.PASS
+    )
     unsure = "".join(f"\n  inconclusive: {printable(u, lines=False)}" for u in comparison.inconclusive)
-    if dropped:
+    if outcome is gate.Outcome.DROP:
+        drops = [v for v in verdicts if v.outcome is gate.Outcome.DROP]
         raise UserError(
-            f"error: {len(dropped)} benchmark(s) dropped by more than max_drop={max_drop:g}:\n"
-            + "\n".join(f"  {d}" for d in dropped)
-            + unsure
+            f"error: {len(drops)} benchmark(s) dropped by more than max_drop={max_drop:g}:" + lines + unsure
         )
-    if gate == "inconclusive":
+    if outcome is gate.Outcome.INCONCLUSIVE:
         raise Inconclusive(
             f"INCONCLUSIVE: compare cannot tell whether anything dropped by more than "
-            f"max_drop={max_drop:g}: {len(comparison.inconclusive)} thing(s) were not compared in full"
+            f"max_drop={max_drop:g}:"
+            + lines
             + unsure
             + "\n    fix: compare runs whose jobs all COMPLETED with every rollout (resubmit the failed or "
-            "partial side), or narrow with only="
+            "partial side), on more tasks where the interval is too wide, or narrow with only="
         )

@@ -2,9 +2,9 @@
 the arguments verbs.py says it reads (gymbuild/cli/argv.py).
 
 Searched: any value an argument cannot read, given to a verb that reads it, is one message naming
-the argument and the fix on stderr, exit 1, nothing on stdout, no traceback; any value of the
-shapes the help promises reads as what it says. Any reserved argument a verb does not read is
-refused the same way, naming the verb and the argument, not ignored.
+the argument and the fix on stderr, exit 1 (a gate's, compare's: 64), nothing on stdout, no
+traceback; any value of the shapes the help promises reads as what it says. Any reserved argument
+a verb does not read is refused the same way, naming the verb and the argument, not ignored.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gymbuild.cli import argv, main
-from gymbuild.errors import UserError
+from gymbuild.errors import UsageError, UserError
 from gymbuild.request import arguments, verbs
 from gymbuild.request.arguments import ARGUMENTS, Refused
 from gymbuild.request.invocation import Invocation
@@ -50,8 +50,8 @@ def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str
     return rc, out, err
 
 
-def _one_message(rc: int, out: str, err: str, *said: str) -> None:
-    assert (rc, out) == (1, ""), (rc, out, err)
+def _one_message(rc: int, out: str, err: str, *said: str, status: int = 1) -> None:
+    assert (rc, out) == (status, ""), (rc, out, err)
     assert "Traceback" not in err
     lines = err.splitlines()
     assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("    fix: "), err
@@ -86,7 +86,9 @@ def test_a_value_an_argument_cannot_read_is_one_message_and_exit_1(
     verb = READER[argument.name]
     config = tmp_path / "eval.yaml"  # no such file: a value's mistake is said before the config's
     rc, out, err = _main(capsys, verb, f"config={config}", f"{argument.name}={text}")
-    _one_message(rc, out, err, f"error: {argument.name}=")
+    # A gate's (compare's) refused argument has its own status, 64, never a verdict's 0, 1 or 2.
+    status = UsageError.status if verbs.verb(verb).usage_error else 1  # type: ignore[union-attr]
+    _one_message(rc, out, err, f"error: {argument.name}=", status=status)
     assert not (tmp_path / "eval.yaml").exists() and list(tmp_path.iterdir()) == []
 
 
@@ -175,7 +177,8 @@ def test_an_argument_the_verb_does_not_read_is_refused_naming_both(
     verb, name = pair
     example = verbs.argument(name).example
     rc, out, err = _main(capsys, *through, verb, f"{name}={example}")
-    _one_message(rc, out, err, f"gymbuild {verb}", f"{name}=")
+    status = UsageError.status if verbs.verb(verb).usage_error else 1  # type: ignore[union-attr]
+    _one_message(rc, out, err, f"gymbuild {verb}", f"{name}=", status=status)
     if name != "dry_run":  # dry_run= keeps its own message: where the verb's dry run is
         assert f"`gymbuild help {verb}`" in err.splitlines()[1]
 

@@ -152,9 +152,10 @@ def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str
     return rc, out, err
 
 
-def _refused(rc: int, out: str, err: str, *names: str) -> None:
-    """One line on stderr naming what was refused (each of `names`), status 1, no traceback."""
-    assert rc == 1, (rc, out, err)
+def _refused(rc: int, out: str, err: str, *names: str, verb: str = "") -> None:
+    """One line on stderr naming what was refused (each of `names`), status 1 (a gate's usage error:
+    its own, 64, so `compare` never reads as a drop), no traceback."""
+    assert rc == (64 if verb == "compare" else 1), (rc, out, err)
     assert "Traceback" not in err
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
@@ -195,7 +196,7 @@ def test_a_run_argument_that_is_not_an_id_is_refused_by_every_verb(
 ) -> None:
     rc, out, err = _main(capsys, *_run_args(verb, site, run))
 
-    _refused(rc, out, err, "run=", "is not a gym_job_id")
+    _refused(rc, out, err, "run=", "is not a gym_job_id", verb=verb)
     assert out == ""
     site.intact()
 
@@ -209,7 +210,7 @@ def test_a_record_with_a_hostile_id_in_a_run_directory_or_the_index_is_refused_n
 
     rc, out, err = _main(capsys, *_run_args(verb, site, PLANTED))
 
-    _refused(rc, out, err, str(path))
+    _refused(rc, out, err, str(path), verb=verb)
     assert path.is_file()
     site.intact()
 
@@ -249,7 +250,7 @@ def test_a_valid_record_found_under_another_ids_name_is_refused(
 
     rc, out, err = _main(capsys, *_run_args(verb, site, PLANTED))
 
-    _refused(rc, out, err, str(path), OTHER)
+    _refused(rc, out, err, str(path), OTHER, verb=verb)
 
 
 # --- the reproductions, with the real gymbuild -----------------------------------------------------

@@ -1,7 +1,7 @@
-"""`gymbuild compare max_drop=` as a CI gate (issue 40, item 8): exit 1 on a drop shown, 2
-(INCONCLUSIVE) when anything asked for was not compared in full, 0 only when every asked benchmark was
-compared in full and none dropped. A gate that is green when nothing was compared passes the worst
-regression of all: a run that crashed.
+"""`gymbuild compare max_drop=` as a CI gate (issue 40, item 8; issue 44): exit 1 on a drop shown, 2
+(INCONCLUSIVE) when anything asked for was not compared in full or the interval cannot tell, 0 only
+when every asked benchmark was compared in full and a drop beyond max_drop is ruled out. A gate that
+is green when nothing was compared passes the worst regression of all: a run that crashed.
 
 The runs are real local submissions (compare_helpers.record): run directories with gym's files, records
 in the local index, jobs whose exit file says COMPLETED, or that are gone without one (FAILED). The
@@ -21,13 +21,13 @@ from e2e_helpers import gymbuild, user_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gymbuild.errors import Inconclusive, UserError
+from gymbuild.errors import Inconclusive, UsageError, UserError
 from gymbuild.request.invocation import Invocation
 from gymbuild.request.verb_args import CompareArgs
 from gymbuild.results import compare_read
 from gymbuild.submit.session import Session
 
-SAME = {t: [1, 0] for t in range(6)}
+SAME = {t: [1, 0] for t in range(200)}  # no task moves; 200 rule out a drop of 0.02
 
 # What one run's side of one benchmark can be.
 COMPLETE, NO_FILE, EMPTY, PARTIAL, CRASHED, ABSENT = (
@@ -79,6 +79,8 @@ def gate(home: Path, *args: str) -> tuple[int, str, str]:
         with contextlib.redirect_stdout(out):
             compare_read.print_compare(s, CompareArgs.of(s.inv))
         return 0, out.getvalue(), ""
+    except UsageError as err:
+        return err.status, out.getvalue(), str(err)
     except Inconclusive as err:
         return 2, out.getvalue(), str(err)
     except UserError as err:
@@ -170,7 +172,7 @@ def test_only_naming_a_benchmark_neither_run_has_is_a_mistake_not_an_empty_pass(
     rc, out, err = gymbuild(
         "compare", f"run={A},{B}", "max_drop=0.02", "only=qiuz", cwd=tmp_path, env=env, timeout=120
     )
-    assert rc == 1 and out == "" and "Traceback" not in err
+    assert rc == 64 and out == "" and "Traceback" not in err
     assert "only= names benchmark(s) neither run has: qiuz" in err and "fix: pick from quiz" in err
     rc, out, err = gymbuild(
         "compare", f"run={A},{B}", "max_drop=0.02", "only=quiz", "json=1", cwd=tmp_path, env=env, timeout=120
@@ -182,10 +184,31 @@ def test_a_drop_with_a_partial_benchmark_beside_it_is_exit_1_naming_both(tmp_pat
     tasks = range(50)
     record(tmp_path, A, "m1", {"quiz": rollouts({t: [1, 1] for t in tasks}), "math": rollouts(SAME)})
     drop = rollouts({t: [0, 0] if t % 5 < 2 else [1, 1] for t in tasks})
-    record(tmp_path, B, "m2", {"quiz": drop, "math": rollouts(SAME)}, expected={"math": 20})
+    record(tmp_path, B, "m2", {"quiz": drop, "math": rollouts(SAME)}, expected={"math": 500})
     rc, _, err = gymbuild(
         "compare", f"run={A},{B}", "max_drop=0.2", cwd=tmp_path, env=user_env(tmp_path), timeout=120
     )
     assert rc == 1, err
-    assert "quiz (agent): mean/reward -0.4" in err
-    assert "  inconclusive: math: the candidate is partial: 12/20 rollouts scored" in err
+    assert "DROP quiz (agent) mean/reward -0.4" in err
+    assert "  inconclusive: math (agent): the candidate is partial: 400/500 rollouts scored" in err
+
+
+def test_a_candidate_that_failed_after_writing_every_rollout_is_inconclusive_not_gated(
+    tmp_path: Path,
+) -> None:
+    """The reproduction: a FAILED job with complete files was gated as if it had completed."""
+    record(tmp_path, A, "m1", {"quiz": rollouts(SAME)})
+    record(tmp_path, B, "m2", {"quiz": rollouts(SAME)}, crashed=("quiz",))
+    rc, out, err = gymbuild(
+        "compare",
+        f"run={A},{B}",
+        "max_drop=0.02",
+        "json=1",
+        cwd=tmp_path,
+        env=user_env(tmp_path),
+        timeout=120,
+    )
+    assert rc == 2, err
+    (verdict,) = json.loads(out)["verdicts"]
+    assert verdict["outcome"] == "INCONCLUSIVE" and verdict["estimate"] == 0.0  # the numbers say pass
+    assert "quiz: the candidate's job is FAILED, not COMPLETED" in verdict["reason"]
