@@ -6,15 +6,16 @@ that starts the job (Slurm's `sbatch --parsable`, the local executor's detached 
 executor's; the rest is shared, so both recover a killed run's attempts the same way:
 
 - `hold_queue_lock`: the session's shell takes `<run dir>/.gym_queue.lock` for the rest of the
-  session and opens `<run dir>/.gym_queue.log` (fd 8).
+  session, on an fd of its own per run dir (a sweep's session holds every cell's lock at once).
 - `queue_command`: refuses an attempt a later run revoked; else writes the secrets file, starts the
-  job, and appends `<attempt> <first line of the start's answer>` to the queue log, before the answer
-  is printed to gymbuild: an answer a killed gymbuild never read is in the log.
+  job, and appends `<attempt> <first line of the start's answer>` to its run dir's
+  `.gym_queue.log`, before the answer is printed to gymbuild: an answer a killed gymbuild never read
+  is in the log.
 - `recover`: the next run, holding the lock (so the killed run's shell has run, or never will run,
   each attempt), reads an attempt's answer back from the log, or revokes it.
 
-The lock and log fds (8, 9) are closed for the started job itself: a local job lives for hours, and
-holding the queue lock that long would keep every later submit waiting.
+The lock fds (listed in the session's `__gym_lockfds`) are closed for the started job itself: a
+local job lives for hours, and holding the queue lock that long would keep every later submit waiting.
 """
 
 from __future__ import annotations
@@ -36,26 +37,33 @@ QUEUE_LOCK = ".gym_queue.lock"
 # `flock` is util-linux's; where there is none (macOS, for the local executor) Python's flock(2) on the
 # same inherited fd: the lock belongs to the open file, which the shell keeps open after python exits.
 _FLOCK = (
-    f"if command -v flock >/dev/null 2>&1; then flock -w {QUEUE_LOCK_WAIT} 9; else python3 -c "
+    f'if command -v flock >/dev/null 2>&1; then flock -w {QUEUE_LOCK_WAIT} "$__gym_lockfd"; else python3 -c '
     "'import fcntl, sys, time\nfor _ in range(" + str(QUEUE_LOCK_WAIT * 10) + "):\n"
-    "    try: fcntl.flock(9, fcntl.LOCK_EX | fcntl.LOCK_NB); sys.exit(0)\n"
-    "    except BlockingIOError: time.sleep(0.1)\nsys.exit(1)'; fi"
+    "    try: fcntl.flock(int(sys.argv[1]), fcntl.LOCK_EX | fcntl.LOCK_NB); sys.exit(0)\n"
+    '    except BlockingIOError: time.sleep(0.1)\nsys.exit(1)\' "$__gym_lockfd"; fi'
 )
+# Bash closing every queue lock fd of the session, in the (sub)shell that then starts a job.
+CLOSE_LOCKS = 'for __gym_f in ${__gym_lockfds[@]+"${__gym_lockfds[@]}"}; do exec {__gym_f}>&-; done'
 
 
 def hold_queue_lock(conn: Connection, run_dir: str) -> None:
-    """Take the run directory's queue lock in the session's own shell, for the rest of the session,
-    and open the queue log (fd 8) that the queue commands append the starts' answers to.
+    """Take the run directory's queue lock in the session's own shell, for the rest of the session.
 
     A run killed while its queue commands are still in the shell's input leaves that shell running
     them, and it holds this lock until it has. So once a run holds it, no attempt of a killed run can
     still be running: `recover` can read what each one left, and revoke what never ran, with no race.
     One lock per session instead of a flock per start: `flock` is a process of its own, and with the
     `mv` and `cat` an attempt used to run, that was ~5 ms of the login node's time per benchmark.
+
+    Each run dir's lock is on an fd of its own (bash picks it, >= 10), kept open for the session:
+    one fixed fd for every run dir dropped the first cell's lock when a sweep's session took the
+    second's. The answers go to the run dir's log by path (an append is one open(2), no process),
+    so an attempt's line lands in the log `recover` reads for its script whatever lock was taken last.
     """
     lock = quote(f"{run_dir}/{QUEUE_LOCK}")
-    log = quote(f"{run_dir}/{QUEUE_LOG}")
-    result = conn.run_in_session(f"exec 9>>{lock} && {{ {_FLOCK}; }} && exec 8>>{log}")
+    result = conn.run_in_session(
+        f'exec {{__gym_lockfd}}>>{lock} && {{ {_FLOCK}; }} && __gym_lockfds+=("$__gym_lockfd")'
+    )
     if not result.ok:
         raise UserError(
             f"error: {conn.target}:{run_dir} is still being queued by another gymbuild run's shell "
@@ -84,7 +92,7 @@ def _queue_log(script: str) -> str:
 def queue_command(start: str, script: str, secrets: SecretsFile | None, attempt: str) -> str:
     """The command that runs `start` (the executor's command starting `script`, printing its job id
     first) as attempt `attempt`, to be sent into the session's own shell (`send(..., in_session=True)`:
-    no subshell per job), which holds the queue lock and the queue log (`hold_queue_lock`). The
+    no subshell per job), which holds the run dir's queue lock (`hold_queue_lock`). The
     benchmark's secrets file is written first (nothing starts if it cannot be), and removed again if
     the start fails.
 
@@ -104,7 +112,8 @@ def queue_command(start: str, script: str, secrets: SecretsFile | None, attempt:
         f'echo "queue attempt {attempt} was revoked by a later run" >&2; __gym_q=75\n'
         f"{write}"
         f"else __gym_out=$({start}); __gym_q=$?{refused}\n"
-        f"printf '%s %s\\n' {attempt} \"${{__gym_out%%$'\\n'*}}\" >&8; printf '%s\\n' \"$__gym_out\"; fi\n"
+        f"printf '%s %s\\n' {attempt} \"${{__gym_out%%$'\\n'*}}\" >>{_queue_log(script)}; "
+        "printf '%s\\n' \"$__gym_out\"; fi\n"
         '__gym_status "$__gym_q"'
     )
 

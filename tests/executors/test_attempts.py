@@ -103,3 +103,29 @@ def test_a_refused_attempt_is_not_taken_for_a_job(cluster: Cluster) -> None:
     with Connection(None) as later:
         attempts.hold_queue_lock(later, str(run_dir))
         assert attempts.recover(later, script, "0a0b0c") is None
+
+
+def test_a_session_queueing_several_run_dirs_holds_every_lock_and_logs_each_attempt_in_its_own(
+    cluster: Cluster,
+) -> None:
+    """A sweep's session takes one run dir's queue lock after another: each stays held until the
+    session ends (another process cannot take it), and an attempt sent for the first run dir after
+    the second's lock was taken is still answered from the first one's log."""
+    run_dirs = [cluster.run_dir(f"attempts-two-{n}") for n in (1, 2)]
+    scripts = [_job_script(cluster, run_dir, "a") for run_dir in run_dirs]
+    with Connection(None) as session:
+        for run_dir in run_dirs:
+            attempts.hold_queue_lock(session, str(run_dir))
+        for run_dir in run_dirs:
+            taken = subprocess.run(["flock", "-n", str(run_dir / attempts.QUEUE_LOCK), "true"], check=False)
+            assert taken.returncode == 1, f"{run_dir}: its lock was dropped"
+        queued = slurm.queued(_queue(session, scripts[0], "f1f2f3"))
+    try:
+        assert queued.job_id is not None, queued
+        assert (run_dirs[0] / attempts.QUEUE_LOG).read_text() == f"f1f2f3 {queued.job_id}\n"
+        assert not (run_dirs[1] / attempts.QUEUE_LOG).exists()
+        with Connection(None) as later:
+            attempts.hold_queue_lock(later, str(run_dirs[0]))
+            assert attempts.recover(later, scripts[0], "f1f2f3") == Queued(queued.job_id, None)
+    finally:
+        _scancel(queued.job_id)

@@ -241,6 +241,25 @@ def test_cancel_stops_the_whole_process_group(user: Any) -> None:
     assert "nothing to cancel" in again.stdout
 
 
+def test_a_running_job_holds_no_queue_lock_of_the_submit_that_started_it(user: Any) -> None:
+    """The job outlives the submit: if it inherited the session's queue lock, every later submit of
+    the run dir would wait for the job to end."""
+    u = user(local_config({"long": {"command": 'touch "$NEMO_GYM_BENCH_DIR/driver-started"; sleep 1000'}}))
+    u.submit()
+    wait_for_file(u.bench_dir("long") / "driver-started", 60)
+    lock = u.bench_dir("long").parent / ".gym_queue.lock"
+    assert lock.exists()
+    assert subprocess.run(["flock", "-n", str(lock), "true"], check=False).returncode == 0
+    held = [
+        fd
+        for pid in group_members(int(u.job_id("long")))
+        for fd in Path(f"/proc/{pid.split()[0]}/fd").glob("*")
+        if fd.exists() and fd.resolve() == lock.resolve()
+    ]
+    assert held == []
+    assert u.run("cancel").returncode == 0
+
+
 def test_walltime_stops_the_job_as_timeout(user: Any) -> None:
     u = user(local_config({"slow": {"command": "sleep 1000"}}, compute={"walltime": "00:00:08"}))
     u.submit()

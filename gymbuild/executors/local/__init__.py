@@ -58,17 +58,19 @@ def metadata() -> dict[str, str]:
 def start_command(script: str) -> str:
     """Bash starting `script` detached (its own session), printing the job id (its pid) first.
 
-    The job gets none of the session's open fds 8 and 9 (the run dir's queue log and lock,
-    attempts.py): it outlives the submit, and would hold the queue lock for its whole run.
+    The job gets none of the session's queue lock fds (attempts.py): it outlives the submit, and would
+    hold the queue locks for its whole run. They are closed in the subshell that then becomes the job.
     """
+    from gymbuild.executors.attempts import CLOSE_LOCKS  # queueing only: planning reads this module
+
     bench_dir = script.rsplit("/", 1)[0]
     # `python3` in the job is the Python gymbuild runs on (its venv's bin first on PATH, as activating
     # it would): from pipx or a venv used by path, the PATH's python3 cannot import gymbuild's demo.
     here = os.path.dirname(sys.executable)
     return (
         f"{_SETSID}\ncd {quote(bench_dir)} && mkdir -p logs && "
-        f'{{ PATH={quote(here)}:"$PATH" "${{__gym_setsid[@]}}" bash -c {quote(_INNER)} bash {quote(script)} '
-        "</dev/null >/dev/null 2>&1 8>&- 9>&- & echo $!; }"
+        f'{{ ( {CLOSE_LOCKS}; PATH={quote(here)}:"$PATH" exec "${{__gym_setsid[@]}}" bash -c {quote(_INNER)} '
+        f"bash {quote(script)} ) </dev/null >/dev/null 2>&1 & echo $!; }}"
     )
 
 
