@@ -197,11 +197,15 @@ def test_a_stopper_is_never_the_benchmark_s_job_once_it_has_ended() -> None:
         chain.ATTEMPTS: "988\t2\t987\tFAILED\t0\tstop\tdeterministic failure: not retried\n",
         f"{chain.SUCCESSOR}987": "988\n",
     }
-    ended = _Seen.read("", "987\tFAILED\t2:0\t00:00:09\tnode1\t987\n988\tCOMPLETED\t0:0\t00:00:01\tnode1\t988\n")
+    ended = _Seen.read(
+        "", "987\tFAILED\t2:0\t00:00:09\tnode1\t987\n988\tCOMPLETED\t0:0\t00:00:01\tnode1\t988\n"
+    )
     state = ended.newest("987", files, BENCH, None)
     assert (state.job_id, state.state, state.exit_code) == ("987", "FAILED", "2:0")
     assert state.chain is not None and state.chain.steps[0].then == "stop"
-    starting = _Seen.read(f"988\tRUNNING\t0:01\tnode1\t988\t{BENCH}\n", "987\tFAILED\t2:0\t00:00:09\tnode1\t987\n")
+    starting = _Seen.read(
+        f"988\tRUNNING\t0:01\tnode1\t988\t{BENCH}\n", "987\tFAILED\t2:0\t00:00:09\tnode1\t987\n"
+    )
     assert starting.newest("987", files, BENCH, None).job_id == "988"  # its prologue still runs
 
 
