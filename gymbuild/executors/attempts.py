@@ -8,8 +8,8 @@ executor's; the rest is shared, so both recover a killed run's attempts the same
 - `hold_queue_lock`: the session's shell takes `<run dir>/.gym_queue.lock` for the rest of the
   session, on an fd of its own per run dir (a sweep's session holds every cell's lock at once).
 - `queue_command`: refuses an attempt a later run revoked; else writes the secrets file, starts the
-  job, and appends `<attempt> <first line of the start's answer>` to its run dir's
-  `.gym_queue.log`, before the answer is printed to gymbuild: an answer a killed gymbuild never read
+  job, and appends `<attempt> <first line of the start's answer>` to the `.gym_queue.log` beside
+  the job's directory, before the answer is printed to gymbuild: an answer a killed gymbuild never read
   is in the log.
 - `recover`: the next run, holding the lock (so the killed run's shell has run, or never will run,
   each attempt), reads an attempt's answer back from the log, or revokes it.
@@ -85,7 +85,9 @@ def _revoked_file(script: str, attempt: str) -> str:
 
 
 def _queue_log(script: str) -> str:
-    """The run dir's queue log, from a job script's path (`<run dir>/<bench>/job.sh`)."""
+    """The queue log beside a job's directory, from its script's path: the run dir's
+    (`<run dir>/<bench>/job.sh`), or for a shared job its `+jobs/` (`<run dir>/+jobs/<job>/job.sh`).
+    Both the attempt and `recover` name it from the script, so they always agree."""
     return quote(f"{script.rsplit('/', 2)[0]}/{QUEUE_LOG}")
 
 

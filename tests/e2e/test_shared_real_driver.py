@@ -27,7 +27,7 @@ def test_the_real_driver_runs_two_benchmarks_in_one_job(cluster: Any, nemo_gym: 
     (job,) = set(ids.values())
     run_dir = output / record["gym_job_id"]
     result = wait_for_jobs(cluster, [job], timeout=600)[job]
-    (job_dir,) = (run_dir / "+jobs").iterdir()
+    (job_dir,) = [d for d in (run_dir / "+jobs").iterdir() if d.is_dir()]
     if (result.state, result.exit_code) != ("COMPLETED", 0):
         logs = "\n".join(f"--- {p}\n{p.read_text()[-3000:]}" for p in sorted(run_dir.glob("**/logs/*")))
         pytest.fail(f"job {job} ended {result.state} {result.exit_code}\n{logs}")
