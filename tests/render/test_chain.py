@@ -18,7 +18,7 @@ import copy
 import itertools
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from gymbuild.config.validate import validate
 from gymbuild.executors.base import planning_traits
 from gymbuild.plan import plan_benchmark
 from gymbuild.plan.model import BenchPlan
+from gymbuild.plan.shared import plan_shared_job
 from gymbuild.render import _ENV
 
 FREE = ("TIMEOUT", "PREEMPTED", "NODE_FAIL")  # the ends that may continue without a retry, with rows
@@ -279,6 +280,26 @@ def test_the_budget_stops_a_chain(tmp_path: Path, budget: dict[str, Any], jobs: 
     ledger = (tmp_path / "run" / ".gym_budget").read_text().splitlines()
     started = [line.split("\t")[1] for line in ledger if line.startswith("start")]
     assert started == chain.jobs[:jobs]
+
+
+def test_a_shared_job_counts_the_rows_of_all_its_benchmarks(tmp_path: Path) -> None:
+    """A job of two benchmarks (benchmarks_per_job) resumes as a whole: its progress is their rows
+    together, each in its own bench dir, and its budget ledger is the run dir's."""
+    run_dir = tmp_path / "run"
+    one = chain_plan(run_dir, budget={"attempts": 9})
+    job = plan_shared_job([one, replace(one, bench="c", bench_dir=f"{run_dir}/c")], 1).job
+    sim = Sim(tmp_path, job)
+    sim.run("100", None, Outcome("TIMEOUT", status=143))
+    for bench, rows in (("b", 2), ("c", 3)):
+        (run_dir / bench / "artifacts").mkdir(parents=True, exist_ok=True)
+        (run_dir / bench / "artifacts" / "rollouts.jsonl").write_text("{}\n" * rows)
+    sim.run("101", "100", Outcome("TIMEOUT", status=143))
+    lines = Chain().attempts(sim.bench_dir)
+    assert [(line[4], line[5], line[6]) for line in lines] == [
+        ("0", "head", "head of the chain"),
+        ("5", "resume", "TIMEOUT after 5 new rows"),
+    ]
+    assert (run_dir / ".gym_budget").read_text().count("start\t") == 2
 
 
 outcomes = st.builds(
