@@ -155,3 +155,11 @@ def shared_jobs(r: Rules) -> None:
 def benchmarks_present(r: Rules) -> None:
     if r.ok(("driver", "benchmarks")) and r.get(("driver", "benchmarks")) == {}:
         r.warnings.append("driver.benchmarks is empty: nothing will be submitted")
+
+
+def budget_applies(r: Rules) -> None:
+    """driver.budget limits resume chains: without a resumable benchmark it limits nothing."""
+    if not isinstance(r.get(("driver", "budget")), dict):
+        return
+    if not any(resumable_setting(bench.get("resumable")) for _path, bench in r.benchmarks()):
+        r.warnings.append("driver.budget: no benchmark is resumable, so the budget limits nothing")

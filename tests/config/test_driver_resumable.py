@@ -72,3 +72,13 @@ def test_the_budget_is_read_with_either_cap() -> None:
     assert load().driver.budget is None
     assert load(budget={"attempts": 20}).driver.budget == Budget(20, None)
     assert load(budget={"gpu_hours": 12}).driver.budget == Budget(None, 12.0)
+
+
+def test_a_budget_without_a_resumable_benchmark_is_said_to_limit_nothing() -> None:
+    tree = copy.deepcopy(BASE)
+    tree["driver"]["budget"] = {"attempts": 3}
+    tree["driver"]["benchmarks"].pop("own")
+    nothing = "driver.budget: no benchmark is resumable, so the budget limits nothing"
+    assert validate(tree).warnings == [nothing]
+    tree["driver"]["resumable"] = True
+    assert validate(tree).warnings == []
