@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import os
 import subprocess
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from e2e_helpers import shellcheck
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -32,7 +34,7 @@ from gymbuild.executors.base import planning_traits
 from gymbuild.plan import plan_benchmark
 from gymbuild.plan.model import BenchPlan
 from gymbuild.plan.shared import plan_shared_job
-from gymbuild.render import _ENV
+from gymbuild.render import _ENV, mask_secrets, render_job
 
 FREE = ("TIMEOUT", "PREEMPTED", "NODE_FAIL")  # the ends that may continue without a retry, with rows
 
@@ -68,6 +70,7 @@ FAKES = {
     "sacct": """#!/bin/bash
 id=
 while (($#)); do [[ $1 == -j ]] && id=$2; shift; done
+echo "$id" >>"$SIM/sacct.log"
 [[ -f $SIM/sacct-$id ]] || exit 1
 cat "$SIM/sacct-$id"
 """,
@@ -195,6 +198,35 @@ def test_a_chain_whose_sacct_is_silent_stops_by_itself(tmp_path: Path) -> None:
     assert chain.statuses[-1] == 1
 
 
+@pytest.mark.parametrize(("trap", "polls"), [(True, 2), (False, 12)])
+def test_a_silent_sacct_is_waited_for_briefly_once_the_predecessor_left_its_exit_status(
+    tmp_path: Path, trap: bool, polls: int
+) -> None:
+    """10 s of 5 s polls once .gym_exit-<id> shows the predecessor ended; NeMo Gym's 60 s without it."""
+    sim = Sim(tmp_path, chain_plan(tmp_path / "run"))
+    sim.run("100", None, Outcome(state=None, rows=1, status=143, trap=trap))
+    done = sim.run("101", "100", Outcome(state=None))
+    assert (sim.sim / "sacct.log").read_text().split() == ["100"] * polls
+    exit_status = "exit status 143" if trap else "no exit status"
+    assert f"ended UNKNOWN{' (exit status 143)' if trap else ''};" in done.stdout
+    assert exit_status in Chain().attempts(sim.bench_dir)[1][6]
+
+
+def test_without_sacct_the_predecessors_time_comes_from_its_own_files(tmp_path: Path) -> None:
+    """From .gym_successor-<id> (written as it started) to .gym_exit-<id> (its end): 200 s here,
+    over a 150 s max_walltime; its GPUs, for the budget, are the plan's (2)."""
+    run_dir = tmp_path / "run"
+    sim = Sim(tmp_path, chain_plan(run_dir, {"max_walltime": "00:02:30"}, budget={"gpu_hours": 9}))
+    sim.run("100", None, Outcome(state=None, rows=1, status=143))
+    end = (sim.bench_dir / ".gym_exit-100").stat().st_mtime
+    os.utime(sim.bench_dir / ".gym_successor-100", (end - 200, end - 200))
+    done = sim.run("101", "100", Outcome(state=None))
+    assert done.returncode == 0
+    assert (sim.bench_dir / ".gym_accumulated_walltime").read_text() == "200\n"
+    assert (sim.bench_dir / ".gym_chain_end").read_text() == "stopped: max_walltime (150 s) reached\n"
+    assert "used\t100\t200\t2" in (run_dir / ".gym_budget").read_text().splitlines()
+
+
 def test_a_silent_sacct_with_progress_still_spends_retries(tmp_path: Path) -> None:
     sim = Sim(tmp_path, chain_plan(tmp_path / "run", {"max_retries": 2}))
     chain = sim.play([], Outcome(state=None, rows=3, status=143))
@@ -300,6 +332,19 @@ def test_a_shared_job_counts_the_rows_of_all_its_benchmarks(tmp_path: Path) -> N
         ("5", "resume", "TIMEOUT after 5 new rows"),
     ]
     assert (run_dir / ".gym_budget").read_text().count("start\t") == 2
+
+
+def test_a_job_with_a_budget_passes_bash_n_and_shellcheck(tmp_path: Path) -> None:
+    """The examples (the goldens, checked in test_rendered.py) have no budget: this job has one."""
+    plan = chain_plan(
+        tmp_path / "run", {"max_walltime": "01:00:00"}, budget={"attempts": 4, "gpu_hours": 2.5}
+    )
+    script = tmp_path / "job.sh"
+    script.write_text(render_job(plan, mask_secrets(plan.secrets)).files["job.sh"].text)
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    result = subprocess.run([shellcheck(), "--shell=bash", str(script)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+    assert "-v attempts=4 -v hours=2.5 " in script.read_text()
 
 
 outcomes = st.builds(

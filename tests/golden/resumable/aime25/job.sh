@@ -363,7 +363,6 @@ if grep -qx "$GYM_JOB_ID" .gym_job_chain 2>/dev/null; then
 else
   __gym_n_attempt=1
   __gym_shown=-
-  __gym_used=
   if [[ -n $__gym_prev_job ]]; then
     if [[ -e .gym_chain_cancelled ]]; then  # `gymbuild cancel` stopped this chain: never revive it
       echo "gym: the chain was cancelled (.gym_chain_cancelled); job $GYM_JOB_ID runs nothing"
@@ -412,7 +411,6 @@ else
       __gym_gpus=2
     fi
     [[ $__gym_elapsed =~ ^[0-9]+$ ]] || __gym_elapsed=0
-    __gym_used="$__gym_elapsed"$'\t'"$__gym_gpus"
     __gym_walltime=$(($(__gym_int .gym_accumulated_walltime) + __gym_elapsed))
     echo "$__gym_walltime" >.gym_accumulated_walltime
     echo "gym: previous job $__gym_prev_job ended $__gym_shown${__gym_exit:+ (exit status $__gym_exit)}; ${__gym_walltime} s used so far"
