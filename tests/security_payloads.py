@@ -210,6 +210,7 @@ def slurm_base() -> dict[str, Any]:
                 "b2": {"run": {"k": "v"}, "resumable": {"max_walltime": "01:00:00"}},
             },
             "benchmarks_per_job": "all",
+            "resumable": {"max_walltime": "01:00:00"},  # gymbuild's switch: the benchmarks set their own
         },
         "job": {"output_path": "/runs"},
         "otel": {

@@ -19,6 +19,7 @@ from gymbuild.config.derived import effective_ray_serve, pd_tier_trees, resumabl
 from gymbuild.config.model import (
     Arrays,
     Benchmark,
+    Budget,
     CommandService,
     Compute,
     Config,
@@ -272,6 +273,18 @@ def _resumable(setting: JsonObject | None) -> Resumable | None:
     return Resumable(_get(setting, "max_retries", int), _opt(setting, "max_walltime", str))
 
 
+def _budget(drv: Tree) -> Budget | None:
+    """driver.budget; gpu_hours may be written as an integer."""
+    if drv.get("budget") is None:
+        return None
+    tree = _sub(drv, "budget")
+    hours = tree.get("gpu_hours")
+    if hours is not None and (isinstance(hours, bool) or not isinstance(hours, int | float)):
+        raise _schema_bug("gpu_hours", hours)
+    attempts = _opt(tree, "attempts", int) if "attempts" in tree else None
+    return Budget(attempts, None if hours is None else float(hours))
+
+
 def _benchmark(name: str, tree: Tree) -> Benchmark:
     return Benchmark(
         name=name,
@@ -385,6 +398,7 @@ def build_config(tree: Tree) -> Config:
             concurrent_benchmarks=_get(drv, "concurrent_benchmarks", int)
             if "concurrent_benchmarks" in drv
             else 1,
+            budget=_budget(drv),
         ),
         job=Job(output_path=_get(_sub(tree, "job"), "output_path", str)),
         otel=_otel(_sub(tree, "otel")),

@@ -207,6 +207,14 @@ class Resumable:
 
 
 @dataclass(frozen=True)
+class Budget:
+    """What a submission's resume chains may spend together (gymbuild's `driver.budget`); None: no cap."""
+
+    attempts: int | None
+    gpu_hours: float | None
+
+
+@dataclass(frozen=True)
 class Benchmark:
     name: str
     prepare: Mapping[str, JsonView]
@@ -236,6 +244,7 @@ class Driver:
     # schema gives them no default so a resolved NeMo Gym config stays exactly NeMo Gym's.
     benchmarks_per_job: int | None = 1
     concurrent_benchmarks: int = 1
+    budget: Budget | None = None  # gymbuild's driver.budget (its driver.resumable is in each benchmark)
 
     @property
     def shares_jobs(self) -> bool:

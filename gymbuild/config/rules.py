@@ -27,6 +27,7 @@ RULES: tuple[Rule, ...] = (
     rules_driver.command_benchmarks,
     rules_driver.shared_jobs,
     rules_driver.benchmarks_present,
+    rules_driver.budget_applies,
     rules_strings.names,
     rules_strings.values,
     rules_strings.env_values,

@@ -6,12 +6,42 @@ they are wired to.
 
 from __future__ import annotations
 
+import copy
+
 from gymbuild.config import lax
 from gymbuild.config.derived import job_groups, resumable_setting
 from gymbuild.config.rules_tree import Rules, quoted
+from gymbuild.config.tree import JsonObject, JsonValue
+from gymbuild.config.walltime import is_walltime
 
 MODEL_TYPES = ("vllm", "vllm_pd", "command")
 POLICY_KEYS = ("policy_base_url", "policy_model_name", "policy_api_key")
+
+
+def fill_resumable(tree: JsonObject) -> None:
+    """`driver.resumable` (gymbuild's one switch) as the `resumable` of every `gym eval run` benchmark
+    that has none of its own, written into the tree before the schema fills its defaults: after
+    that, an unset `resumable` and a written `false` look the same, and a benchmark's own `false`
+    must win. A `command` benchmark is left alone (it cannot resume). A value of the wrong shape is
+    not copied, so the schema reports it once, at driver.resumable, not again at every benchmark."""
+    driver = tree.get("driver")
+    if not isinstance(driver, dict) or "resumable" not in driver or not _resumable_shape(driver["resumable"]):
+        return
+    benchmarks = driver.get("benchmarks")
+    for bench in benchmarks.values() if isinstance(benchmarks, dict) else ():
+        if isinstance(bench, dict) and "resumable" not in bench and "command" not in bench:
+            bench["resumable"] = copy.deepcopy(driver["resumable"])
+
+
+def _resumable_shape(value: JsonValue) -> bool:
+    """Whether `value` is a resumable setting the schema and the walltime rule accept."""
+    if isinstance(value, bool):
+        return True
+    if not isinstance(value, dict) or not set(value) <= {"max_retries", "max_walltime"}:
+        return False
+    retries, walltime = value.get("max_retries", 3), value.get("max_walltime")
+    retries_ok = isinstance(retries, int) and not isinstance(retries, bool)
+    return retries_ok and (walltime is None or (isinstance(walltime, str) and is_walltime(walltime)))
 
 
 def policy_wiring(r: Rules) -> None:
@@ -125,3 +155,11 @@ def shared_jobs(r: Rules) -> None:
 def benchmarks_present(r: Rules) -> None:
     if r.ok(("driver", "benchmarks")) and r.get(("driver", "benchmarks")) == {}:
         r.warnings.append("driver.benchmarks is empty: nothing will be submitted")
+
+
+def budget_applies(r: Rules) -> None:
+    """driver.budget limits resume chains: without a resumable benchmark it limits nothing."""
+    if not isinstance(r.get(("driver", "budget")), dict):
+        return
+    if not any(resumable_setting(bench.get("resumable")) for _path, bench in r.benchmarks()):
+        r.warnings.append("driver.budget: no benchmark is resumable, so the budget limits nothing")

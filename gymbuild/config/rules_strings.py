@@ -156,6 +156,8 @@ def _walltime(r: Rules, path: Path, *, unlimited: bool = False) -> None:
 def walltimes(r: Rules) -> None:
     for name in r.mapping(("compute",)):
         _walltime(r, ("compute", name, "walltime"), unlimited=True)
+    if isinstance(r.get(("driver", "resumable")), dict):
+        _walltime(r, ("driver", "resumable", "max_walltime"))
     for path, bench in r.benchmarks():
         if isinstance(bench.get("resumable"), dict):
             _walltime(r, (*path, "resumable", "max_walltime"))

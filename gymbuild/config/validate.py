@@ -20,6 +20,7 @@ from jsonschema.protocols import Validator
 
 from gymbuild.config.lax import coerce
 from gymbuild.config.rules import check
+from gymbuild.config.rules_driver import fill_resumable
 from gymbuild.config.tree import JsonObject, JsonView, TreePath
 from gymbuild.errors import Problem, dotted
 from gymbuild.resources import load_schema
@@ -322,6 +323,7 @@ def validate(tree: JsonObject) -> Validation:
     if not isinstance(filled, dict):
         problem = Problem("", "the config is not a mapping", "start with `services:`")
         return Validation(tree={}, problems=[problem])
+    fill_resumable(filled)
     problems, bad = schema_problems(filled)
     rule_problems, warnings = check(filled, bad)
     return Validation(tree=filled, problems=unique_sorted(problems + rule_problems), warnings=warnings)

@@ -175,6 +175,16 @@ class ResumePlan(_Canonical):
     max_retries: int
     max_walltime_seconds: int | None
     script: str  # the job script the successor runs (absolute)
+    # The chain's progress, relative to the job's own dir (where its prologue runs): each benchmark's
+    # rollouts (a row each) and materialized inputs (the rows it set out to score).
+    rollouts: tuple[str, ...] = ("artifacts/rollouts.jsonl",)
+    expected: tuple[str, ...] = ("artifacts/rollouts_materialized_inputs.jsonl",)
+    # driver.budget, for all chains of the submission: the ledger every prologue appends to, relative
+    # to the job's dir (in the run dir), and its caps (None: no cap).
+    ledger: str = "../.gym_budget"
+    budget_attempts: int | None = None
+    budget_gpu_hours: float | None = None
+    gpus: int = 0  # GPUs a job of this chain holds: its GPU-hours when sacct cannot say
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,14 @@ def plan_shared_job(plans: Sequence[BenchPlan], concurrent: int) -> SharedJobPla
         collector = replace(collector, benchmark=",".join(names), bench_dir=job_dir)
     resume = first.resume
     if resume is not None:  # the rules keep one resumable setting per job
-        resume = replace(resume, script=f"{job_dir}/job.sh")
+        # The job's dir is <run dir>/+jobs/<name>: its benchmarks' dirs and the run dir are two up.
+        resume = replace(
+            resume,
+            script=f"{job_dir}/job.sh",
+            rollouts=tuple(f"../../{p.bench}/{r}" for p in plans for r in resume.rollouts),
+            expected=tuple(f"../../{p.bench}/{r}" for p in plans for r in resume.expected),
+            ledger=f"../{resume.ledger}",
+        )
     secrets: dict[str, None] = {}
     for plan in plans:
         secrets.update(dict.fromkeys(plan.secrets))

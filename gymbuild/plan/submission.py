@@ -111,10 +111,14 @@ def _plan(
     resume = None
     if benchmark.resumable and scheduled:  # a resume chain needs sbatch and sacct
         limit = benchmark.resumable.max_walltime
+        budget = config.driver.budget
         resume = ResumePlan(
             max_retries=benchmark.resumable.max_retries,
             max_walltime_seconds=walltime_seconds(limit) if limit else None,
             script=f"{bench_dir}/job.sh",
+            budget_attempts=budget.attempts if budget else None,
+            budget_gpu_hours=budget.gpu_hours if budget else None,
+            gpus=sum((p.gpus_per_node or 0) * p.nodes for p in config.compute.node_pools.values()),
         )
     directives: tuple[tuple[str, str | None], ...] = ()
     if scheduled:

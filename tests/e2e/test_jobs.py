@@ -296,5 +296,13 @@ def test_a_resumable_benchmark_that_times_out_is_resumed_by_its_successor(cluste
     assert [r["index"] for r in rollouts] == [0, 1]
     assert [r["slurm_job_id"] for r in rollouts] == [first, second]
     assert f"previous job {first} ended TIMEOUT" in _log(bench, f"slurm-{second}.log")
+    # The timeout came after a new row: resumed without spending a retry; the completion ends the chain.
+    attempts = [line.split("\t") for line in (bench / ".gym_attempts").read_text().splitlines()]
+    assert [(a[0], a[5], a[6]) for a in attempts] == [
+        (first, "head", "head of the chain"),
+        (second, "resume", "TIMEOUT after 1 new rows"),
+    ]
+    assert (bench / ".gym_chain_end").read_text() == "complete: 2 rows\n"
+    assert not (bench / ".gym_infra_retries").exists()
     assert (bench / "logs" / f"driver-{first}.log").is_file()
     assert (bench / "logs" / f"driver-{second}.log").is_file()

@@ -310,19 +310,50 @@ gym_stop_collector() {
 
 
 # --- resume: this job may continue a chain; it is given the previous job's id as $1.
-# The previous job's end state decides, as NeMo Gym's chain does: COMPLETED or CANCELLED ends the chain;
-# TIMEOUT, PREEMPTED and NODE_FAIL resume while the accumulated walltime allows (at the cap the chain
-# ends, exit 0); a state sacct never gives resumes without spending a retry (accounting lag); other
-# failures resume up to max_retries.
+# Always bounded: COMPLETED or CANCELLED ends the chain; TIMEOUT, PREEMPTED or NODE_FAIL after new
+# rollouts resumes free while the accumulated walltime allows (at the cap the chain ends, exit 0);
+# every other attempt spends one of max_retries, an UNKNOWN end (sacct silent) too, and two attempts
+# in a row without a new rollout end the chain (so a failure that repeats is retried once). Each job
+# start adds a line to .gym_attempts; a chain that stops says why in .gym_chain_end.
 __gym_int() {
   local value
   value=$(cat "$1" 2>/dev/null) || value=0
   [[ $value =~ ^[0-9]+$ ]] || value=0
   echo "$value"
 }
+__gym_lines() {  # the lines of FILE... together (a missing file has none): rows, as status counts them
+  local total=0 file n
+  for file; do
+    [[ -f $file ]] || continue
+    n=$(wc -l <"$file" 2>/dev/null) || n=0
+    n=${n//[^0-9]/}
+    total=$((total + ${n:-0}))
+  done
+  echo "$total"
+}
+__gym_attempt() {  # JOB N PREV STATE ROWS DECISION REASON: one line of .gym_attempts, tab-separated
+  local fields=() field
+  for field; do fields+=("${field//[$'\t\n\r']/ }"); done
+  (IFS=$'\t'; printf '%s\n' "${fields[*]}") >>.gym_attempts
+}
+# shellcheck disable=SC2317  # also called by the epilogue
+__gym_end_chain() {  # REASON: the chain ends; why, for status (written whole, then renamed)
+  printf '%s\n' "${1//[$'\n\r']/ }" >".gym_chain_end.$GYM_JOB_ID" && mv -f ".gym_chain_end.$GYM_JOB_ID" .gym_chain_end
+}
+__gym_stop() {  # STATUS REASON [CHAIN END]: this job ends the chain and runs nothing
+  __gym_attempt "$GYM_JOB_ID" "$__gym_n_attempt" "${__gym_prev_job:--}" "$__gym_shown" "$__gym_rows" stop "$2"
+  [[ -e .gym_chain_end ]] || __gym_end_chain "${3:-stopped: $2}"
+  echo "gym: $2; the chain ends here" >&2
+  exit "$1"
+}
 __gym_prev_job=${1:-}
 __gym_successor=
+__gym_rows=$(__gym_lines artifacts/rollouts.jsonl)
 if grep -qx "$GYM_JOB_ID" .gym_job_chain 2>/dev/null; then
+  if [[ -e .gym_chain_cancelled ]]; then
+    echo "gym: the chain was cancelled (.gym_chain_cancelled); job $GYM_JOB_ID runs nothing"
+    exit 0
+  fi
   # Requeued (same id): the chain's counts were taken on its first start. Its successor may have
   # started or gone with that run, so it gets a fresh one, as under NeMo Gym; the one queued before
   # is cancelled first, so a bad end never starts two.
@@ -330,51 +361,115 @@ if grep -qx "$GYM_JOB_ID" .gym_job_chain 2>/dev/null; then
   __gym_old_successor=$(cat ".gym_successor-$GYM_JOB_ID" 2>/dev/null) || __gym_old_successor=
   [[ $__gym_old_successor =~ ^[0-9]+$ ]] && scancel "$__gym_old_successor" 2>/dev/null
 else
+  __gym_n_attempt=1
+  __gym_shown=-
   if [[ -n $__gym_prev_job ]]; then
+    if [[ -e .gym_chain_cancelled ]]; then  # `gymbuild cancel` stopped this chain: never revive it
+      echo "gym: the chain was cancelled (.gym_chain_cancelled); job $GYM_JOB_ID runs nothing"
+      exit 0
+    fi
+    __gym_n_attempt=$(($(__gym_lines .gym_attempts) + 1))
     __gym_state=
     __gym_elapsed=0
-    # sacct saying nothing is waited for about 60 s, as NeMo Gym does; a state it has not settled
-    # yet (PENDING, RUNNING, ...) up to 300 s. Both count polls, so a short GYM_POLL_SECONDS keeps them
-    # short.
+    __gym_tres=
+    # sacct saying nothing is waited for about 60 s, as NeMo Gym does, but only 10 s once the
+    # predecessor's own exit status is there (.gym_exit-<id>, from its EXIT trap: it has ended, and a
+    # sacct still silent is one that cannot answer); a state it has not settled yet (PENDING,
+    # RUNNING, ...) up to 300 s. All count polls, so a short GYM_POLL_SECONDS keeps them short.
     __gym_polls=$(__gym_polls 300)
     __gym_silent=$(__gym_polls 60)
+    __gym_ended=$(__gym_polls 10)
     for ((__gym_n = 0; __gym_n < __gym_polls; __gym_n++)); do
-      IFS='|' read -r __gym_state __gym_elapsed < <(sacct -n -X -P -j "$__gym_prev_job" -o State,ElapsedRaw 2>/dev/null)
+      IFS='|' read -r __gym_state __gym_elapsed __gym_tres < <(sacct -n -X -P -j "$__gym_prev_job" -o State,ElapsedRaw,AllocTRES 2>/dev/null)
       case ${__gym_state%% *} in
-        "") (( --__gym_silent > 0 )) || break; sleep "$__gym_poll_seconds" ;;
+        "")
+          if [[ -e .gym_exit-$__gym_prev_job ]]; then
+            ((--__gym_ended > 0)) || break
+          fi
+          ((--__gym_silent > 0)) || break
+          sleep "$__gym_poll_seconds"
+          ;;
         PENDING | RUNNING | REQUEUED | RESIZING | SUSPENDED | COMPLETING) sleep "$__gym_poll_seconds" ;;  # accounting lags
         *) break ;;
       esac
     done
+    __gym_state=${__gym_state%% *}
+    __gym_shown=${__gym_state:-UNKNOWN}
+    __gym_gpus=0
+    [[ $__gym_tres =~ gres/gpu(:[^=,]*)?=([0-9]+) ]] && __gym_gpus=${BASH_REMATCH[2]}
+    __gym_exit=$(cat ".gym_exit-$__gym_prev_job" 2>/dev/null) || __gym_exit=
+    [[ $__gym_exit =~ ^[0-9]+$ ]] || __gym_exit=
+    if [[ -z $__gym_state ]]; then
+      # No sacct: the predecessor's time from its own files, from queueing its successor (its start)
+      # to its exit status (its end); its GPUs are this job's, the same script's.
+      __gym_elapsed=0
+      __gym_from=$(stat -c %Y ".gym_successor-$__gym_prev_job" 2>/dev/null) || __gym_from=
+      __gym_to=$(stat -c %Y ".gym_exit-$__gym_prev_job" 2>/dev/null) || __gym_to=
+      if [[ $__gym_from =~ ^[0-9]+$ && $__gym_to =~ ^[0-9]+$ ]] && ((__gym_to > __gym_from)); then
+        __gym_elapsed=$((__gym_to - __gym_from))
+      fi
+      __gym_gpus=2
+    fi
     [[ $__gym_elapsed =~ ^[0-9]+$ ]] || __gym_elapsed=0
     __gym_walltime=$(($(__gym_int .gym_accumulated_walltime) + __gym_elapsed))
     echo "$__gym_walltime" >.gym_accumulated_walltime
-    echo "gym: previous job $__gym_prev_job ended ${__gym_state:-UNKNOWN}; ${__gym_walltime} s used so far"
-    case ${__gym_state%% *} in
+    echo "gym: previous job $__gym_prev_job ended $__gym_shown${__gym_exit:+ (exit status $__gym_exit)}; ${__gym_walltime} s used so far"
+    # Progress: rows now against the rows at the predecessor's start (its line of .gym_attempts); no
+    # line, no proof of progress. The run of attempts without progress ends with the predecessor.
+    __gym_base=$(awk -F '\t' -v job="$__gym_prev_job" '$1 == job && $5 ~ /^[0-9]+$/ {rows = $5} END {print rows}' .gym_attempts 2>/dev/null)
+    if [[ -z $__gym_base ]]; then
+      __gym_new=
+      __gym_streak=1
+      __gym_what="$__gym_shown, no record of its start"
+    else
+      __gym_new=$((__gym_rows - __gym_base))
+      __gym_streak=$(awk -F '\t' -v now="$__gym_rows" '{rows[++n] = $5}
+        END {s = 0; after = now; for (i = n; i >= 1; i--) {if (rows[i] !~ /^[0-9]+$/ || after > rows[i] + 0) break; s++; after = rows[i] + 0}; print s}' .gym_attempts)
+      if ((__gym_new > 0)); then
+        __gym_what="$__gym_shown after $__gym_new new rows"
+      else
+        __gym_what="$__gym_shown, no new rows"
+      fi
+    fi
+    [[ -z $__gym_state && -n $__gym_exit ]] && __gym_what+=" (sacct silent; exit status $__gym_exit)"
+    [[ -z $__gym_state && -z $__gym_exit ]] && __gym_what+=" (sacct silent; no exit status)"
+    __gym_decision="retry"
+    case $__gym_state in
       COMPLETED | CANCELLED)
-        echo "gym: the chain ends here"
-        exit 0
-        ;;
-      TIMEOUT | PREEMPTED | NODE_FAIL)
-        :  # no max_walltime: resume
+        __gym_stop 0 "job $__gym_prev_job ended $__gym_state"
         ;;
       "")
-        echo "gym: sacct says nothing of job $__gym_prev_job; resuming without spending a retry"
-        ;;
-      *)
-        __gym_retries=$(($(__gym_int .gym_infra_retries) + 1))
-        echo "$__gym_retries" >.gym_infra_retries
-        if ((__gym_retries > 3)); then
-          echo "gym: max_retries (3) reached; not resuming" >&2
-          exit 1
+        if [[ $__gym_exit == 0 ]]; then  # its driver completed: the chain is done
+          __gym_stop 0 "job $__gym_prev_job exited 0 (sacct silent)"
         fi
         ;;
+      TIMEOUT | PREEMPTED | NODE_FAIL)
+        ((${__gym_new:-0} > 0)) && __gym_decision="resume"
+        ;;
     esac
+    if [[ $__gym_decision == retry ]]; then
+      if ((${__gym_new:-0} <= 0 && __gym_streak >= 2)); then
+        __gym_jobs=$(awk -F '\t' '{before = last; last = $1} END {print before ", " last}' .gym_attempts)
+        __gym_stop 1 "no progress in 2 attempts in a row (jobs $__gym_jobs)"
+      fi
+      __gym_retries=$(($(__gym_int .gym_infra_retries) + 1))
+      echo "$__gym_retries" >.gym_infra_retries
+      if ((__gym_retries > 3)); then
+        __gym_stop 1 "max_retries (3) reached"
+      fi
+      __gym_what+=" (retry $__gym_retries of 3)"
+    fi
   else
     # The head of a chain (a submit, or a resubmit after a chain gave up) counts retries and
-    # walltime afresh: the old chain's counts would leave a resubmitted benchmark no retries.
-    rm -f .gym_infra_retries .gym_accumulated_walltime
+    # walltime afresh: the old chain's counts would leave a resubmitted benchmark no retries. A
+    # cancel of the old chain does not stop this one.
+    rm -f .gym_infra_retries .gym_accumulated_walltime .gym_chain_cancelled .gym_chain_end
+    : >.gym_attempts
+    __gym_decision="head"
+    __gym_what="head of the chain"
   fi
+  __gym_attempt "$GYM_JOB_ID" "$__gym_n_attempt" "${__gym_prev_job:--}" "$__gym_shown" "$__gym_rows" "$__gym_decision" "$__gym_what"
+  echo "gym: attempt $__gym_n_attempt of the chain ($__gym_decision: $__gym_what); $__gym_rows rows scored so far"
   echo "$GYM_JOB_ID" >>.gym_job_chain
 fi
 # The successor runs only if this job ends badly (afternotok); it gets this job's id. Without
@@ -428,7 +523,16 @@ __gym_driver_pid=$!
 # --- monitor: every service step, every 5 s, while the driver runs; the job's status is the driver's
 gym_monitor "$__gym_driver_pid"
 __gym_status=$?
-if [[ $__gym_status == 0 && -n $__gym_successor ]]; then
-  scancel "$__gym_successor"  # this job completed: the chain ends here
+if [[ $__gym_status == 0 ]]; then
+  [[ -n $__gym_successor ]] && scancel "$__gym_successor"  # this job completed: the chain ends here
+  __gym_expected=$(__gym_lines artifacts/rollouts_materialized_inputs.jsonl)
+  __gym_rows=$(__gym_lines artifacts/rollouts.jsonl)
+  if ((__gym_expected > 0)); then
+    __gym_end_chain "complete: $__gym_rows/$__gym_expected rows"
+  else
+    __gym_end_chain "complete: $__gym_rows rows"
+  fi
+elif [[ -z $__gym_successor ]]; then
+  __gym_end_chain "stopped: job $GYM_JOB_ID ended with exit status $__gym_status and queued no successor"
 fi
 exit "$__gym_status"
