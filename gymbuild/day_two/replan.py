@@ -117,12 +117,11 @@ class Step:
 
     @property
     def chain_gpu_hours(self) -> float | None:
-        """Upper bound of its whole resume chain, from how its jobs' prologue decides (parts.sh.j2):
-        a successor after a TIMEOUT, PREEMPTED or NODE_FAIL starts only while the chain's time so far
-        is under max_walltime, and may then run a whole walltime; one after any other failure spends
-        one of max_retries. So (max_walltime + (max_retries + 1) x walltime) x GPUs; None without
-        max_walltime or a walltime. Only while sacct answers: a prologue that hears nothing resumes
-        without spending a retry (issue 42, item 1)."""
+        """Upper bound of its whole resume chain, from how its jobs' prologue decides (resume.sh.j2):
+        a successor after a TIMEOUT, PREEMPTED or NODE_FAIL with new rows starts only while the chain's
+        time so far is under max_walltime, and may then run a whole walltime; any other end (an
+        unknown one too) spends one of max_retries. So (max_walltime + (max_retries + 1) x walltime)
+        x GPUs; None without max_walltime or a walltime. `driver.budget` may stop it sooner."""
         how = self.how
         if self.action == NOTHING or not how.chain:
             return None

@@ -1,4 +1,4 @@
-"""Following and stopping a resume chain on the real test cluster (issue 42, items 2 and 3).
+"""Following and stopping a resume chain on the real test cluster.
 
 One resumable benchmark whose every job fails (the fake driver exits 3) once a gate file exists
 (+fake_wait_for_file): each job holds RUNNING until the test lets it end, so every step of the chain

@@ -66,7 +66,7 @@ def test_status_follows_the_chain_the_recorded_job_started_not_an_older_one(clus
         assert (new.job_id, new.state) == (resubmitted, "PENDING")
         # Asked by the old id (the record never does after a resubmit), the chain is followed to its
         # successor, as sacct tells it; and a live job newer than the chain in its bench dir is taken
-        # for the chain's own (a successor no file names yet), never the dead one (issue 42).
+        # for the chain's own (a successor no file names yet), never the dead one.
         assert old.chain is not None
         assert [(s.job_id, s.state) for s in old.chain.steps[:2]] == [
             (first, "FAILED"),

@@ -1,4 +1,4 @@
-"""What `gymbuild compare` counts and which metric its gate reads (issue 44, items 2 and 5): coverage per
+"""What `gymbuild compare` counts and which metric its gate reads: coverage per
 agent, duplicates and empty files named and counted as written, the benchmark's key metric as NeMo
 Gym's aggregate names it (or metric=), and the one-line install hint without numpy and scipy.
 

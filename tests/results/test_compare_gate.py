@@ -1,4 +1,4 @@
-"""`gymbuild compare max_drop=` as a CI gate (issue 40, item 8; issue 44): exit 1 on a drop shown, 2
+"""`gymbuild compare max_drop=` as a CI gate: exit 1 on a drop shown, 2
 (INCONCLUSIVE) when anything asked for was not compared in full or the interval cannot tell, 0 only
 when every asked benchmark was compared in full and a drop beyond max_drop is ruled out. A gate that
 is green when nothing was compared passes the worst regression of all: a run that crashed.

@@ -1,4 +1,4 @@
-"""The gate validated by simulation (issue 44, item 7), in process and seeded, so every run of the suite
+"""The gate validated by simulation, in process and seeded, so every run of the suite
 sees the same datasets and the same figures (docs/compare.md quotes them).
 
 Each dataset is a benchmark of pass/fail tasks with task-level heterogeneity: every task has its own
