@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from gymbuild import interrupts
 from gymbuild.plan.job import Packing
 from gymbuild.state.records import RESOLVED_CONFIG_NAME
-from gymbuild.submit import queue, record, stage, sync
+from gymbuild.submit import queue, quota, record, stage, sync
 
 if TYPE_CHECKING:
     from gymbuild.executors.connection import Connection
@@ -135,13 +135,18 @@ def _queue(batch: Batch) -> None:
     """Queue each run's todo in one pipelined pass, and record each run that queued anything as soon
     as its pass ends, even when it stopped half-way (a job id the executor holds must reach the
     record): a signal while jobs start stops the starting, not the recording. The record step after
-    it finds these recorded; it is for what a killed run left unrecorded."""
+    it finds these recorded; it is for what a killed run left unrecorded. What does not fit the
+    user's quota waits (quota.py): the limits are read once for the pass."""
+    room: quota.Room | None = None
     with interrupts.deferred():  # a signal: the jobs in flight are read and recorded first
         for work in batch.works:
             if interrupts.pending():  # a sweep's later cells: nothing of them started
                 break
             todo = [b for b in work.todo if b not in work.run.memory.queue_done]
             try:
+                if todo:
+                    room = room or quota.Room(batch.conn)
+                    todo = room.take(work.run, work.packing, todo)
                 if todo:
                     queue.queue_many(work.run, batch.conn, work.packing, todo)
             finally:

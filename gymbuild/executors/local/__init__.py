@@ -82,6 +82,11 @@ def queued(result: Result) -> Queued:
     return Queued(job_id, None)
 
 
+def read_limits(conn: Connection, directives: Mapping[str, str | None]) -> None:
+    """A local job meets no scheduler's quota."""
+    return None
+
+
 def hold_queue(conn: Connection, run_dir: str) -> None:
     """The run dir's queue lock and log, as on Slurm (attempts.py): a killed submit's starts are
     found again in the log by the next one, which holds the lock."""

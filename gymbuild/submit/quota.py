@@ -1,0 +1,104 @@
+"""Quota: queue what fits the user's limits, and write down the rest as waiting for room.
+
+Why: a cluster caps what one user may have queued (MaxSubmitJobs of the association or the QOS), and
+an sbatch beyond it is refused. Before the first sbatch of a pass, the executor reads the limits in
+the run's session (executors/slurm/limits.py: one round trip); the jobs that fit are queued, in
+config order, and the others get an outcome with no job id and an error that starts with
+states.WAITING_FOR_ROOM and names the limit: the record says "waiting", `status` shows WAITING, and
+the next `submit` (or `submit watch=1`, which feeds them as room frees) queues them like anything
+else that has no job id. No sbatch the limit is known to refuse is run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from gymbuild.executors.states import WAITING_FOR_ROOM
+from gymbuild.state.provenance import utc_now, utc_timestamp
+from gymbuild.state.workspace import Outcome
+
+if TYPE_CHECKING:
+    from gymbuild.executors.connection import Connection
+    from gymbuild.executors.slurm.limits import Limits
+    from gymbuild.plan.job import Packing
+    from gymbuild.submit.settled import Settled
+
+FEED_HINT = "`gymbuild submit watch=1` queues it as room frees"
+
+
+def split(groups: Sequence[Sequence[str]], limits: Limits | None) -> tuple[list[str], list[str]]:
+    """(what to queue, what waits): the benchmarks of the jobs `groups` (each job's benchmarks, in
+    order) that fit the limits now, and the rest. A job is one submission (one task): its
+    benchmarks are queued or wait together."""
+    fit = len(groups) if limits is None else limits.fits([1] * len(groups))
+    return [b for g in groups[:fit] for b in g], [b for g in groups[fit:] for b in g]
+
+
+def dry_run_note(jobs: int, directives: dict[str, str | None]) -> str:
+    """What the dry run can say of the quota without a connection: what a submit will check, and
+    what it then does with the jobs beyond the room."""
+    account = f"account {directives['account']}" if directives.get("account") else "your default account"
+    qos = f"QOS {directives['qos']}" if directives.get("qos") else "its default QOS"
+    return (
+        f"note: at submit, gymbuild reads your limits in {account} and {qos} (MaxSubmitJobs and "
+        "MaxJobs from sacctmgr, MaxArraySize from scontrol) and your jobs already queued; of these "
+        f"{jobs} job(s), those beyond the room wait, named with the limit (`gymbuild submit watch=1` "
+        "feeds them as room frees)"
+    )
+
+
+def waiting_text(why: str) -> str:
+    """The error a waiting benchmark's record entry carries: it names the limit and its source."""
+    return f"{WAITING_FOR_ROOM}{why}; {FEED_HINT}"
+
+
+class Room:
+    """The room a pass has under the user's limits: read once a pass (the first run that queues
+    asks), then counted down as the pass's runs queue, so a sweep's cells share one reading."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.limits: dict[tuple[str | None, str | None], Limits | None] = {}
+
+    def take(self, run: Settled, packing: Packing, benches: list[str]) -> list[str]:
+        """The benchmarks of `benches` to queue now; the others' outcomes say they wait for room."""
+        if not benches:
+            return benches
+        groups = [job.members for job in map(run.plans.job, packing.jobs(benches))]
+        directives = dict(run.plans.job(groups[0]).plan.directives)
+        scope = (directives.get("account"), directives.get("qos"))
+        if scope not in self.limits:
+            self.limits[scope] = run.executor.read_limits(self.conn, directives)
+        limits = self.limits[scope]
+        fit, wait = split(groups, limits)
+        if limits is not None:
+            queued = limits.fits([1] * len(groups))
+            self.limits[scope] = replace(limits, queued=limits.queued + queued)
+        if wait and limits is not None:
+            hold(run, wait, limits.why())
+        return fit
+
+
+def hold(run: Settled, benches: Sequence[str], why: str) -> None:
+    """Write each of `benches` down as waiting for room (no job id; an earlier job id is never
+    overwritten), for the record and `status`; the report names them and why."""
+    workspace, text = run.workspace, waiting_text(why)
+    for bench in benches:
+        before = workspace.outcome(bench)
+        if before is not None and before.job_id is not None:
+            continue
+        workspace.save_outcome(
+            Outcome(
+                benchmark=bench,
+                job_id=None,
+                error=text,
+                script_digest=run.plans.stage_digest(bench),
+                at=utc_timestamp(utc_now()),
+                previous_job_ids=before.previous_job_ids if before else (),
+            )
+        )
+        with run.memory.lock:
+            run.memory.queued_now.append(bench)
+            run.memory.waiting.append(bench)
