@@ -17,7 +17,7 @@ from gymbuild.executors.base import Answer, Queued
 from gymbuild.executors.secrets import SecretsFile
 from gymbuild.state.provenance import utc_now, utc_timestamp
 from gymbuild.state.workspace import Outcome
-from gymbuild.submit.quota import hold, waiting_text
+from gymbuild.submit.quota import hold, unqueued, waiting_text
 from gymbuild.submit.record import keep_benchmark_order
 
 if TYPE_CHECKING:
@@ -159,22 +159,8 @@ def _not_started(run: Settled, jobs: list[JobPlan], earlier: dict[str, Outcome])
     """The outcome of each benchmark an interrupted pass never started: no job id, and why, so that
     the record and `status` list it (as NOT QUEUED) beside those it did start. An earlier job id is
     never overwritten; a killed run's attempt keeps its in-flight stamp, for the next run to recover."""
-    for job in jobs:
-        for member in job.members:
-            before = earlier.get(member)
-            if before is not None and before.job_id is not None:
-                continue
-            run.workspace.save_outcome(
-                Outcome(
-                    benchmark=member,
-                    job_id=None,
-                    error=NOT_STARTED,
-                    script_digest=run.plans.stage_digest(member),
-                    at=utc_timestamp(utc_now()),
-                    previous_job_ids=before.previous_job_ids if before else (),
-                )
-            )
-            run.memory.queued_now.append(member)
+    members = [member for job in jobs for member in job.members]
+    unqueued(run, members, NOT_STARTED, earlier)
 
 
 def secrets_file(run: Settled, job: JobPlan) -> SecretsFile:

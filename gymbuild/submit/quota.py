@@ -11,7 +11,7 @@ else that has no job id. No sbatch the limit is known to refuse is run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -82,18 +82,29 @@ class Room:
 
 
 def hold(run: Settled, benches: Sequence[str], why: str) -> None:
-    """Write each of `benches` down as waiting for room (no job id; an earlier job id is never
-    overwritten), for the record and `status`; the report names them and why."""
-    workspace, text = run.workspace, waiting_text(why)
+    """Write each of `benches` down as waiting for room, for the record and `status`; the report
+    names them and why."""
+    unqueued(run, benches, waiting_text(why))
+    with run.memory.lock:
+        run.memory.waiting.extend(benches)
+
+
+def unqueued(
+    run: Settled, benches: Sequence[str], error: str, earlier: Mapping[str, Outcome] | None = None
+) -> None:
+    """The outcome of each of `benches` that has no job: no job id, and `error` saying why. An
+    earlier job id is never overwritten. `earlier`: the outcomes as the pass read them (default:
+    read now)."""
+    workspace = run.workspace
     for bench in benches:
-        before = workspace.outcome(bench)
+        before = earlier.get(bench) if earlier is not None else workspace.outcome(bench)
         if before is not None and before.job_id is not None:
             continue
         workspace.save_outcome(
             Outcome(
                 benchmark=bench,
                 job_id=None,
-                error=text,
+                error=error,
                 script_digest=run.plans.stage_digest(bench),
                 at=utc_timestamp(utc_now()),
                 previous_job_ids=before.previous_job_ids if before else (),
@@ -101,4 +112,3 @@ def hold(run: Settled, benches: Sequence[str], why: str) -> None:
         )
         with run.memory.lock:
             run.memory.queued_now.append(bench)
-            run.memory.waiting.append(bench)
