@@ -48,7 +48,9 @@ class Feeder:
         waiting = [r.benchmark for r in rows if kind(r, live_states) == "waiting"]
         live = sum(kind(r, live_states) in ("pending", "running") for r in rows)
         self.polls_since_feed += 1
-        freed = self.live_after_feed is None or live < self.live_after_feed or not live
+        if self.live_after_feed is None:  # the first look: the submit's own pass has just fed
+            self.live_after_feed = live
+        freed = live < self.live_after_feed or not live
         if not waiting or not (freed or self.polls_since_feed >= FEED_EVERY):
             return rows
         ctx.memory.queued_now.clear()
@@ -68,7 +70,7 @@ class Feeder:
             if b not in fed and waits_for_room(outcomes[b].error if b in outcomes else None)
         ]
         self.live_after_feed = live + len(fed)
-        if fed or still:
+        if fed:
             _say(f"fed {len(fed)} waiting benchmark(s); {len(still)} still wait for room")
         return rows
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from gymbuild.executors.states import WAITING_FOR_ROOM
+from gymbuild.executors.states import WAITING_FOR_ROOM, waits_for_room
 from gymbuild.state.provenance import utc_now, utc_timestamp
 from gymbuild.state.workspace import Outcome
 
@@ -73,9 +73,10 @@ class Room:
             self.limits[scope] = run.executor.read_limits(self.conn, directives)
         limits = self.limits[scope]
         fit, wait = split(groups, limits)
-        if limits is not None:
-            queued = limits.fits([1] * len(groups))
-            self.limits[scope] = replace(limits, queued=limits.queued + queued)
+        if limits is not None:  # what this pass queues counts against the limit for the rest
+            limits = self.limits[scope] = replace(
+                limits, queued=limits.queued + limits.fits([1] * len(groups))
+            )
         if wait and limits is not None:
             hold(run, wait, limits.why())
         return fit
@@ -84,7 +85,11 @@ class Room:
 def hold(run: Settled, benches: Sequence[str], why: str) -> None:
     """Write each of `benches` down as waiting for room, for the record and `status`; the report
     names them and why."""
-    unqueued(run, benches, waiting_text(why))
+    # One already waiting is left as it is: a feed of a thousand waiting benchmarks would rewrite
+    # (and fsync) a thousand outcome files to say the same again.
+    outcomes = run.workspace.outcomes()
+    fresh = [b for b in benches if not (b in outcomes and waits_for_room(outcomes[b].error))]
+    unqueued(run, fresh, waiting_text(why), outcomes)
     with run.memory.lock:
         run.memory.waiting.extend(benches)
 

@@ -15,7 +15,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from e2e_helpers import gymbuild, job_ids, manifest, slurm_config, user_env, wait_for_jobs, write_config
+from e2e_helpers import (
+    gymbuild,
+    job_ids,
+    manifest,
+    run_dir,
+    slurm_config,
+    user_env,
+    wait_for_jobs,
+    write_config,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -75,3 +84,63 @@ def test_a_submission_three_times_the_quota_is_fed_to_the_end_without_a_refused_
 
     status = gymbuild("status", "json=1", cwd=tmp_path, env=env)
     assert json.loads(status.stdout)["summary"]["completed"] == 3 * LIMIT
+
+
+LOAD_WITH_NEMO_GYM = (
+    "import json, sys\n"
+    "from nemo_gym.orchestration.jobs import SubmissionRecord\n"
+    "record = SubmissionRecord.load(json.load(open(sys.argv[1])))\n"
+    "print(json.dumps([[b.benchmark, b.job_id] for b in record.benchmarks]))\n"
+)
+
+
+def test_a_plain_submit_leaves_the_rest_waiting_and_a_later_submit_queues_them(
+    cluster: Any, capped_account: str, nemo_gym: Any, tmp_path: Any
+) -> None:
+    benchmarks = {f"w{i}": {"command": "true"} for i in range(LIMIT + 2)}
+    config = slurm_config(cluster.run_dir("e2e-quota-plain"), benchmarks, services={}, account=capped_account)
+    del config["driver"]["policy_model"]
+    write_config(tmp_path, config)
+    env = user_env(tmp_path)
+
+    first = gymbuild("submit", cwd=tmp_path, env=env)
+    assert first.rc == 0, first.stdout + first.stderr  # waiting is not failing
+    assert "waiting 2 (w4, w5)" in first.stdout
+    submitted = [line.split()[1] for line in first.stdout.splitlines() if line.startswith("submitted")]
+    assert submitted == [f"w{i}" for i in range(LIMIT)]
+
+    status = json.loads(gymbuild("status", "json=1", cwd=tmp_path, env=env).stdout)
+    rows = {row["benchmark"]: row for row in status["benchmarks"]}
+    assert {b: (rows[b]["state"], rows[b]["job_id"]) for b in ("w4", "w5")} == dict.fromkeys(
+        ("w4", "w5"), ("WAITING", None)
+    )
+    assert (status["summary"]["waiting"], status["summary"]["failed"]) == (2, 0)
+    table = gymbuild("status", cwd=tmp_path, env=env).stdout
+    assert "waiting for room" in table and f"MaxSubmitJobs={LIMIT}" in table
+
+    # NeMo Gym 0.7.0 reads the record as its own: the waiting ones are entries with no job id yet.
+    loaded = nemo_gym.run_python(LOAD_WITH_NEMO_GYM, str(run_dir(config) / "gym-job.json"))
+    assert loaded.returncode == 0, loaded.stderr
+    assert dict(json.loads(loaded.stdout)) == job_ids(manifest(config))
+
+    wait_for_jobs(cluster, [job_id for job_id in job_ids(manifest(config)).values() if job_id])
+    again = gymbuild("submit", cwd=tmp_path, env=env)
+    assert again.rc == 0, again.stdout + again.stderr
+    fed = [line.split()[1] for line in again.stdout.splitlines() if line.startswith("submitted")]
+    assert fed == ["w4", "w5"]
+    ids = job_ids(manifest(config))
+    assert {r.state for r in wait_for_jobs(cluster, [ids["w4"], ids["w5"]]).values()} == {"COMPLETED"}
+
+
+def test_the_limits_are_read_from_the_cluster_in_one_round_trip(cluster: Any, capped_account: str) -> None:
+    from gymbuild.executors.connection import Connection
+    from gymbuild.executors.slurm import read_limits
+
+    array = cluster.ssh("scontrol show config | sed -n 's/^MaxArraySize *= *//p'").stdout.strip()
+    with Connection(cluster.ssh_alias) as conn:
+        before = conn.round_trips
+        limits = read_limits(conn, {"account": capped_account})
+        assert conn.round_trips - before == 1
+    assert (limits.max_submit_jobs, limits.queued, limits.room) == (LIMIT, 0, LIMIT)
+    assert limits.max_array_size == int(array)
+    assert limits.submit_source == f"MaxSubmitJobs={LIMIT} of association {capped_account}/root"
