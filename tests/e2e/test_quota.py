@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +26,9 @@ from e2e_helpers import (
     wait_for_jobs,
     write_config,
 )
+from follow_helpers import Follower
+
+from tests.sweep.test_slurm import Sweeper
 
 pytestmark = pytest.mark.cluster
 
@@ -144,3 +148,37 @@ def test_the_limits_are_read_from_the_cluster_in_one_round_trip(cluster: Any, ca
     assert (limits.max_submit_jobs, limits.queued, limits.room) == (LIMIT, 0, LIMIT)
     assert limits.max_array_size == int(array)
     assert limits.submit_source == f"MaxSubmitJobs={LIMIT} of association {capped_account}/root"
+
+
+def test_a_follower_feeds_the_checkpoints_that_wait_for_room(
+    cluster: Any, capped_account: str, tmp_path: Any
+) -> None:
+    # LIMIT + 2 complete checkpoints, one job each: the first poll queues LIMIT, two wait; the follower
+    # feeds them as the first end, and all complete (none is given up on as "failed").
+    sweeper = Sweeper(cluster, tmp_path, "follow-quota")
+    ckpts = cluster.run_dir("follow-quota-ckpts")
+    for step in range(LIMIT + 2):
+        (ckpts / f"step_{step}").mkdir()
+        (ckpts / f"step_{step}" / "config.json").write_text("{}")
+    args = [
+        "submit",
+        f"config={sweeper.config}",
+        "multirun=1",
+        "follow=1",
+        "every=1",
+        f"compute.cluster.account={capped_account}",
+        f"services.policy.model=paths({ckpts}/step_*)",
+    ]
+    follower = Follower(tmp_path, args, sweeper.env)
+    try:
+        for step in range(LIMIT + 2):
+            follower.expect(f"submitted {ckpts}/step_{step} (gym-job-", timeout=120)
+        follower.expect("fed ", timeout=300)
+        for _ in range(LIMIT + 2):
+            follower.expect(f"completed {ckpts}/step_", timeout=300)
+        rc, said, err = follower.stop(signal.SIGTERM)
+        assert rc == 0 and "Traceback" not in err, err
+        assert f"{LIMIT + 2} checkpoint(s) submitted, {LIMIT + 2} completed, 0 given up on" in said[-1], said
+    finally:
+        follower.kill()
+    assert not [c for c in sweeper.ssh.commands() if "AssocMaxSubmitJobLimit" in c]
