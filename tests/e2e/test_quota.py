@@ -21,6 +21,7 @@ from e2e_helpers import (
     job_ids,
     manifest,
     run_dir,
+    set_submit_limit,
     slurm_config,
     user_env,
     wait_for_jobs,
@@ -41,11 +42,7 @@ def capped_account(cluster: Any) -> Iterator[str]:
     jobs cancelled and the account removed afterwards, whatever the test did."""
     name = f"gymquota{secrets.token_hex(4)}"
     try:
-        cluster.ssh(
-            f"sacctmgr -i add account {name} Description=gymbuild-quota-test >/dev/null && "
-            f"sacctmgr -i add user root account={name} >/dev/null && "
-            f"sacctmgr -i modify user where name=root account={name} set MaxSubmitJobs={LIMIT} >/dev/null"
-        )
+        set_submit_limit(name, LIMIT)  # and wait until slurmctld, which judges sbatch, enforces it
         yield name
     finally:
         cluster.ssh(
