@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import secrets
 import signal
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -179,3 +180,54 @@ def test_a_follower_feeds_the_checkpoints_that_wait_for_room(
     finally:
         follower.kill()
     assert not [c for c in sweeper.ssh.commands() if "AssocMaxSubmitJobLimit" in c]
+
+
+@pytest.fixture
+def group_capped_account(cluster: Any) -> Iterator[str]:
+    """An account of this test's own with GrpSubmitJobs=2 on the account itself: a group limit, which
+    counts every user's jobs and which gymbuild does not read (only the user's own limits are)."""
+    name = f"gymquotagrp{secrets.token_hex(4)}"
+    try:
+        set_submit_limit(name, None)  # the account and root's association in it, no limit of root's
+        cluster.ssh(f"sacctmgr -i modify account where name={name} set GrpSubmitJobs=2 >/dev/null")
+        deadline = time.monotonic() + 30
+        while (
+            "GrpSubmitJobs=2("
+            not in cluster.ssh(f"scontrol show assoc_mgr accounts={name} flags=assoc", check=False).stdout
+        ):
+            assert time.monotonic() < deadline, "slurmctld did not take GrpSubmitJobs=2"
+            time.sleep(0.5)
+        yield name
+    finally:
+        cluster.ssh(
+            f"scancel -A {name} 2>/dev/null; sacctmgr -i delete user root account={name} >/dev/null; "
+            f"sacctmgr -i delete account {name} >/dev/null",
+            check=False,
+        )
+
+
+def test_a_refusal_by_a_limit_gymbuild_cannot_read_is_a_wait_and_is_fed_later(
+    cluster: Any, group_capped_account: str, tmp_path: Any
+) -> None:
+    benchmarks = {f"g{i}": {"command": "sleep 2"} for i in range(4)}
+    config = slurm_config(
+        cluster.run_dir("e2e-quota-grp"), benchmarks, services={}, account=group_capped_account
+    )
+    del config["driver"]["policy_model"]
+    write_config(tmp_path, config)
+    env = user_env(tmp_path, GYMBUILD_WATCH_INTERVALS="1,2")
+
+    first = gymbuild("submit", cwd=tmp_path, env=env)
+    assert first.rc == 0, first.stdout + first.stderr  # refused by a named limit: waiting, not failed
+    ids = job_ids(manifest(config))
+    assert [b for b, job_id in ids.items() if job_id] == ["g0", "g1"]
+    assert "waiting 2 (g2, g3): sbatch said: sbatch: error: AssocGrpSubmitJobsLimit" in first.stdout
+    rows = json.loads(gymbuild("status", "json=1", cwd=tmp_path, env=env).stdout)["benchmarks"]
+    assert [r["state"] for r in rows if r["benchmark"] in ("g2", "g3")] == ["WAITING", "WAITING"]
+
+    fed = gymbuild("submit", "watch=1", cwd=tmp_path, env=env, timeout=600)
+    assert fed.rc == 0, fed.stdout + fed.stderr
+    assert "4 benchmarks: 0 pending, 0 running, 4 completed, 0 failed" in fed.stdout
+    ids = job_ids(manifest(config))
+    ended = wait_for_jobs(cluster, [job_id for job_id in ids.values() if job_id])
+    assert len(ended) == 4 and {r.state for r in ended.values()} == {"COMPLETED"}
