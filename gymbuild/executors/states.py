@@ -309,8 +309,11 @@ def _own_state(
 
 
 def run_state(counts: Mapping[str, int]) -> str:
-    """One run's state from its benchmarks' (day_two.tally's kinds)."""
-    for kind, state in (("running", "RUNNING"), ("pending", "PENDING"), ("unknown", "UNKNOWN")):
+    """One run's state from its benchmarks' (day_two.tally's kinds). A run whose benchmarks wait for
+    room under the quota is PENDING: it has not ended (and `submit` must not queue it again from a
+    workspace that lost it, submit/live.py)."""
+    order = (("running", "RUNNING"), ("pending", "PENDING"), ("waiting", "PENDING"), ("unknown", "UNKNOWN"))
+    for kind, state in order:
         if counts.get(kind):
             return state
     return "FAILED" if counts.get("failed") else "COMPLETED"

@@ -126,6 +126,9 @@ def test_a_plain_submit_leaves_the_rest_waiting_and_a_later_submit_queues_them(
     assert dict(json.loads(loaded.stdout)) == job_ids(manifest(config))
 
     wait_for_jobs(cluster, [job_id for job_id in job_ids(manifest(config)).values() if job_id])
+    # `runs`: the submission has not ended while two wait, and they are not "not queued".
+    (listed,) = json.loads(gymbuild("runs", "json=1", cwd=tmp_path, env=env).stdout)
+    assert (listed["state"], listed["not_queued"], listed["benchmarks"].get("waiting")) == ("PENDING", 0, 2)
     again = gymbuild("submit", cwd=tmp_path, env=env)
     assert again.rc == 0, again.stdout + again.stderr
     fed = [line.split()[1] for line in again.stdout.splitlines() if line.startswith("submitted")]

@@ -9,7 +9,7 @@ from pathlib import Path
 from gymbuild.executors import slurm
 from gymbuild.executors.base import JobState
 from gymbuild.executors.connection import Result
-from gymbuild.executors.states import WAITING_FOR_ROOM, kind, status_rows, tally
+from gymbuild.executors.states import WAITING_FOR_ROOM, kind, run_state, status_rows, tally
 from gymbuild.state.records import BenchmarkJob
 
 REFUSED = (Path(__file__).resolve().parents[1] / "data" / "slurm-limits" / "sbatch-refused.txt").read_text()
@@ -42,3 +42,9 @@ def test_a_waiting_entry_is_a_waiting_row_never_a_failed_one() -> None:
     assert (summary.completed, summary.waiting, summary.failed) == (1, 1, 1)
     assert summary.ended  # no job can change: status watch=1 stops; submit watch=1 goes on feeding
     assert summary.line() == "3 benchmarks: 0 pending, 0 running, 1 completed, 1 failed, 1 waiting for room"
+
+
+def test_a_run_with_benchmarks_waiting_for_room_has_not_ended() -> None:
+    # `runs` shows it PENDING, and a submit from a workspace that lost it does not queue it again.
+    assert run_state({"completed": 4, "waiting": 2}) == "PENDING"
+    assert run_state({"completed": 4, "failed": 1}) == "FAILED"
