@@ -573,15 +573,17 @@ def test_runs_lists_this_machines_submissions_newest_first(
     assert set(by_id) == {mixed.gym_job_id, remote.gym_job_id, local_run.name}
     assert {r["executor"] for r in runs} == {"slurm", "local"}
     # Each run's benchmarks counted by the state their jobs are in (one status round trip per host).
+    # `refused` waits for room: counted among the benchmarks (as waiting), not as "not queued".
     assert (sum(by_id[mixed.gym_job_id]["benchmarks"].values()), by_id[mixed.gym_job_id]["not_queued"]) == (
         5,
-        1,
+        0,
     )
+    assert by_id[mixed.gym_job_id]["benchmarks"]["waiting"] == 1
     assert (sum(by_id[remote.gym_job_id]["benchmarks"].values()), by_id[remote.gym_job_id]["not_queued"]) == (
         2,
         0,
     )
-    assert by_id[mixed.gym_job_id]["state"] in ("RUNNING", "PENDING", "FAILED")  # one is never queued
+    assert by_id[mixed.gym_job_id]["state"] in ("RUNNING", "PENDING")  # one waits for room: not ended
     assert by_id[remote.gym_job_id]["hostname"] == "gym-login"
     assert by_id[mixed.gym_job_id]["run_dir"] == str(mixed.run_dir)
 
