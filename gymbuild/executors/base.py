@@ -87,9 +87,12 @@ class Executor(Protocol):
         (Slurm: the queue lock, taken once and held by the session's shell until it ends)."""
         ...
 
-    def read_limits(self, conn: Connection, directives: Mapping[str, str | None]) -> Limits | None:
-        """What limits how many jobs the user may queue, for a job with these directives (its
-        account, its QOS), read now in one round trip; None: this executor has no such limits."""
+    def ask_limits(
+        self, conn: Connection, directives: Mapping[str, str | None]
+    ) -> Callable[[], Limits | None]:
+        """Ask what limits how many jobs the user may queue, for a job with these directives (its
+        account, its QOS), in one round trip sent now; the answer is read when called (None: this
+        executor has no such limits). Sent early, it overlaps the copy of the run directory."""
         ...
 
     def send(self, conn: Connection, script: str, secrets: SecretsFile | None, attempt: str) -> Answer:

@@ -62,6 +62,7 @@ class Batch:
 
     def __init__(self, works: Sequence[Work]) -> None:
         self.works = list(works)
+        self.room = quota.Room()  # the user's quota, asked once for the pass (quota.py)
 
     @cached_property
     def conn(self) -> Connection:
@@ -109,6 +110,10 @@ def _sync(batch: Batch) -> None:
     for work in works:
         run = work.run
         sync.prepare_sync(run, conn, work.packing, list(work.to_queue))
+    for work in batch.works:  # asked now, read by the queue step: the login node answers during the copy
+        batch.room.ask(conn, work.run, work.packing, work.todo)
+    for work in works:
+        run = work.run
         if work.header:
             staged = run.workspace.stage / RESOLVED_CONFIG_NAME
             text = staged.read_text()
@@ -137,7 +142,6 @@ def _queue(batch: Batch) -> None:
     record): a signal while jobs start stops the starting, not the recording. The record step after
     it finds these recorded; it is for what a killed run left unrecorded. What does not fit the
     user's quota waits (quota.py): the limits are read once for the pass."""
-    room: quota.Room | None = None
     with interrupts.deferred():  # a signal: the jobs in flight are read and recorded first
         for work in batch.works:
             if interrupts.pending():  # a sweep's later cells: nothing of them started
@@ -145,8 +149,7 @@ def _queue(batch: Batch) -> None:
             todo = [b for b in work.todo if b not in work.run.memory.queue_done]
             try:
                 if todo:
-                    room = room or quota.Room(batch.conn)
-                    todo = room.take(work.run, work.packing, todo)
+                    todo = batch.room.take(batch.conn, work.run, work.packing, todo)
                 if todo:
                     queue.queue_many(work.run, batch.conn, work.packing, todo)
             finally:

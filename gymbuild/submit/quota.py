@@ -11,7 +11,7 @@ else that has no job id. No sbatch the limit is known to refuse is run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -54,29 +54,43 @@ def waiting_text(why: str) -> str:
     return f"{WAITING_FOR_ROOM}{why}; {FEED_HINT}"
 
 
+Scope = tuple[str | None, str | None]  # the account and the QOS a job names
+
+
 class Room:
-    """The room a pass has under the user's limits: read once a pass (the first run that queues
-    asks), then counted down as the pass's runs queue, so a sweep's cells share one reading."""
+    """The room a pass has under the user's limits: asked once a pass per account and QOS (sent
+    early by the sync, so the login node's sacctmgr calls overlap the copy), then counted down as
+    the pass's runs queue, so a sweep's cells share one reading."""
 
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-        self.limits: dict[tuple[str | None, str | None], Limits | None] = {}
+    def __init__(self) -> None:
+        self.asked: dict[Scope, Callable[[], Limits | None]] = {}
+        self.limits: dict[Scope, Limits | None] = {}
 
-    def take(self, run: Settled, packing: Packing, benches: list[str]) -> list[str]:
-        """The benchmarks of `benches` to queue now; the others' outcomes say they wait for room."""
-        if not benches:
-            return benches
-        groups = [job.members for job in map(run.plans.job, packing.jobs(benches))]
-        directives = dict(run.plans.job(groups[0]).plan.directives)
+    def ask(self, conn: Connection, run: Settled, packing: Packing, benches: Sequence[str]) -> Scope | None:
+        """Send the question of the limits `benches`' jobs meet, unless it was asked: the answer is
+        read by `take`. None: nothing to ask about."""
+        jobs = packing.jobs(list(benches))
+        if not jobs:
+            return None
+        directives = dict(run.plans.job(jobs[0]).plan.directives)
         scope = (directives.get("account"), directives.get("qos"))
+        if scope not in self.asked:
+            self.asked[scope] = run.executor.ask_limits(conn, directives)
+        return scope
+
+    def take(self, conn: Connection, run: Settled, packing: Packing, benches: list[str]) -> list[str]:
+        """The benchmarks of `benches` to queue now; the others' outcomes say they wait for room."""
+        scope = self.ask(conn, run, packing, benches)
+        if scope is None:
+            return benches
         if scope not in self.limits:
-            self.limits[scope] = run.executor.read_limits(self.conn, directives)
+            self.limits[scope] = self.asked[scope]()
         limits = self.limits[scope]
+        groups = [job.members for job in map(run.plans.job, packing.jobs(benches))]
         fit, wait = split(groups, limits)
         if limits is not None:  # what this pass queues counts against the limit for the rest
-            limits = self.limits[scope] = replace(
-                limits, queued=limits.queued + limits.fits([1] * len(groups))
-            )
+            queued = limits.queued + limits.fits([1] * len(groups))
+            limits = self.limits[scope] = replace(limits, queued=queued)
         if wait and limits is not None:
             hold(run, wait, limits.why())
         return fit

@@ -139,7 +139,7 @@ def test_a_plain_submit_leaves_the_rest_waiting_and_a_later_submit_queues_them(
 
 def test_the_limits_are_read_from_the_cluster_in_one_round_trip(cluster: Any, capped_account: str) -> None:
     from gymbuild.executors.connection import Connection
-    from gymbuild.executors.slurm import read_limits
+    from gymbuild.executors.slurm import read_limits  # the executor's ask_limits, answered at once
 
     array = cluster.ssh("scontrol show config | sed -n 's/^MaxArraySize *= *//p'").stdout.strip()
     with Connection(cluster.ssh_alias) as conn:

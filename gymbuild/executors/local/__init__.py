@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -82,9 +82,9 @@ def queued(result: Result) -> Queued:
     return Queued(job_id, None)
 
 
-def read_limits(conn: Connection, directives: Mapping[str, str | None]) -> None:
-    """A local job meets no scheduler's quota."""
-    return None
+def ask_limits(conn: Connection, directives: Mapping[str, str | None]) -> Callable[[], None]:
+    """A local job meets no scheduler's quota: nothing is asked."""
+    return lambda: None
 
 
 def hold_queue(conn: Connection, run_dir: str) -> None:

@@ -7,7 +7,7 @@ status and output, so a refused benchmark fails alone and its neighbours' job id
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -84,11 +84,17 @@ def hold_queue(conn: Connection, run_dir: str) -> None:
     attempts.hold_queue(conn, run_dir)
 
 
-def read_limits(conn: Connection, directives: Mapping[str, str | None]) -> Limits:
-    """The user's quota (limits.py) for a job with these #SBATCH directives: one round trip."""
+def ask_limits(conn: Connection, directives: Mapping[str, str | None]) -> Callable[[], Limits]:
+    """Send the question of the user's quota (limits.py) for a job with these #SBATCH directives
+    into the session now; its answer is read (in the order sent) when the result is called."""
     from gymbuild.executors.slurm import limits  # queueing only: planning reads this module
 
-    return limits.read(conn, directives)
+    return limits.ask(conn, directives)
+
+
+def read_limits(conn: Connection, directives: Mapping[str, str | None]) -> Limits:
+    """The user's quota for a job with these #SBATCH directives, read now: one round trip."""
+    return ask_limits(conn, directives)()
 
 
 def send(conn: Connection, script: str, secrets: SecretsFile | None, attempt: str) -> Answer:

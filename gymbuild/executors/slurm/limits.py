@@ -17,7 +17,7 @@ a rejection by one of those is still taken as "wait" (`refused_by_limit`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -231,8 +231,10 @@ def parse(text: str, account: str | None = None, qos: str | None = None) -> Limi
     return Limits(max_submit, max_jobs, array, queued, submit_source, jobs_source)
 
 
-def read(conn: Connection, directives: Mapping[str, str | None]) -> Limits:
-    """The limits a job with these #SBATCH directives meets (its `account` and `qos`), read now in
-    the run's session: one round trip, whatever the number of jobs."""
-    result = conn.run(limits_script())
-    return parse(result.stdout, directives.get("account") or None, directives.get("qos") or None)
+def ask(conn: Connection, directives: Mapping[str, str | None]) -> Callable[[], Limits]:
+    """Send `limits_script` into the run's session now (one round trip, whatever the number of
+    jobs) and return what reads and parses its answer: the limits a job with these #SBATCH
+    directives (its `account` and `qos`) meets. The answer is read in the order sent."""
+    marker = conn.send(limits_script())
+    account, qos = directives.get("account") or None, directives.get("qos") or None
+    return lambda: parse(conn.receive(marker).stdout, account, qos)
