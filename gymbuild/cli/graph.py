@@ -352,7 +352,8 @@ class Graph(TaskMaker):
             return queue.queued(ctx.settled, bench)
 
         def action(bench: str) -> None:
-            if bench in ctx.memory.queue_done or queued(bench):
+            # A benchmark this run wrote down as waiting for room waits for a later pass (watch=1's).
+            if bench in ctx.memory.queue_done or bench in ctx.memory.waiting or queued(bench):
                 return
             try:
                 step.run(self.batch)
@@ -398,13 +399,25 @@ class Graph(TaskMaker):
         """Submit every benchmark not queued yet; print the run dir and each job id (json=1: the manifest)."""
 
         def report() -> TaskFailed | None:
-            failure = show.report_submit(self.ctx, SubmitArgs.of(self.ctx.inv))
-            return TaskFailed(failure) if failure else None
+            args = SubmitArgs.of(self.ctx.inv)
+            failure = show.report_submit(self.ctx, args)
+            if failure or not args.watch:
+                return TaskFailed(failure) if failure else None
+            from gymbuild.day_two import feed  # late: watch=1 only (House rules)
+
+            feed.feed(self.ctx, args)
+            return None
 
         if self.ctx.inv.follow and not self.ctx.inv.is_sweep:
             refused = UserError(
                 "error: follow=1 follows a sweep over paths(GLOB) as checkpoints appear; this is no sweep\n"
                 "    fix: add multirun=1 and sweep the checkpoint: 'services.policy.model=paths(/ckpts/*)'"
+            )
+            return {"doc": verb_doc("submit"), "actions": [fail_with(refused)], "uptodate": [False]}
+        if self.ctx.inv.watch and self.ctx.inv.is_sweep:
+            refused = UserError(
+                "error: watch=1 feeds one submission's waiting benchmarks; a sweep's are fed by follow=1 "
+                "(or a later `gymbuild submit multirun=1`)\n    fix: drop watch=1, or add follow=1"
             )
             return {"doc": verb_doc("submit"), "actions": [fail_with(refused)], "uptodate": [False]}
         return self.verb("submit", self.verb_action(report), ["record"])

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TypedDict
 
-from gymbuild.executors.states import run_state
+from gymbuild.executors.states import run_state, waits_for_room
 from gymbuild.executors.states import run_states as _states
 from gymbuild.request.verb_args import RunsArgs
 from gymbuild.state.ids import id_path
@@ -107,7 +107,7 @@ def listing(args: RunsArgs) -> list[RunRow]:
                 "submitted_at": r.submitted_at,
                 "state": run_state(counts.get(r.gym_job_id, {})),
                 "benchmarks": counts.get(r.gym_job_id, {}),
-                "not_queued": len(r.failed),
+                "not_queued": sum(not waits_for_room(b.error) for b in r.failed),  # waiting: counted apart
                 "executor": r.executor,
                 "cluster": r.cluster,
                 "hostname": r.hostname,

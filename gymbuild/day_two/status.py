@@ -14,7 +14,17 @@ from gymbuild.day_two import watch
 from gymbuild.day_two.find import find_checked
 from gymbuild.errors import UserError
 from gymbuild.executors.base import executor_for
-from gymbuild.executors.states import COMPLETED, UNKNOWN, WAITING, BenchStatus, Tally, states_of, tally
+from gymbuild.executors.states import (
+    COMPLETED,
+    UNKNOWN,
+    WAITING,
+    WAITING_FOR_ROOM,
+    BenchStatus,
+    Tally,
+    states_of,
+    tally,
+    waits_for_room,
+)
 from gymbuild.request.verb_args import OfSubmission, StatusArgs
 from gymbuild.state.rollouts import Rates
 
@@ -66,12 +76,20 @@ def format_statuses(
     if chains:  # every attempt so far and why each ended, and why the chain stopped
         lines += ["", "resume chains (job state -> what the chain did next):"]
         lines += [f"  {r.benchmark}: {r.chain.line()}" for r in chains if r.chain]
+    waiting = [r for r in rows if not r.job_id and waits_for_room(r.error)]
     for title, notes in (
         ("not queued (`gymbuild submit` queues these again)", [r for r in rows if r.error and not r.job_id]),
         ("state unknown", [r for r in rows if r.error and r.job_id]),
     ):
+        notes = [r for r in notes if r not in waiting]
         if notes:
             lines += ["", f"{title}:", *(f"  {r.benchmark}: {r.error}" for r in notes)]
+    if waiting:
+        lines += ["", "waiting for room (`gymbuild submit watch=1` queues them as room frees):"]
+        by_reason: dict[str, list[str]] = {}
+        for row in waiting:
+            by_reason.setdefault((row.error or "").removeprefix(WAITING_FOR_ROOM), []).append(row.benchmark)
+        lines += [f"  {', '.join(names)}: {reason}" for reason, names in by_reason.items()]
     if summary is not None:
         lines += ["", summary.line() + (f" (watched: {looks} looks)" if looks else "")]
     return head + "\n" + "\n".join(line.rstrip() for line in lines) + "\n"
@@ -173,5 +191,5 @@ def print_status(s: Session, args: StatusArgs) -> None:
         summary = tally(rows, live)
     render = statuses_json if args.json else format_statuses
     sys.stdout.write(render(record, rows, summary, looks))
-    if args.watch and summary.failed + summary.unknown:
+    if args.watch and summary.failed + summary.unknown + summary.waiting:
         raise UserError(watch.not_completed(record, rows, live))

@@ -91,12 +91,14 @@ def watch(
     backoff: Iterator[float] | None = None,
     wait: Callable[[float], None] = time.sleep,
     out: TextIO | None = None,
+    until: Callable[[states.Tally], bool] | None = None,
 ) -> tuple[list[states.BenchStatus], states.Tally, int]:
     """Look until every job has ended; the last look's rows, their tally and the number of looks.
 
     One submission's jobs or a sweep's (`what` names them); on a terminal `draw` gives the table
     redrawn after each look. `backoff` and `wait` are the waits between looks and how to wait
-    (tests pass their own).
+    (tests pass their own); `until` when to stop (default: every job has ended; `submit watch=1`
+    also waits for the benchmarks that wait for room).
     Ctrl-C stops the watching (not the jobs) with the last table left on the screen.
     """
     out = out or sys.stdout
@@ -110,7 +112,7 @@ def watch(
             summary = states.tally(rows, live)
             quiet = not (summary.pending or summary.running)
             unknown_streak = unknown_streak + 1 if summary.unknown and quiet else 0
-            if summary.ended or unknown_streak >= UNKNOWN_LOOKS:
+            if (until(summary) if until else summary.ended) or unknown_streak >= UNKNOWN_LOOKS:
                 break
             gap = next(gaps)
             if view is not None:
@@ -128,10 +130,10 @@ def watch(
 
 def not_completed(record: SubmissionRecord, rows: Sequence[states.BenchStatus], live: frozenset[str]) -> str:
     """Why watch exits 1: which benchmarks have no result, and what to do about each kind."""
-    bad = [r for r in rows if states.kind(r, live) in ("failed", "unknown")]
+    bad = [r for r in rows if states.kind(r, live) in ("failed", "unknown", "waiting")]
     named = ", ".join(f"{r.benchmark} ({r.state}{' ' + r.exit_code if r.exit_code else ''})" for r in bad)
     return (
         f"error: {len(bad)} of {len(rows)} benchmarks of {record.gym_job_id} did not complete: {named}\n"
         "    fix: `gymbuild logs only=<bench>` shows why; `gymbuild resubmit` re-queues the failed, "
-        "`gymbuild submit` what was not queued"
+        "`gymbuild submit` what was not queued (watch=1: and goes on feeding what waits for room)"
     )

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from gymbuild.executors.chain import Chain
     from gymbuild.executors.connection import Connection, Result
     from gymbuild.executors.secrets import SecretsFile
+    from gymbuild.executors.slurm.limits import Limits
     from gymbuild.plan import BenchPlan, ExecutorTraits
     from gymbuild.state.rollouts import Progress
 
@@ -39,10 +40,12 @@ EXECUTORS = {
 
 @dataclass(frozen=True)
 class Queued:
-    """The executor's answer for one benchmark: a job id, or the error that kept it from one."""
+    """The executor's answer for one benchmark: a job id, or the error that kept it from one.
+    `waits`: the error names a limit of the user's quota: the job waits for room, it did not fail."""
 
     job_id: str | None
     error: str | None
+    waits: bool = False
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,14 @@ class Executor(Protocol):
     def hold_queue(self, conn: Connection, run_dir: str) -> None:
         """Before jobs are sent, every pass: whatever makes this session the run dir's only queuer
         (Slurm: the queue lock, taken once and held by the session's shell until it ends)."""
+        ...
+
+    def ask_limits(
+        self, conn: Connection, directives: Mapping[str, str | None]
+    ) -> Callable[[], Limits | None]:
+        """Ask what limits how many jobs the user may queue, for a job with these directives (its
+        account, its QOS), in one round trip sent now; the answer is read when called (None: this
+        executor has no such limits). Sent early, it overlaps the copy of the run directory."""
         ...
 
     def send(self, conn: Connection, script: str, secrets: SecretsFile | None, attempt: str) -> Answer:

@@ -60,6 +60,16 @@ NOT_RUN = "NOT RUN"  # its shared job ended (or stopped) before it started
 WAITING = frozenset({"PENDING", "REQUEUED", WAITING_IN_JOB})
 COMPLETED = "COMPLETED"
 UNKNOWN = "UNKNOWN"
+# A benchmark with no job that waits for room under the user's quota (submit/quota.py): its record
+# entry has no job id (NeMo Gym's record has no other way to say "not queued") and an `error` that
+# starts with this; `status` shows it WAITING and counts it apart, never as failed.
+WAITING_FOR_ROOM = "waiting for room: "
+WAITING_FOR_ROOM_STATE = "WAITING"  # its STATE in `status` (no job id tells it from WAITING_IN_JOB)
+
+
+def waits_for_room(error: str | None) -> bool:
+    """A record entry's error says its benchmark waits for room under a limit (it did not fail)."""
+    return bool(error) and str(error).startswith(WAITING_FOR_ROOM)
 
 
 @dataclass(frozen=True)
@@ -69,22 +79,33 @@ class Tally:
     completed: int = 0
     failed: int = 0
     unknown: int = 0
+    waiting: int = 0  # no job yet: waiting for room under the quota (only a submit feeds them)
 
     @property
     def ended(self) -> bool:
-        """Nothing can change any more: no job pending, running or of unknown state."""
+        """No job can change any more: none pending, running or of unknown state (a benchmark
+        waiting for room has no job; `submit watch=1` goes on while some wait)."""
         return not (self.pending or self.running or self.unknown)
 
     def line(self) -> str:
-        """`5 benchmarks: 1 pending, 1 running, 2 completed, 1 failed` (and `, 1 unknown` if any)."""
+        """`5 benchmarks: 1 pending, 1 running, 2 completed, 1 failed` (and `, 1 unknown`, `, 2
+        waiting for room` if any)."""
         counts = dataclasses.asdict(self)
-        shown = [f"{n} {name}" for name, n in counts.items() if n or name != "unknown"]
+        label = {"waiting": "waiting for room"}
+        shown = [
+            f"{n} {label.get(name, name)}"
+            for name, n in counts.items()
+            if n or name not in ("unknown", "waiting")
+        ]
         total = sum(counts.values())
         return f"{total} benchmark{'' if total == 1 else 's'}: {', '.join(shown)}"
 
 
 def kind(row: BenchStatus, live: frozenset[str]) -> str:
-    """pending, running, completed, failed or unknown: what a row counts as in the Tally."""
+    """pending, running, completed, failed, unknown or waiting (for room, no job yet): what a row
+    counts as in the Tally."""
+    if row.job_id is None and row.state == WAITING_FOR_ROOM_STATE:
+        return "waiting"
     if row.state in WAITING:
         return "pending"
     if row.state in live:
@@ -173,7 +194,8 @@ def status_rows(jobs: Iterable[BenchmarkJob], found: Mapping[str, JobState]) -> 
     rows = []
     for job in jobs:
         if not job.job_id:
-            rows.append(BenchStatus(job.benchmark, None, "NOT QUEUED", None, None, None, job.error))
+            label = WAITING_FOR_ROOM_STATE if waits_for_room(job.error) else "NOT QUEUED"
+            rows.append(BenchStatus(job.benchmark, None, label, None, None, None, job.error))
             continue
         state = found.get(job.job_dir)
         rows.append(
@@ -301,8 +323,11 @@ def _own_state(
 
 
 def run_state(counts: Mapping[str, int]) -> str:
-    """One run's state from its benchmarks' (day_two.tally's kinds)."""
-    for kind, state in (("running", "RUNNING"), ("pending", "PENDING"), ("unknown", "UNKNOWN")):
+    """One run's state from its benchmarks' (day_two.tally's kinds). A run whose benchmarks wait for
+    room under the quota is PENDING: it has not ended (and `submit` must not queue it again from a
+    workspace that lost it, submit/live.py)."""
+    order = (("running", "RUNNING"), ("pending", "PENDING"), ("waiting", "PENDING"), ("unknown", "UNKNOWN"))
+    for kind, state in order:
         if counts.get(kind):
             return state
     return "FAILED" if counts.get("failed") else "COMPLETED"

@@ -83,6 +83,7 @@ class SubmitArgs(RenderArgs):
     every: float | None
     ready: tuple[str, ...] | None
     retries: int | None
+    watch: bool
 
 
 @dataclass(frozen=True)

@@ -160,9 +160,16 @@ VERBS: tuple[Verb, ...] = (
             ("every", ""),
             ("ready", ""),
             ("retries", ""),
+            (
+                "watch",
+                "go on feeding what waits for room under the cluster's quota as jobs end (one "
+                "squeue and sacct look per poll, as status watch=1) until every job has ended; exit 0 "
+                "only when every benchmark completed",
+            ),
         ),
         (
             "gymbuild submit config=eval.yaml",
+            "gymbuild submit config=eval.yaml watch=1              # more jobs than the quota allows",
             "gymbuild submit config=eval.yaml only=gpqa,mmlu compute.cluster.walltime=01:00:00",
             "gymbuild submit config=eval.yaml new=1",
             "gymbuild submit config=eval.yaml multirun=1 services.policy.model=Qwen/Qwen3-8B,Qwen/Qwen3-32B",

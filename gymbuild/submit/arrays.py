@@ -20,6 +20,7 @@ from gymbuild import interrupts
 from gymbuild.executors.base import Queued
 from gymbuild.plan.arrays import ArrayJob, plan_arrays
 from gymbuild.submit import queue
+from gymbuild.submit.quota import hold
 from gymbuild.submit.record import keep_benchmark_order
 
 if TYPE_CHECKING:
@@ -53,7 +54,9 @@ def enabled(run: Settled) -> bool:
     return run.config.compute.array is not None and run.executor.SCHEDULED
 
 
-def queue_arrays(conn: Connection, passes: Sequence[tuple[Settled, Packing, list[str]]]) -> None:
+def queue_arrays(
+    conn: Connection, passes: Sequence[tuple[Settled, Packing, list[str]]], max_array_size: int | None = None
+) -> None:
     """Queue the jobs of `benches` of every (run, packing, benches) of the pass as arrays."""
     from gymbuild.executors.slurm import arrays as slurm_arrays  # queueing only
 
@@ -68,25 +71,28 @@ def queue_arrays(conn: Connection, passes: Sequence[tuple[Settled, Packing, list
     fresh = _recover(conn, jobs)
     if not fresh:
         return
-    limit = slurm_arrays.max_array_size(conn)
+    # The quota's reading (limits.py) when it found MaxArraySize; else the one question arrays need.
+    limit = max_array_size if max_array_size is not None else slurm_arrays.max_array_size(conn)
     by_key = {j.key: j for j in fresh}
     planned: list[ArrayJob[tuple[str, str]]] = []
     for parallel in dict.fromkeys(_parallel(j.run) for j in fresh):
         items = [(j.key, j.job.plan.directives) for j in fresh if _parallel(j.run) == parallel]
         planned += plan_arrays(items, limit, parallel)
     left = list(planned)
+    refused: Queued | None = None  # a limit refused an sbatch: the rest waits, none is sent
     try:
-        while left and not interrupts.pending():
+        while left and not interrupts.pending() and refused is None:
             array = left.pop(0)
             members = [by_key[k] for k in array.keys]
-            if array.is_array:
-                _send_array(conn, array, members)
-            else:
-                _send_plain(conn, members[0])
+            answer = _send_array(conn, array, members) if array.is_array else _send_plain(conn, members[0])
+            refused = answer if answer.waits else None
     finally:
         for array in left if interrupts.pending() else ():  # what never started says so, as in queue_many
             for member in (by_key[k] for k in array.keys):
                 queue._not_started(member.run, [member.job], member.run.workspace.outcomes())
+        if refused is not None:
+            for member in (by_key[k] for array in left for k in array.keys):
+                hold(member.run, member.job.members, f"sbatch said: {refused.error}")
 
 
 def _parallel(run: Settled) -> int | None:
@@ -124,14 +130,15 @@ def _recover(conn: Connection, jobs: list[_Job]) -> list[_Job]:
     return fresh
 
 
-def _send_plain(conn: Connection, j: _Job) -> None:
+def _send_plain(conn: Connection, j: _Job) -> Queued:
     attempt = secrets.token_hex(6)
     j.run.workspace.set_stamp(f"inflight-{j.job.key}", attempt)
-    answer = j.run.executor.send(conn, f"{j.job_dir}/job.sh", queue.secrets_file(j.run, j.job), attempt)
-    queue._queued(j.run, j.job, j.earlier, answer())
+    answer = j.run.executor.send(conn, f"{j.job_dir}/job.sh", queue.secrets_file(j.run, j.job), attempt)()
+    queue._queued(j.run, j.job, j.earlier, answer)
+    return answer
 
 
-def _send_array(conn: Connection, array: ArrayJob[tuple[str, str]], members: list[_Job]) -> None:
+def _send_array(conn: Connection, array: ArrayJob[tuple[str, str]], members: list[_Job]) -> Queued:
     """One array: every member's stamp durable first, then the one sbatch; each member's outcome is
     its task's id (or the array's error)."""
     from gymbuild.executors.slurm import arrays as slurm_arrays  # queueing only
@@ -152,3 +159,4 @@ def _send_array(conn: Connection, array: ArrayJob[tuple[str, str]], members: lis
     for index, m in enumerate(members):
         task = Queued(slurm_arrays.task_id(answer.job_id, index), None) if answer.job_id else answer
         queue._queued(m.run, m.job, m.earlier, task)
+    return answer

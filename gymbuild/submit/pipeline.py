@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from gymbuild import interrupts
 from gymbuild.plan.job import Packing
 from gymbuild.state.records import RESOLVED_CONFIG_NAME
-from gymbuild.submit import arrays, queue, record, stage, sync
+from gymbuild.submit import arrays, queue, quota, record, stage, sync
 
 if TYPE_CHECKING:
     from gymbuild.executors.connection import Connection
@@ -62,6 +62,7 @@ class Batch:
 
     def __init__(self, works: Sequence[Work]) -> None:
         self.works = list(works)
+        self.room = quota.Room()  # the user's quota, asked once for the pass (quota.py)
 
     @cached_property
     def conn(self) -> Connection:
@@ -109,6 +110,10 @@ def _sync(batch: Batch) -> None:
     for work in works:
         run = work.run
         sync.prepare_sync(run, conn, work.packing, list(work.to_queue))
+    for work in batch.works:  # asked now, read by the queue step: the login node answers during the copy
+        batch.room.ask(conn, work.run, work.packing, work.todo)
+    for work in works:
+        run = work.run
         if work.header:
             staged = run.workspace.stage / RESOLVED_CONFIG_NAME
             text = staged.read_text()
@@ -135,7 +140,8 @@ def _queue(batch: Batch) -> None:
     """Queue each run's todo in one pipelined pass, and record each run that queued anything as soon
     as its pass ends, even when it stopped half-way (a job id the executor holds must reach the
     record): a signal while jobs start stops the starting, not the recording. The record step after
-    it finds these recorded; it is for what a killed run left unrecorded."""
+    it finds these recorded; it is for what a killed run left unrecorded. What does not fit the
+    user's quota waits (quota.py): the limits are read once for the pass."""
     with interrupts.deferred():  # a signal: the jobs in flight are read and recorded first
         _queue_arrays([w for w in batch.works if arrays.enabled(w.run)], batch)
         for work in [w for w in batch.works if not arrays.enabled(w.run)]:
@@ -143,6 +149,8 @@ def _queue(batch: Batch) -> None:
                 break
             todo = [b for b in work.todo if b not in work.run.memory.queue_done]
             try:
+                if todo:
+                    todo = batch.room.take(batch.conn, work.run, work.packing, todo)
                 if todo:
                     queue.queue_many(work.run, batch.conn, work.packing, todo)
             finally:
@@ -153,11 +161,14 @@ def _queue(batch: Batch) -> None:
 def _queue_arrays(works: list[Work], batch: Batch) -> None:
     """The runs that queue job arrays, all in one pass (a sweep's cells share arrays), each recorded
     as soon as the pass ends, as `_queue` records the others."""
-    passes = [(w.run, w.packing, [b for b in w.todo if b not in w.run.memory.queue_done]) for w in works]
-    passes = [p for p in passes if p[2]]
+    passes = []
     try:
+        for w in works:  # what fits the quota: an array's every task counts against MaxSubmitJobs
+            todo = [b for b in w.todo if b not in w.run.memory.queue_done]
+            if todo and (todo := batch.room.take(batch.conn, w.run, w.packing, todo)):
+                passes.append((w.run, w.packing, todo))
         if passes:
-            arrays.queue_arrays(batch.conn, passes)
+            arrays.queue_arrays(batch.conn, passes, batch.room.max_array_size())
     finally:
         for work in works:
             if work.run.memory.queued_now:

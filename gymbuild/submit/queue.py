@@ -17,6 +17,7 @@ from gymbuild.executors.base import Answer, Queued
 from gymbuild.executors.secrets import SecretsFile
 from gymbuild.state.provenance import utc_now, utc_timestamp
 from gymbuild.state.workspace import Outcome
+from gymbuild.submit.quota import hold, unqueued, waiting_text
 from gymbuild.submit.record import keep_benchmark_order
 
 if TYPE_CHECKING:
@@ -70,14 +71,19 @@ def queue_many(run: Settled, conn: Connection, packing: Packing, benches: list[s
         def done(bench: str, earlier: Outcome | None, result: Queued) -> None:
             writes.append(io.submit(_queued, run, jobs[bench], earlier, result))
 
+        refused: list[str] = []  # what a limit refused: the rest waits too (no sbatch it would refuse)
+
         def receive_one() -> None:
             bench, earlier, answer = in_flight.popleft()
-            done(bench, earlier, answer())
+            result = answer()
+            if result.waits:
+                refused.append(result.error or "")
+            done(bench, earlier, result)
 
         answered: set[str] = set()
         try:
             for bench, job in jobs.items():
-                if interrupts.pending():  # a signal: start nothing more, read what is in flight
+                if interrupts.pending() or refused:  # a signal or a limit: start nothing more
                     break
                 answered.add(bench)
                 script = f"{job.plan.bench_dir}/job.sh"
@@ -108,8 +114,12 @@ def queue_many(run: Settled, conn: Connection, packing: Packing, benches: list[s
         finally:
             for write in writes:  # every answer read is on disk before anything else is said
                 write.result()
+            unsent = [jobs[b] for b in jobs if b not in answered]
             if interrupts.pending():
-                _not_started(run, [jobs[b] for b in jobs if b not in answered], earlier_outcomes)
+                _not_started(run, unsent, earlier_outcomes)
+            elif refused:
+                hold(run, [m for job in unsent for m in job.members], f"sbatch said: {refused[0]}")
+            if interrupts.pending() or refused:
                 for ahead, _, stamp_written in stamped:  # stamped, never sent: no attempt to recover
                     stamp_written.result()
                     (workspace.stamps_dir / f"inflight-{ahead}").unlink(missing_ok=True)
@@ -119,13 +129,14 @@ def _queued(run: Settled, job: JobPlan, earlier: Outcome | None, result: Queued)
     """Write what queueing `job` gave (on an IO thread): every member gets its id. Then drop its
     in-flight stamp. `earlier`: the outcome of its first benchmark before."""
     bench, members, workspace, memory = job.key, job.members, run.workspace, run.memory
+    error = waiting_text(f"sbatch said: {result.error}") if result.waits else result.error
     for member in members:
         before = earlier if member == bench else workspace.outcome(member)
         workspace.save_outcome(
             Outcome(
                 benchmark=member,
                 job_id=result.job_id,
-                error=result.error,
+                error=error,
                 script_digest=run.plans.stage_digest(member),
                 at=utc_timestamp(utc_now()),
                 previous_job_ids=before.previous_job_ids if before else (),
@@ -133,7 +144,10 @@ def _queued(run: Settled, job: JobPlan, earlier: Outcome | None, result: Queued)
         )
     (workspace.stamps_dir / f"inflight-{bench}").unlink(missing_ok=True)
     with memory.lock:
-        memory.queue_done.update(members)
+        if result.waits:  # not done: a later pass of this run (submit watch=1) queues it again
+            memory.waiting.extend(members)
+        else:
+            memory.queue_done.update(members)
         memory.queued_now.extend(members)
         memory.progress.show(f"queued {len(memory.queued_now)}/{memory.queue_total}")
 
@@ -145,22 +159,8 @@ def _not_started(run: Settled, jobs: list[JobPlan], earlier: dict[str, Outcome])
     """The outcome of each benchmark an interrupted pass never started: no job id, and why, so that
     the record and `status` list it (as NOT QUEUED) beside those it did start. An earlier job id is
     never overwritten; a killed run's attempt keeps its in-flight stamp, for the next run to recover."""
-    for job in jobs:
-        for member in job.members:
-            before = earlier.get(member)
-            if before is not None and before.job_id is not None:
-                continue
-            run.workspace.save_outcome(
-                Outcome(
-                    benchmark=member,
-                    job_id=None,
-                    error=NOT_STARTED,
-                    script_digest=run.plans.stage_digest(member),
-                    at=utc_timestamp(utc_now()),
-                    previous_job_ids=before.previous_job_ids if before else (),
-                )
-            )
-            run.memory.queued_now.append(member)
+    members = [member for job in jobs for member in job.members]
+    unqueued(run, members, NOT_STARTED, earlier)
 
 
 def secrets_file(run: Settled, job: JobPlan) -> SecretsFile:

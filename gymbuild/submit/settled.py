@@ -40,6 +40,7 @@ class Memory:
     queued_now: list[str] = field(default_factory=list)  # benchmarks whose outcome this run wrote
     queue_done: set[str] = field(default_factory=set)  # benchmarks this run has queued (or tried to)
     queue_total: int | None = None  # what the run's first queue pass set out to queue
+    waiting: list[str] = field(default_factory=list)  # benchmarks this run wrote down as waiting for room
     lock: threading.Lock = field(default_factory=threading.Lock)  # outcomes are written on IO threads
 
 

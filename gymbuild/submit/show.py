@@ -8,13 +8,16 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from gymbuild.executors.base import executor_for
+from gymbuild.executors.states import WAITING_FOR_ROOM, waits_for_room
 from gymbuild.request.verb_args import RenderArgs, ResolveArgs, ResubmitArgs, SubmitArgs
+from gymbuild.submit import quota
 from gymbuild.submit.plans import keep_compiled_templates
 from gymbuild.submit.record import build_record
 
 if TYPE_CHECKING:
     from gymbuild.plan.arrays import ArrayJob
     from gymbuild.plan.job import JobPlan
+    from gymbuild.state.records import BenchmarkJob
     from gymbuild.state.workspace import Outcome, Workspace
     from gymbuild.submit.plans import RunPlans
     from gymbuild.submit.session import Session
@@ -51,6 +54,8 @@ def print_dry_run(ctx: Session, args: RenderArgs) -> None:
     run_dir = ctx.submission().run_dir
     planned = [plans.job(group) for group in plans.packing(selected).jobs(selected)]
     arrays = _arrays(ctx, planned)
+    if ctx.executor.SCHEDULED and planned:  # the quota: render has no connection, so what submit checks
+        _err(quota.dry_run_note(len(jobs), dict(planned[0].plan.directives)))
     if args.json:
         payload: dict[str, object] = {
             "run_dir": run_dir,
@@ -144,24 +149,34 @@ def report_submit(
     else:
         print(f"run dir: {record.run_dir}")
         for job in jobs:
-            if job.benchmark not in queued_now:
+            if job.benchmark not in queued_now or waits_for_room(job.error):
                 continue
             if job.job_id:
                 print(f"submitted {job.benchmark} -> {label} {job.job_id}")
             else:
                 print(f"failed {job.benchmark}: {job.error}")
+    waiting = [j for j in jobs if not j.job_id and waits_for_room(j.error)]
+    if waiting and not args.json:
+        print(_waiting_line(waiting))
     for bench, outcome in changed:
         _err(
             f"note: {bench} changed since it was queued as job {outcome.job_id}; it was left alone "
             "(new=1 submits everything again as a fresh submission)"
         )
-    failed = [j.benchmark for j in jobs if not j.job_id]
+    failed = [j.benchmark for j in jobs if not j.job_id and not waits_for_room(j.error)]
     if failed:
         return (
             f"error: {len(failed)} of {len(jobs)} benchmarks have no job id: {', '.join(failed)}\n"
             "    fix: correct the cause above and run `gymbuild submit` again: it queues only these"
         )
     return None
+
+
+def _waiting_line(waiting: Sequence[BenchmarkJob]) -> str:
+    """One line: how many benchmarks wait for room, under which limit (the first one's reason)."""
+    names = ", ".join(j.benchmark for j in waiting[:5]) + (", ..." if len(waiting) > 5 else "")
+    reason = (waiting[0].error or "").removeprefix(WAITING_FOR_ROOM)
+    return f"waiting {len(waiting)} ({names}): {reason}"
 
 
 def _all_queued(count: int) -> str:

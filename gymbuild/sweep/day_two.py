@@ -148,7 +148,7 @@ def status(s: Session, args: StatusArgs) -> None:
         sys.stdout.write(_tables(cells, records, rows, live))
         watched = f" (watched: {looks} looks)" if looks else ""
         print(f"sweep {record['sweep_id']}: {len(cells)} combinations, {total.line()}{watched}")
-    if args.watch and (total.failed or total.unknown):
+    if args.watch and (total.failed or total.unknown or total.waiting):
         raise UserError(
             f"error: not every benchmark of the sweep {record['sweep_id']} completed: {total.line()}\n"
             "    fix: see the tables above; `gymbuild resubmit ... multirun=1` re-queues what failed"

@@ -205,7 +205,9 @@ def _submit(s: Session, cells: Sequence[Cell], ident: str, state: State, overrid
                     "attempts": 1,
                     "state": SUBMITTED,
                 }
-                how = f"{len(cs.queued_now)} job(s) queued" if cs.queued_now else "queued before"
+                waits = len(cs.memory.waiting)  # under the quota: fed by a later poll (_settle)
+                how = f"{len(cs.queued_now) - waits} job(s) queued" if cs.queued_now else "queued before"
+                how += f", {waits} waiting for room" if waits else ""
                 _say(f"submitted {_name(cell)} ({current.gym_job_id}): {how}")
             state.save()
     finally:
@@ -218,12 +220,15 @@ def _settle(s: Session, only: Sequence[str], cells: Sequence[Cell], opts: Option
     records = sweep_day_two.records_of(s, cells)
     looks = sweep_day_two.look_at(s, records, only)
     retry: list[int] = []
+    waiting: list[Cell] = []  # checkpoints with benchmarks that wait for room under the quota
     for i, (cell, record, rows) in enumerate(zip(cells, records, looks, strict=True)):
         if record is None:
             continue
         executor = executor_for(record.executor)
         total = states.tally(rows, executor.LIVE)
-        if not total.ended:
+        if total.waiting:
+            waiting.append(cell)
+        if not total.ended or total.waiting:
             continue
         entry = state.checkpoints[cell.key]
         failed = [r for r in rows if r.state != states.COMPLETED]
@@ -237,6 +242,8 @@ def _settle(s: Session, only: Sequence[str], cells: Sequence[Cell], opts: Option
             entry["why"] = ", ".join(f"{r.benchmark} {r.state}" for r in failed)
             tries = entry["attempts"]
             _say(f"gave up on {entry['name']} ({record.gym_job_id}) after {tries} attempt(s): {entry['why']}")
+    if waiting:
+        _feed(s, waiting)
     if retry:
         sessions = batch.sessions_of(s, [cells[i] for i in retry])
         try:
@@ -249,3 +256,18 @@ def _settle(s: Session, only: Sequence[str], cells: Sequence[Cell], opts: Option
             entry["attempts"] += 1
             _say(f"re-queued {entry['name']} (attempt {entry['attempts']}): {', '.join(benches)}")
     state.save()
+
+
+def _feed(s: Session, cells: Sequence[Cell]) -> None:
+    """Queue what fits of the checkpoints' benchmarks that wait for room (submit/quota.py): the submit
+    pipeline over what has no job id yet, in one batch (the limits read once for them all)."""
+    sessions = batch.sessions_of(s, cells)
+    try:
+        todo = [[b for b in cs.selected() if not queued(cs.settled, b)] for cs in sessions]
+        pipeline.run_batch(sessions, todo)
+        for cell, cs in zip(cells, sessions, strict=True):
+            fed = [b for b in cs.queued_now if queued(cs.settled, b)]
+            if fed:
+                _say(f"fed {_name(cell)}: {len(fed)} waiting job(s) queued")
+    finally:
+        batch.close_all(sessions)

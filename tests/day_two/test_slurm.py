@@ -5,11 +5,11 @@ Two submissions, each made once per module by a fixture, carry the tests:
 - `mixed`: five benchmarks queued from THIS machine (compute hostname unset, so the run's one
   connection is a local `bash -s`: this machine is also a login node), one of each fate: `ok`
   completes, `fail` ends with the driver's exit code 3, `slow` outlives its one-minute walltime,
-  `cancelme` is cancelled, and `refused` is turned away by sbatch. The refusal is real: the jobs run
+  `cancelme` is cancelled, and `refused` is over the quota. The limit is real: the jobs run
   under an account of their own (`gym-daytwo`); four benchmarks are submitted with `only=`, then the
-  association is allowed zero submitted jobs and a plain `submit` queues the fifth, which Slurm
-  refuses at submit time. The limit sits on that account alone, so other tests' jobs are never
-  refused, and it is lifted again at once.
+  association is allowed zero submitted jobs and a plain `submit` reads that limit and leaves the
+  fifth waiting for room (issue 43: not failed, no sbatch Slurm would refuse). The limit sits on that
+  account alone, so other tests' jobs are never refused, and it is lifted again at once.
 - `remote`: two long benchmarks queued over SSH (`gym-login`), for `run=<id>` look-ups from another
   directory, the manifest fallback, logs and cancel.
 
@@ -202,8 +202,8 @@ def mixed(cluster: Cluster, gym: Gym, tmp_path_factory: pytest.TempPathFactory) 
             result = gym.run("submit", f"config={config}", cwd=workdir)
         finally:
             set_submit_limit(LIMITED_ACCOUNT, None)
-        # The refused benchmark has no job id, so the submit fails (exit 1) and says which.
-        assert result.rc == 1, result.stdout + result.stderr
+        # The benchmark over the limit has no job id: it waits for room, which is no failure (exit 0).
+        assert result.rc == 0, result.stdout + result.stderr
         record = json.loads(gym.ok("status", "json=1", f"config={config}", cwd=workdir))
         ids = {b["benchmark"]: b["job_id"] for b in record["benchmarks"]}
         running = gym.wait_for(
@@ -225,10 +225,13 @@ def mixed(cluster: Cluster, gym: Gym, tmp_path_factory: pytest.TempPathFactory) 
         scancel_under(output_path)
 
 
-def test_submit_reports_the_refused_benchmark_and_queues_the_rest(mixed: Submitted) -> None:
+def test_submit_says_the_benchmark_over_the_limit_waits_and_queues_the_rest(mixed: Submitted) -> None:
     assert mixed.first_ids["refused"] is None
     assert all(mixed.first_ids[b] for b in ("ok", "fail", "slow", "cancelme"))
-    assert "failed refused:" in mixed.submit_output
+    assert (
+        f"waiting 1 (refused): MaxSubmitJobs=0 of association {LIMITED_ACCOUNT}/root" in mixed.submit_output
+    )
+    assert "failed refused" not in mixed.submit_output
 
 
 def test_status_shows_every_state_with_one_squeue_and_one_sacct(
@@ -251,7 +254,7 @@ def test_status_shows_every_state_with_one_squeue_and_one_sacct(
         "fail": "FAILED",
         "slow": "TIMEOUT",
         "cancelme": "CANCELLED",
-        "refused": "NOT QUEUED",
+        "refused": "WAITING",
     }
     assert rows["ok"]["exit_code"] == "0:0"
     assert rows["fail"]["exit_code"] == "3:0"
@@ -260,7 +263,7 @@ def test_status_shows_every_state_with_one_squeue_and_one_sacct(
         assert rows[bench]["nodes"] in ("node1", "node2")
         assert rows[bench]["elapsed"]
     assert rows["refused"]["job_id"] is None
-    assert "limit" in rows["refused"]["error"] or "violates" in rows["refused"]["error"]
+    assert "MaxSubmitJobs=0" in rows["refused"]["error"]
 
     counter.unlink()
     table = gym.ok("status", f"config={mixed.config}", cwd=mixed.workdir, path_prefix=wrappers)
@@ -272,17 +275,17 @@ def test_status_shows_every_state_with_one_squeue_and_one_sacct(
     by_bench = {line.split()[0]: line.split() for line in lines[2:7]}
     assert by_bench["fail"][1:4] == [mixed.first_ids["fail"], "FAILED", "3:0"]
     assert by_bench["slow"][2] == "TIMEOUT"
-    assert by_bench["refused"][1:] == ["-", "NOT", "QUEUED", "-", "-", "-", "-"]
+    assert by_bench["refused"][1:] == ["-", "WAITING", "-", "-", "-", "-"]
     # the fake gym wrote its 3 rollouts (it writes no materialized inputs: nothing to count them against)
     rollouts = {
         line.split()[0]: line[header.index("ROLLOUTS") : header.index("NODES")].strip() for line in lines[2:7]
     }
     assert rollouts["ok"] == "3", table
     # sbatch's reason is under the table, where its length cannot widen the STATE column.
-    assert lines[7:9] == ["", "not queued (`gymbuild submit` queues these again):"]
-    assert lines[9].startswith("  refused: sbatch: error:")
-    # Last, the summary: only `ok` has a result; the other four ended without one.
-    assert lines[10:] == ["", "5 benchmarks: 0 pending, 0 running, 1 completed, 4 failed"]
+    assert lines[7:9] == ["", "waiting for room (`gymbuild submit watch=1` queues them as room frees):"]
+    assert lines[9].startswith(f"  refused: MaxSubmitJobs=0 of association {LIMITED_ACCOUNT}/root")
+    # Last, the summary: only `ok` has a result; three ended without one, one waits for room.
+    assert lines[10:] == ["", "5 benchmarks: 0 pending, 0 running, 1 completed, 3 failed, 1 waiting for room"]
 
 
 def test_status_without_accounting_reads_the_jobs_exit_files(
@@ -301,7 +304,7 @@ def test_status_without_accounting_reads_the_jobs_exit_files(
     rows = gym.status(f"config={mixed.config}", cwd=mixed.workdir, path_prefix=fake)
     assert (rows["ok"]["state"], rows["ok"]["exit_code"]) == ("COMPLETED", "0:0")
     assert (rows["fail"]["state"], rows["fail"]["exit_code"]) == ("FAILED", "3:0")
-    assert rows["refused"]["state"] == "NOT QUEUED"
+    assert rows["refused"]["state"] == "WAITING"
 
 
 def test_logs_print_the_newest_driver_and_service_logs(mixed: Submitted, gym: Gym) -> None:
@@ -336,7 +339,7 @@ def test_resubmit_requeues_exactly_the_failed_and_timed_out_then_cancel_ends_the
     assert (rows["ok"]["state"], rows["cancelme"]["state"], rows["refused"]["state"]) == (
         "COMPLETED",
         "CANCELLED",
-        "NOT QUEUED",
+        "WAITING",
     )
 
     # The record keeps the earlier ids; the local index and the manifest are the same bytes.
@@ -570,15 +573,17 @@ def test_runs_lists_this_machines_submissions_newest_first(
     assert set(by_id) == {mixed.gym_job_id, remote.gym_job_id, local_run.name}
     assert {r["executor"] for r in runs} == {"slurm", "local"}
     # Each run's benchmarks counted by the state their jobs are in (one status round trip per host).
+    # `refused` waits for room: counted among the benchmarks (as waiting), not as "not queued".
     assert (sum(by_id[mixed.gym_job_id]["benchmarks"].values()), by_id[mixed.gym_job_id]["not_queued"]) == (
         5,
-        1,
+        0,
     )
+    assert by_id[mixed.gym_job_id]["benchmarks"]["waiting"] == 1
     assert (sum(by_id[remote.gym_job_id]["benchmarks"].values()), by_id[remote.gym_job_id]["not_queued"]) == (
         2,
         0,
     )
-    assert by_id[mixed.gym_job_id]["state"] in ("RUNNING", "PENDING", "FAILED")  # one is never queued
+    assert by_id[mixed.gym_job_id]["state"] in ("RUNNING", "PENDING")  # one waits for room: not ended
     assert by_id[remote.gym_job_id]["hostname"] == "gym-login"
     assert by_id[mixed.gym_job_id]["run_dir"] == str(mixed.run_dir)
 

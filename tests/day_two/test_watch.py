@@ -275,7 +275,14 @@ def test_watch_of_local_jobs_ends_when_they_end_and_exits_0_only_if_all_complete
         "ok": ("COMPLETED", "0:0"),
         "fail": ("FAILED", "3:0"),
     }
-    assert doc["summary"] == {"pending": 0, "running": 0, "completed": 1, "failed": 1, "unknown": 0}
+    assert doc["summary"] == {
+        "pending": 0,
+        "running": 0,
+        "completed": 1,
+        "failed": 1,
+        "unknown": 0,
+        "waiting": 0,
+    }
     assert doc["looks"] >= 2  # the jobs were running at the first look
     assert "did not complete: fail (FAILED 3:0)" in watched.stderr and "Traceback" not in watched.stderr
 
@@ -391,7 +398,14 @@ def test_watch_of_slurm_jobs_makes_one_squeue_and_one_sacct_per_look(
         "ok2": "COMPLETED",
         "fail": "FAILED",
     }
-    assert doc["summary"] == {"pending": 0, "running": 0, "completed": 2, "failed": 1, "unknown": 0}
+    assert doc["summary"] == {
+        "pending": 0,
+        "running": 0,
+        "completed": 2,
+        "failed": 1,
+        "unknown": 0,
+        "waiting": 0,
+    }
     assert doc["looks"] >= 2
     assert calls(wrapped["all"][1]) == {"squeue": doc["looks"], "sacct": doc["looks"]}
     assert "fail (FAILED 3:0)" in watched.stderr

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -82,6 +82,11 @@ def queued(result: Result) -> Queued:
     if job_id is None:
         return Queued(None, " ".join((result.stderr or result.stdout or "could not start the job").split()))
     return Queued(job_id, None)
+
+
+def ask_limits(conn: Connection, directives: Mapping[str, str | None]) -> Callable[[], None]:
+    """A local job meets no scheduler's quota: nothing is asked."""
+    return lambda: None
 
 
 def hold_queue(conn: Connection, run_dir: str) -> None:

@@ -7,7 +7,7 @@ status and output, so a refused benchmark fails alone and its neighbours' job id
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -20,6 +20,7 @@ from gymbuild.shell import join, quote
 if TYPE_CHECKING:  # annotations only: planning reads this module, and needs no connection code
     from gymbuild.config.model import Config
     from gymbuild.executors.connection import Connection, Result
+    from gymbuild.executors.slurm.limits import Limits
     from gymbuild.plan import BenchPlan
 
 
@@ -42,11 +43,12 @@ def queue_command(script: str, secrets: SecretsFile | None, attempt: str) -> str
 def queued(result: Result) -> Queued:
     """sbatch's result as a job id, or the reason it gave none."""
     from gymbuild.executors.attempts import parse_job_id  # queueing only: planning reads this module
+    from gymbuild.executors.slurm.limits import refused_by_limit  # queueing only, as above
 
     job_id = parse_job_id(result.stdout) if result.ok else None
     if job_id is None:
         reason = result.stderr.strip() or result.stdout.strip() or f"sbatch exited {result.status}"
-        return Queued(None, " ".join(reason.split()))
+        return Queued(None, " ".join(reason.split()), waits=refused_by_limit(reason))
     return Queued(job_id, None)
 
 
@@ -80,6 +82,19 @@ def hold_queue(conn: Connection, run_dir: str) -> None:
     from gymbuild.executors import attempts  # queueing only: planning reads this module
 
     attempts.hold_queue(conn, run_dir)
+
+
+def ask_limits(conn: Connection, directives: Mapping[str, str | None]) -> Callable[[], Limits]:
+    """Send the question of the user's quota (limits.py) for a job with these #SBATCH directives
+    into the session now; its answer is read (in the order sent) when the result is called."""
+    from gymbuild.executors.slurm import limits  # queueing only: planning reads this module
+
+    return limits.ask(conn, directives)
+
+
+def read_limits(conn: Connection, directives: Mapping[str, str | None]) -> Limits:
+    """The user's quota for a job with these #SBATCH directives, read now: one round trip."""
+    return ask_limits(conn, directives)()
 
 
 def send(conn: Connection, script: str, secrets: SecretsFile | None, attempt: str) -> Answer:

@@ -1,0 +1,240 @@
+"""What limits how many jobs the user may queue: the association's and the QOS's MaxSubmitJobs and
+MaxJobs (sacctmgr), MaxArraySize (scontrol show config), and how many jobs the user has queued now
+(squeue), read by one command in the run's session and parsed into one frozen `Limits`.
+
+Why: Slurm refuses an sbatch beyond MaxSubmitJobs (AssocMaxSubmitJobLimit, "Job violates accounting/
+QOS policy"), and a submission larger than the quota used to end with most of its benchmarks
+"failed". Knowing the room before the first sbatch lets the submit queue what fits and keep the rest
+waiting (submit/quota.py). A site without accounting (sacctmgr fails, or slurmdbd is not there) just
+has no limits found: every field None, and nothing is held back.
+
+Only what one user's own jobs count against is read: the user's association in the account the job
+names (its MaxSubmitJobs, MaxJobs: inherited from the account when the user's own is unset, as
+sacctmgr shows them) and the QOS's per-user limits (MaxSubmitJobsPerUser, MaxJobsPerUser). Group
+limits (GrpSubmitJobs: all users of an account) count other users' jobs, which squeue -u cannot see;
+a rejection by one of those is still taken as "wait" (`refused_by_limit`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gymbuild.shell import quote
+
+if TYPE_CHECKING:
+    from gymbuild.executors.connection import Connection
+
+# sbatch's words when a limit refuses a job (slurm_errno strings and the job's pending reasons).
+# Any of them in sbatch's message: the job waits for room, it did not fail.
+LIMIT_WORDS = (
+    "MaxSubmitJob",  # AssocMaxSubmitJobLimit, QOSMaxSubmitJobPerUserLimit, ...
+    "SubmitJobLimit",
+    "MaxJobsPer",
+    "GrpSubmit",
+    "violates accounting/QOS policy",
+    "Job violates accounting",
+    "MaxArraySize",
+    "maximum array size",
+)
+
+# The sections of the one command's output: `@<name>` lines, each section ending with `@rc <status>`.
+_SECTIONS = ("user", "assoc", "qos", "config", "queued")
+_ASSOC_FIELDS = "Account,User,Partition,MaxSubmit,MaxJobs,QOS,DefaultQOS"
+
+
+def limits_script(user: str | None = None) -> str:
+    """One bash command printing everything `parse` reads, each tool's output in its own section
+    with its exit status: `@user` the default account, `@assoc` the user's associations, `@qos` the
+    QOSs' per-user limits, `@config` MaxArraySize, `@queued` the user's queued jobs (array tasks
+    one each, `-r`: every task counts against MaxSubmitJobs) counted by account and QOS.
+
+    The five run side by side (each sacctmgr call is a round trip to slurmdbd: one after the other
+    they were two thirds of a second of a feed's time), into files of a temporary directory, printed
+    in order once all have ended."""
+    who = quote(user) if user else '"$(id -un)"'
+    p = "sacctmgr -n -P show"
+    tools = {
+        "user": f'{p} user "$u" format=DefaultAccount',
+        "assoc": f'{p} assoc where user="$u" format={_ASSOC_FIELDS}',
+        "qos": f"{p} qos format=Name,MaxSubmitPU,MaxJobsPU",
+        "config": "scontrol show config 2>/dev/null | grep -E '^MaxArraySize '",
+        "queued": "squeue -h -r -u \"$u\" -o '%a|%q' 2>/dev/null | sort | uniq -c; (exit ${PIPESTATUS[0]})",
+    }
+    return "\n".join(
+        [
+            f"u={who}",
+            "d=$(mktemp -d) || exit 1",
+            *(
+                f'{{ {{ {command}; }} >"$d/{name}" 2>/dev/null; echo "$?" >"$d/{name}.rc"; }} &'
+                for name, command in tools.items()
+            ),
+            "wait",
+            f'for s in {" ".join(tools)}; do echo "@$s"; cat "$d/$s"; echo "@rc $(cat "$d/$s.rc")"; done',
+            'rm -rf "$d"',
+        ]
+    )
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits one job of the user's meets, in one account and QOS, as read at one moment.
+
+    `max_submit_jobs`: the tightest of the association's MaxSubmitJobs and the QOS's
+    MaxSubmitJobsPerUser (None: no limit found), with `queued` the user's jobs that count against
+    that same limit now; `max_jobs`: likewise for running jobs (a job beyond it pends, it is not
+    refused); `max_array_size`: the cluster's MaxArraySize (an array's indices are below it).
+    `submit_source` and `jobs_source` name where each limit came from, for the line that says why a
+    benchmark waits.
+    """
+
+    max_submit_jobs: int | None = None
+    max_jobs: int | None = None
+    max_array_size: int | None = None
+    queued: int = 0
+    submit_source: str = ""
+    jobs_source: str = ""
+
+    @property
+    def room(self) -> int | None:
+        """How many more jobs (array tasks count one each) the limit lets the user queue; None: no limit."""
+        if self.max_submit_jobs is None:
+            return None
+        return max(0, self.max_submit_jobs - self.queued)
+
+    def fits(self, weights: list[int]) -> int:
+        """How many of the jobs, in order, fit now (each weighing its number of tasks): the first
+        that does not fit, and every job after it, waits (the order of the config is kept)."""
+        room = self.room
+        if room is None:
+            return len(weights)
+        taken = 0
+        for count, weight in enumerate(weights):
+            if taken + weight > room:
+                return count
+            taken += weight
+        return len(weights)
+
+    def why(self) -> str:
+        """The limit that holds jobs back, and where it comes from, in one line."""
+        return f"{self.submit_source} ({self.queued} of your jobs are queued there now)"
+
+
+def refused_by_limit(message: str) -> bool:
+    """sbatch's message names a limit: the job waits for room (it is not a failure)."""
+    return any(word.lower() in message.lower() for word in LIMIT_WORDS)
+
+
+def _sections(text: str) -> dict[str, list[str]]:
+    """Section name -> its lines, for the sections whose tool exited 0 (the others: absent)."""
+    found: dict[str, list[str]] = {}
+    name: str | None = None
+    lines: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("@rc "):
+            if name is not None and line.removeprefix("@rc ").strip() == "0":
+                found[name] = lines
+            name, lines = None, []
+        elif line.startswith("@") and line[1:] in _SECTIONS:
+            name, lines = line[1:], []
+        elif name is not None and line.strip():
+            lines.append(line)
+    return found
+
+
+def _number(text: str) -> int | None:
+    text = text.strip()
+    return int(text) if text.isdigit() else None
+
+
+def _tightest(*limits: tuple[int | None, str, int]) -> tuple[int | None, str, int]:
+    """The (limit, source, queued) that leaves the least room, among those set."""
+    found = [one for one in limits if one[0] is not None]
+    if not found:
+        return None, "", 0
+    return min(found, key=lambda one: (one[0] or 0) - one[2])
+
+
+@dataclass(frozen=True)
+class _Assoc:
+    """One row of `sacctmgr show assoc` (format=Account,User,Partition,MaxSubmit,MaxJobs,QOS,DefaultQOS)."""
+
+    account: str
+    user: str
+    partition: str
+    max_submit: int | None
+    max_jobs: int | None
+    qos: tuple[str, ...]
+    default_qos: str
+
+    @classmethod
+    def of(cls, line: str) -> _Assoc | None:
+        fields = line.split("|")
+        if len(fields) < 7:
+            return None
+        account, user, partition, submit, jobs, qos, default = fields[:7]
+        return cls(
+            account,
+            user,
+            partition,
+            _number(submit),
+            _number(jobs),
+            tuple(filter(None, qos.split(","))),
+            default,
+        )
+
+    def qos_for(self, named: str | None) -> str | None:
+        """The QOS a job of this association runs in: the one it names, else the association's
+        default, else its only one, else `normal` where it may use it (Slurm's own choice)."""
+        if named or self.default_qos:
+            return named or self.default_qos
+        if len(self.qos) == 1:
+            return self.qos[0]
+        return "normal" if "normal" in self.qos else None
+
+
+def parse(text: str, account: str | None = None, qos: str | None = None) -> Limits:
+    """The `Limits` of a job in `account` (None: the user's default) and `qos` (None: the
+    association's default), from `limits_script`'s output. What a tool did not answer is not known."""
+    sections = _sections(text)
+    if account is None:
+        account = next(iter(sections.get("user", [])), "").strip() or None
+    mine = [a for a in map(_Assoc.of, sections.get("assoc", [])) if a is not None and a.account == account]
+    assoc = next((a for a in mine if not a.partition), mine[0] if mine else None)  # all partitions' row
+    qos = assoc.qos_for(qos) if assoc else qos
+    rows = (line.split("|") for line in sections.get("qos", []))
+    per_qos = {r[0]: (_number(r[1]), _number(r[2])) for r in rows if len(r) >= 3}
+    counts: dict[tuple[str, str], int] = {}
+    for line in sections.get("queued", []):
+        number, _, scope = line.strip().partition(" ")
+        job_account, _, job_qos = scope.partition("|")
+        counts[job_account, job_qos] = counts.get((job_account, job_qos), 0) + (_number(number) or 0)
+    in_account = sum(n for (a, _), n in counts.items() if a == account)
+    in_qos = sum(n for (_, q), n in counts.items() if q == qos)
+    qos_submit, qos_jobs = per_qos.get(qos or "", (None, None))
+    where = f"association {account}/{assoc.user}" if assoc else ""
+    a_submit, a_jobs = (assoc.max_submit, assoc.max_jobs) if assoc else (None, None)
+    max_submit, submit_source, queued = _tightest(
+        (a_submit, f"MaxSubmitJobs={a_submit} of {where}", in_account),
+        (qos_submit, f"MaxSubmitJobsPerUser={qos_submit} of QOS {qos}", in_qos),
+    )
+    max_jobs, jobs_source, _ = _tightest(
+        (a_jobs, f"MaxJobs={a_jobs} of {where}", in_account),
+        (qos_jobs, f"MaxJobsPerUser={qos_jobs} of QOS {qos}", in_qos),
+    )
+    array = None
+    for line in sections.get("config", []):
+        key, _, value = line.partition("=")
+        if key.strip() == "MaxArraySize":
+            array = _number(value)
+    return Limits(max_submit, max_jobs, array, queued, submit_source, jobs_source)
+
+
+def ask(conn: Connection, directives: Mapping[str, str | None]) -> Callable[[], Limits]:
+    """Send `limits_script` into the run's session now (one round trip, whatever the number of
+    jobs) and return what reads and parses its answer: the limits a job with these #SBATCH
+    directives (its `account` and `qos`) meets. The answer is read in the order sent."""
+    marker = conn.send(limits_script())
+    account, qos = directives.get("account") or None, directives.get("qos") or None
+    return lambda: parse(conn.receive(marker).stdout, account, qos)

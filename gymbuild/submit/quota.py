@@ -1,0 +1,138 @@
+"""Quota: queue what fits the user's limits, and write down the rest as waiting for room.
+
+Why: a cluster caps what one user may have queued (MaxSubmitJobs of the association or the QOS), and
+an sbatch beyond it is refused. Before the first sbatch of a pass, the executor reads the limits in
+the run's session (executors/slurm/limits.py: one round trip); the jobs that fit are queued, in
+config order, and the others get an outcome with no job id and an error that starts with
+states.WAITING_FOR_ROOM and names the limit: the record says "waiting", `status` shows WAITING, and
+the next `submit` (or `submit watch=1`, which feeds them as room frees) queues them like anything
+else that has no job id. No sbatch the limit is known to refuse is run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from gymbuild.executors.states import WAITING_FOR_ROOM, waits_for_room
+from gymbuild.state.provenance import utc_now, utc_timestamp
+from gymbuild.state.workspace import Outcome
+
+if TYPE_CHECKING:
+    from gymbuild.executors.connection import Connection
+    from gymbuild.executors.slurm.limits import Limits
+    from gymbuild.plan.job import Packing
+    from gymbuild.submit.settled import Settled
+
+FEED_HINT = "`gymbuild submit watch=1` queues it as room frees"
+
+
+def split(groups: Sequence[Sequence[str]], limits: Limits | None) -> tuple[list[str], list[str]]:
+    """(what to queue, what waits): the benchmarks of the jobs `groups` (each job's benchmarks, in
+    order) that fit the limits now, and the rest. A job is one submission (one task): its
+    benchmarks are queued or wait together."""
+    fit = len(groups) if limits is None else limits.fits([1] * len(groups))
+    return [b for g in groups[:fit] for b in g], [b for g in groups[fit:] for b in g]
+
+
+def dry_run_note(jobs: int, directives: dict[str, str | None]) -> str:
+    """What the dry run can say of the quota without a connection: what a submit will check, and
+    what it then does with the jobs beyond the room."""
+    account = f"account {directives['account']}" if directives.get("account") else "your default account"
+    qos = f"QOS {directives['qos']}" if directives.get("qos") else "its default QOS"
+    return (
+        f"note: at submit, gymbuild reads your limits in {account} and {qos} (MaxSubmitJobs and "
+        "MaxJobs from sacctmgr, MaxArraySize from scontrol) and your jobs already queued; of these "
+        f"{jobs} job(s), those beyond the room wait, named with the limit (`gymbuild submit watch=1` "
+        "feeds them as room frees)"
+    )
+
+
+def waiting_text(why: str) -> str:
+    """The error a waiting benchmark's record entry carries: it names the limit and its source."""
+    return f"{WAITING_FOR_ROOM}{why}; {FEED_HINT}"
+
+
+Scope = tuple[str | None, str | None]  # the account and the QOS a job names
+
+
+class Room:
+    """The room a pass has under the user's limits: asked once a pass per account and QOS (sent
+    early by the sync, so the login node's sacctmgr calls overlap the copy), then counted down as
+    the pass's runs queue, so a sweep's cells share one reading."""
+
+    def __init__(self) -> None:
+        self.asked: dict[Scope, Callable[[], Limits | None]] = {}
+        self.limits: dict[Scope, Limits | None] = {}
+
+    def ask(self, conn: Connection, run: Settled, packing: Packing, benches: Sequence[str]) -> Scope | None:
+        """Send the question of the limits `benches`' jobs meet, unless it was asked: the answer is
+        read by `take`. None: nothing to ask about."""
+        jobs = packing.jobs(list(benches))
+        if not jobs:
+            return None
+        directives = dict(run.plans.job(jobs[0]).plan.directives)
+        scope = (directives.get("account"), directives.get("qos"))
+        if scope not in self.asked:
+            self.asked[scope] = run.executor.ask_limits(conn, directives)
+        return scope
+
+    def max_array_size(self) -> int | None:
+        """The cluster's MaxArraySize as the pass's readings found it (None: none found it)."""
+        sizes = [limits.max_array_size for limits in self.limits.values() if limits is not None]
+        return min((size for size in sizes if size is not None), default=None)
+
+    def take(self, conn: Connection, run: Settled, packing: Packing, benches: list[str]) -> list[str]:
+        """The benchmarks of `benches` to queue now; the others' outcomes say they wait for room."""
+        scope = self.ask(conn, run, packing, benches)
+        if scope is None:
+            return benches
+        if scope not in self.limits:
+            self.limits[scope] = self.asked[scope]()
+        limits = self.limits[scope]
+        groups = [job.members for job in map(run.plans.job, packing.jobs(benches))]
+        fit, wait = split(groups, limits)
+        if limits is not None:  # what this pass queues counts against the limit for the rest
+            queued = limits.queued + limits.fits([1] * len(groups))
+            limits = self.limits[scope] = replace(limits, queued=queued)
+        if wait and limits is not None:
+            hold(run, wait, limits.why())
+        return fit
+
+
+def hold(run: Settled, benches: Sequence[str], why: str) -> None:
+    """Write each of `benches` down as waiting for room, for the record and `status`; the report
+    names them and why."""
+    # One already waiting is left as it is: a feed of a thousand waiting benchmarks would rewrite
+    # (and fsync) a thousand outcome files to say the same again.
+    outcomes = run.workspace.outcomes()
+    fresh = [b for b in benches if not (b in outcomes and waits_for_room(outcomes[b].error))]
+    unqueued(run, fresh, waiting_text(why), outcomes)
+    with run.memory.lock:
+        run.memory.waiting.extend(benches)
+
+
+def unqueued(
+    run: Settled, benches: Sequence[str], error: str, earlier: Mapping[str, Outcome] | None = None
+) -> None:
+    """The outcome of each of `benches` that has no job: no job id, and `error` saying why. An
+    earlier job id is never overwritten. `earlier`: the outcomes as the pass read them (default:
+    read now)."""
+    workspace = run.workspace
+    for bench in benches:
+        before = earlier.get(bench) if earlier is not None else workspace.outcome(bench)
+        if before is not None and before.job_id is not None:
+            continue
+        workspace.save_outcome(
+            Outcome(
+                benchmark=bench,
+                job_id=None,
+                error=error,
+                script_digest=run.plans.stage_digest(bench),
+                at=utc_timestamp(utc_now()),
+                previous_job_ids=before.previous_job_ids if before else (),
+            )
+        )
+        with run.memory.lock:
+            run.memory.queued_now.append(bench)

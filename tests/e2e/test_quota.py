@@ -1,0 +1,236 @@
+"""End to end: a submission three times larger than the user's quota (issue 43, item 5).
+
+A test account of its own (a unique name, removed at the end) caps root's association in it at
+MaxSubmitJobs=4; twelve `command` benchmarks name that account. `gymbuild submit watch=1` queues the
+four that fit, says the others wait and why, feeds them as the first end, and ends when every job
+has ended: every benchmark COMPLETED, and no sbatch was refused (its own output and sacct).
+Root's association under `gym` is never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import signal
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from e2e_helpers import (
+    gymbuild,
+    job_ids,
+    manifest,
+    run_dir,
+    set_submit_limit,
+    slurm_config,
+    user_env,
+    wait_for_jobs,
+    write_config,
+)
+from follow_helpers import Follower
+
+from tests.sweep.test_slurm import Sweeper
+
+pytestmark = pytest.mark.cluster
+
+LIMIT = 4
+
+
+@pytest.fixture
+def capped_account(cluster: Any) -> Iterator[str]:
+    """An account of this test's own, root's association in it capped at MaxSubmitJobs=LIMIT; its
+    jobs cancelled and the account removed afterwards, whatever the test did."""
+    name = f"gymquota{secrets.token_hex(4)}"
+    try:
+        set_submit_limit(name, LIMIT)  # and wait until slurmctld, which judges sbatch, enforces it
+        yield name
+    finally:
+        cluster.ssh(
+            f"scancel -A {name} 2>/dev/null; sacctmgr -i delete user root account={name} >/dev/null; "
+            f"sacctmgr -i delete account {name} >/dev/null",
+            check=False,
+        )
+
+
+def test_a_submission_three_times_the_quota_is_fed_to_the_end_without_a_refused_sbatch(
+    cluster: Any, capped_account: str, tmp_path: Any
+) -> None:
+    benchmarks = {f"b{i:02d}": {"command": "sleep 1"} for i in range(3 * LIMIT)}
+    config = slurm_config(cluster.run_dir("e2e-quota"), benchmarks, services={}, account=capped_account)
+    del config["driver"]["policy_model"]
+    write_config(tmp_path, config)
+    env = user_env(tmp_path, GYMBUILD_WATCH_INTERVALS="1,2")
+
+    render = gymbuild("render", cwd=tmp_path, env=env)
+    assert render.rc == 0, render.stderr
+    assert f"account {capped_account}" in render.stderr and "MaxSubmitJobs" in render.stderr
+
+    done = gymbuild("submit", "watch=1", cwd=tmp_path, env=env, timeout=600)
+    assert done.rc == 0, done.stdout + done.stderr
+    said = done.stdout + done.stderr
+    assert f"waiting {2 * LIMIT} " in done.stdout  # the first pass: four queued, eight wait ...
+    assert f"MaxSubmitJobs={LIMIT} of association {capped_account}/root" in done.stdout  # ... and why
+    assert "AssocMaxSubmitJobLimit" not in said, said
+    assert not [line for line in done.stdout.splitlines() if line.startswith("failed ")]
+    assert f"{3 * LIMIT} benchmarks: 0 pending, 0 running, {3 * LIMIT} completed, 0 failed" in done.stdout
+
+    ids = job_ids(manifest(config))
+    assert all(ids.values()) and len(set(ids.values())) == 3 * LIMIT
+    ended = wait_for_jobs(cluster, list(ids.values()))  # sacct's record, once it has caught up
+    assert {job_id: result.state for job_id, result in ended.items()} == dict.fromkeys(
+        ids.values(), "COMPLETED"
+    )
+    accounted = cluster.ssh(f"sacct -X -n -P -A {capped_account} -S now-1hour -o JobID").stdout
+    assert set(accounted.split()) == set(ids.values())  # no other job (a refused one) in the account
+
+    status = gymbuild("status", "json=1", cwd=tmp_path, env=env)
+    assert json.loads(status.stdout)["summary"]["completed"] == 3 * LIMIT
+
+
+LOAD_WITH_NEMO_GYM = (
+    "import json, sys\n"
+    "from nemo_gym.orchestration.jobs import SubmissionRecord\n"
+    "record = SubmissionRecord.load(json.load(open(sys.argv[1])))\n"
+    "print(json.dumps([[b.benchmark, b.job_id] for b in record.benchmarks]))\n"
+)
+
+
+def test_a_plain_submit_leaves_the_rest_waiting_and_a_later_submit_queues_them(
+    cluster: Any, capped_account: str, nemo_gym: Any, tmp_path: Any
+) -> None:
+    benchmarks = {f"w{i}": {"command": "true"} for i in range(LIMIT + 2)}
+    config = slurm_config(cluster.run_dir("e2e-quota-plain"), benchmarks, services={}, account=capped_account)
+    del config["driver"]["policy_model"]
+    write_config(tmp_path, config)
+    env = user_env(tmp_path)
+
+    first = gymbuild("submit", cwd=tmp_path, env=env)
+    assert first.rc == 0, first.stdout + first.stderr  # waiting is not failing
+    assert "waiting 2 (w4, w5)" in first.stdout
+    submitted = [line.split()[1] for line in first.stdout.splitlines() if line.startswith("submitted")]
+    assert submitted == [f"w{i}" for i in range(LIMIT)]
+
+    status = json.loads(gymbuild("status", "json=1", cwd=tmp_path, env=env).stdout)
+    rows = {row["benchmark"]: row for row in status["benchmarks"]}
+    assert {b: (rows[b]["state"], rows[b]["job_id"]) for b in ("w4", "w5")} == dict.fromkeys(
+        ("w4", "w5"), ("WAITING", None)
+    )
+    assert (status["summary"]["waiting"], status["summary"]["failed"]) == (2, 0)
+    table = gymbuild("status", cwd=tmp_path, env=env).stdout
+    assert "waiting for room" in table and f"MaxSubmitJobs={LIMIT}" in table
+
+    # NeMo Gym 0.7.0 reads the record as its own: the waiting ones are entries with no job id yet.
+    loaded = nemo_gym.run_python(LOAD_WITH_NEMO_GYM, str(run_dir(config) / "gym-job.json"))
+    assert loaded.returncode == 0, loaded.stderr
+    assert dict(json.loads(loaded.stdout)) == job_ids(manifest(config))
+
+    wait_for_jobs(cluster, [job_id for job_id in job_ids(manifest(config)).values() if job_id])
+    # `runs`: the submission has not ended while two wait, and they are not "not queued".
+    (listed,) = json.loads(gymbuild("runs", "json=1", cwd=tmp_path, env=env).stdout)
+    assert (listed["state"], listed["not_queued"], listed["benchmarks"].get("waiting")) == ("PENDING", 0, 2)
+    again = gymbuild("submit", cwd=tmp_path, env=env)
+    assert again.rc == 0, again.stdout + again.stderr
+    fed = [line.split()[1] for line in again.stdout.splitlines() if line.startswith("submitted")]
+    assert fed == ["w4", "w5"]
+    ids = job_ids(manifest(config))
+    assert {r.state for r in wait_for_jobs(cluster, [ids["w4"], ids["w5"]]).values()} == {"COMPLETED"}
+
+
+def test_the_limits_are_read_from_the_cluster_in_one_round_trip(cluster: Any, capped_account: str) -> None:
+    from gymbuild.executors.connection import Connection
+    from gymbuild.executors.slurm import read_limits  # the executor's ask_limits, answered at once
+
+    array = cluster.ssh("scontrol show config | sed -n 's/^MaxArraySize *= *//p'").stdout.strip()
+    with Connection(cluster.ssh_alias) as conn:
+        before = conn.round_trips
+        limits = read_limits(conn, {"account": capped_account})
+        assert conn.round_trips - before == 1
+    assert (limits.max_submit_jobs, limits.queued, limits.room) == (LIMIT, 0, LIMIT)
+    assert limits.max_array_size == int(array)
+    assert limits.submit_source == f"MaxSubmitJobs={LIMIT} of association {capped_account}/root"
+
+
+def test_a_follower_feeds_the_checkpoints_that_wait_for_room(
+    cluster: Any, capped_account: str, tmp_path: Any
+) -> None:
+    # LIMIT + 2 complete checkpoints, one job each: the first poll queues LIMIT, two wait; the follower
+    # feeds them as the first end, and all complete (none is given up on as "failed").
+    sweeper = Sweeper(cluster, tmp_path, "follow-quota")
+    ckpts = cluster.run_dir("follow-quota-ckpts")
+    for step in range(LIMIT + 2):
+        (ckpts / f"step_{step}").mkdir()
+        (ckpts / f"step_{step}" / "config.json").write_text("{}")
+    args = [
+        "submit",
+        f"config={sweeper.config}",
+        "multirun=1",
+        "follow=1",
+        "every=1",
+        f"compute.cluster.account={capped_account}",
+        f"services.policy.model=paths({ckpts}/step_*)",
+    ]
+    follower = Follower(tmp_path, args, sweeper.env)
+    try:
+        for step in range(LIMIT + 2):
+            follower.expect(f"submitted {ckpts}/step_{step} (gym-job-", timeout=120)
+        follower.expect("fed ", timeout=300)
+        for _ in range(LIMIT + 2):
+            follower.expect(f"completed {ckpts}/step_", timeout=300)
+        rc, said, err = follower.stop(signal.SIGTERM)
+        assert rc == 0 and "Traceback" not in err, err
+        assert f"{LIMIT + 2} checkpoint(s) submitted, {LIMIT + 2} completed, 0 given up on" in said[-1], said
+    finally:
+        follower.kill()
+    assert not [c for c in sweeper.ssh.commands() if "AssocMaxSubmitJobLimit" in c]
+
+
+@pytest.fixture
+def group_capped_account(cluster: Any) -> Iterator[str]:
+    """An account of this test's own with GrpSubmitJobs=2 on the account itself: a group limit, which
+    counts every user's jobs and which gymbuild does not read (only the user's own limits are)."""
+    name = f"gymquotagrp{secrets.token_hex(4)}"
+    try:
+        set_submit_limit(name, None)  # the account and root's association in it, no limit of root's
+        cluster.ssh(f"sacctmgr -i modify account where name={name} set GrpSubmitJobs=2 >/dev/null")
+        deadline = time.monotonic() + 30
+        while (
+            "GrpSubmitJobs=2("
+            not in cluster.ssh(f"scontrol show assoc_mgr accounts={name} flags=assoc", check=False).stdout
+        ):
+            assert time.monotonic() < deadline, "slurmctld did not take GrpSubmitJobs=2"
+            time.sleep(0.5)
+        yield name
+    finally:
+        cluster.ssh(
+            f"scancel -A {name} 2>/dev/null; sacctmgr -i delete user root account={name} >/dev/null; "
+            f"sacctmgr -i delete account {name} >/dev/null",
+            check=False,
+        )
+
+
+def test_a_refusal_by_a_limit_gymbuild_cannot_read_is_a_wait_and_is_fed_later(
+    cluster: Any, group_capped_account: str, tmp_path: Any
+) -> None:
+    benchmarks = {f"g{i}": {"command": "sleep 2"} for i in range(4)}
+    config = slurm_config(
+        cluster.run_dir("e2e-quota-grp"), benchmarks, services={}, account=group_capped_account
+    )
+    del config["driver"]["policy_model"]
+    write_config(tmp_path, config)
+    env = user_env(tmp_path, GYMBUILD_WATCH_INTERVALS="1,2")
+
+    first = gymbuild("submit", cwd=tmp_path, env=env)
+    assert first.rc == 0, first.stdout + first.stderr  # refused by a named limit: waiting, not failed
+    ids = job_ids(manifest(config))
+    assert [b for b, job_id in ids.items() if job_id] == ["g0", "g1"]
+    assert "waiting 2 (g2, g3): sbatch said: sbatch: error: AssocGrpSubmitJobsLimit" in first.stdout
+    rows = json.loads(gymbuild("status", "json=1", cwd=tmp_path, env=env).stdout)["benchmarks"]
+    assert [r["state"] for r in rows if r["benchmark"] in ("g2", "g3")] == ["WAITING", "WAITING"]
+
+    fed = gymbuild("submit", "watch=1", cwd=tmp_path, env=env, timeout=600)
+    assert fed.rc == 0, fed.stdout + fed.stderr
+    assert "4 benchmarks: 0 pending, 0 running, 4 completed, 0 failed" in fed.stdout
+    ids = job_ids(manifest(config))
+    ended = wait_for_jobs(cluster, [job_id for job_id in ids.values() if job_id])
+    assert len(ended) == 4 and {r.state for r in ended.values()} == {"COMPLETED"}

@@ -1,0 +1,97 @@
+"""The user's quota as read from the cluster (executors/slurm/limits.py): the parsing of what
+sacctmgr, scontrol and squeue printed on the test cluster (tests/data/slurm-limits/, captured with
+`limits_script()` run there: an account `gymquotacap` with root's association capped at
+MaxSubmitJobs=4, MaxJobs=2, a QOS `gymquotaqos` with MaxSubmitJobsPerUser=6, MaxJobsPerUser=3, and
+held jobs queued in them; `no-slurm-conf.txt` the same script where no Slurm tool answers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gymbuild.executors.slurm.limits import Limits, parse, refused_by_limit
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "slurm-limits"
+
+
+def captured(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+def test_the_association_limit_of_the_named_account_and_the_jobs_queued_in_it() -> None:
+    # 1 job in gymquotacap under QOS gymquotaqos, 3 under normal: all 4 count against the association.
+    limits = parse(captured("full.txt"), "gymquotacap")
+    assert limits == Limits(
+        max_submit_jobs=4,
+        max_jobs=2,
+        max_array_size=4,
+        queued=4,
+        submit_source="MaxSubmitJobs=4 of association gymquotacap/root",
+        jobs_source="MaxJobs=2 of association gymquotacap/root",
+    )
+    assert limits.room == 0
+    assert limits.fits([1, 1]) == 0
+
+
+def test_with_room_left_the_jobs_that_fit_are_counted() -> None:
+    limits = parse(captured("assoc-and-qos.txt"), "gymquotacap")
+    assert (limits.max_submit_jobs, limits.queued, limits.room) == (4, 3, 1)
+    assert limits.fits([1, 1, 1]) == 1
+
+
+def test_the_tighter_of_the_association_and_the_qos_binds() -> None:
+    # In gymquotacap the association leaves no room (4 of 4), the QOS five (1 of 6): the association binds.
+    both = parse(captured("full.txt"), "gymquotacap", "gymquotaqos")
+    assert (both.max_submit_jobs, both.queued, both.room) == (4, 4, 0)
+    # Under `gym` (no association limit) the QOS's per-user limit counts the user's jobs in that QOS.
+    qos_only = parse(captured("full.txt"), "gym", "gymquotaqos")
+    assert (qos_only.max_submit_jobs, qos_only.queued, qos_only.max_jobs) == (6, 1, 3)
+    assert qos_only.submit_source == "MaxSubmitJobsPerUser=6 of QOS gymquotaqos"
+
+
+def test_an_account_without_limits_and_the_default_account() -> None:
+    # No account named: the user's default (root), which has no limit; MaxArraySize is the cluster's.
+    assert parse(captured("full.txt")) == Limits(max_array_size=4)
+    assert parse(captured("full.txt")).room is None
+    assert parse(captured("full.txt"), "gym").fits([1] * 1000) == 1000
+
+
+def test_a_site_without_accounting_has_no_limits_found() -> None:
+    limits = parse(captured("no-slurm-conf.txt"), "gymquotacap")
+    assert limits == Limits()
+    assert limits.fits([1] * 50) == 50
+
+
+def test_a_section_whose_tool_failed_is_not_read() -> None:
+    # sacctmgr answered nothing usable (it failed half-way): its lines are not taken as limits.
+    text = captured("full.txt").replace(
+        "@assoc\n", "@assoc\nsacctmgr: error: Problem talking to the database\n", 1
+    )
+    text = text.replace("root|root||||normal|\n@rc 0", "root|root||||normal|\n@rc 1", 1)
+    assert parse(text, "gymquotacap").max_submit_jobs is None
+
+
+def test_sbatch_naming_a_limit_is_a_wait_and_other_refusals_are_not() -> None:
+    assert refused_by_limit(captured("sbatch-refused.txt"))
+    assert refused_by_limit("sbatch: error: QOSMaxSubmitJobPerUserLimit")
+    invalid = "Invalid account or account/partition combination specified"
+    assert not refused_by_limit(f"sbatch: error: Batch job submission failed: {invalid}")
+    assert not refused_by_limit("sbatch: error: Batch job submission failed: Invalid job array specification")
+
+
+@given(
+    limit=st.integers(0, 60),
+    queued=st.integers(0, 80),
+    weights=st.lists(st.integers(1, 8), max_size=40),
+)
+def test_what_fits_never_exceeds_the_room_and_keeps_the_order(
+    limit: int, queued: int, weights: list[int]
+) -> None:
+    limits = Limits(max_submit_jobs=limit, queued=queued, submit_source="MaxSubmitJobs")
+    fit = limits.fits(weights)
+    assert queued + sum(weights[:fit]) <= max(limit, queued)
+    # Greedy in order: the next job (if any) would not have fitted.
+    if fit < len(weights):
+        assert queued + sum(weights[: fit + 1]) > limit
