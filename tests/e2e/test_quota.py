@@ -234,3 +234,30 @@ def test_a_refusal_by_a_limit_gymbuild_cannot_read_is_a_wait_and_is_fed_later(
     ids = job_ids(manifest(config))
     ended = wait_for_jobs(cluster, [job_id for job_id in ids.values() if job_id])
     assert len(ended) == 4 and {r.state for r in ended.values()} == {"COMPLETED"}
+
+
+def test_an_array_submission_over_the_quota_queues_what_fits_and_feeds_the_rest_as_arrays(
+    cluster: Any, capped_account: str, tmp_path: Any
+) -> None:
+    """Arrays and the quota together: every array task counts against MaxSubmitJobs, so of ten
+    benchmarks under a limit of four, one array of four is queued (MaxArraySize is 4 on the test
+    cluster) and six wait; fed as room frees, each benchmark ends COMPLETED as an array task, and no
+    sbatch was refused."""
+    benchmarks = {f"b{i:02d}": {"command": "sleep 1"} for i in range(10)}
+    config = slurm_config(
+        cluster.run_dir("e2e-quota-arrays"), benchmarks, services={}, account=capped_account
+    )
+    del config["driver"]["policy_model"]
+    config["compute"][next(iter(config["compute"]))]["array"] = True
+    write_config(tmp_path, config)
+    env = user_env(tmp_path, GYMBUILD_WATCH_INTERVALS="1,2")
+
+    done = gymbuild("submit", "watch=1", cwd=tmp_path, env=env, timeout=600)
+    assert done.rc == 0, done.stdout + done.stderr
+    said = done.stdout + done.stderr
+    assert "waiting 6 " in done.stdout, said
+    assert "AssocMaxSubmitJobLimit" not in said and "QOSMaxSubmitJob" not in said, said
+    assert "10 benchmarks: 0 pending, 0 running, 10 completed, 0 failed" in done.stdout, said
+    ids = job_ids(manifest(config))
+    assert all("_" in str(i) for i in ids.values()), ids  # every one an array task
+    assert all(int(str(i).rsplit("_", 1)[1]) < 4 for i in ids.values())  # under MaxArraySize
