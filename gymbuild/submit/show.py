@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from gymbuild.executors.base import executor_for
+from gymbuild.plan import shard_rel_dir
 from gymbuild.request.verb_args import RenderArgs, ResolveArgs, ResubmitArgs, SubmitArgs
 from gymbuild.submit.plans import keep_compiled_templates
 from gymbuild.submit.record import build_record
@@ -42,20 +43,39 @@ def print_dry_run(ctx: Session, args: RenderArgs) -> None:
     keep_compiled_templates()
     mask = render.mask_secrets(ctx.resolved.secrets)
     plans, selected = ctx.plans, ctx.selected()
+    benchmarks = ctx.resolved.config.driver.benchmarks
+    sharded = {b: plans.shards(b) for b in selected if benchmarks[b].shards > 1}
+    whole = [b for b in selected if b not in sharded]
     jobs = {}
-    for group in plans.packing(selected).jobs(selected):
+    for group in plans.packing(whole).jobs(whole):
         job = plans.job(group)
         jobs[job.rel_dir] = ctx.memory.rendered.get(job.rel_dir) or render_job_plan(job, mask)
+    shards: dict[str, list[str]] = {}
+    for bench, shard_plans in sharded.items():
+        shards[bench] = [f"{bench}/{shard_rel_dir(k)}" for k in range(len(shard_plans))]
+        jobs |= {rel: render.render_job(p, mask) for rel, p in zip(shards[bench], shard_plans, strict=True)}
     run_dir = ctx.submission().run_dir
     if args.json:
-        payload = {
+        payload: dict[str, object] = {
             "run_dir": run_dir,
             "benchmarks": {b: {rel: f.text for rel, f in j.files.items()} for b, j in jobs.items()},
         }
+        if shards:
+            payload["shards"] = shards
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     else:
-        for chunk in render.dry_run_chunks(run_dir, jobs):  # doit's stdout Writer has no writelines
+        notes = [_shards_note(bench, dirs) for bench, dirs in shards.items()]
+        for chunk in render.dry_run_chunks(run_dir, jobs, notes):  # doit's stdout Writer has no writelines
             sys.stdout.write(chunk)
+
+
+def _shards_note(bench: str, dirs: Sequence[str]) -> str:
+    """What the dry run says of a sharded benchmark before its jobs' scripts."""
+    return (
+        f"[dry-run] {bench}: {len(dirs)} shards, one job each ({dirs[0]} .. {dirs[-1]}), each a slice of the "
+        f"benchmark's materialized inputs; the last to end merges them into {bench}/artifacts/rollouts.jsonl "
+        "and its aggregate metrics"
+    )
 
 
 def _changed_since_queued(
