@@ -27,24 +27,11 @@ from aggregate_metrics import (  # the same directory: sys.path[0]
     MCQAResourcesServerConfig,
     SimpleWeatherResourcesServer,
     SimpleWeatherResourcesServerConfig,
-    _env_block,
-    _free_port,
     _mcqa_rows,
-    _serve,
     _weather_rows,
+    aggregate,
+    serving,
 )
-from nemo_gym.rollout_collection import (
-    RolloutAggregationConfig,
-    RolloutAggregationHelper,
-    RolloutCollectionHelper,
-)
-from nemo_gym.server_utils import (
-    GlobalAIOHTTPAsyncClientConfig,
-    ServerClient,
-    is_global_aiohttp_client_setup,
-    set_global_aiohttp_client,
-)
-from omegaconf import OmegaConf
 
 INPUT_KEYS = (
     "_ng_task_index",
@@ -71,33 +58,14 @@ def _read(path: Path) -> list[dict]:
 
 
 async def _case(out: Path, shard, rows: list[dict], servers: dict, counts: list[int]) -> dict:  # type: ignore[no-untyped-def]
-    ports = {name: _free_port() for name in servers}
-    tree = {"head_server": {"host": "127.0.0.1", "port": _free_port()}}
-    tree |= {name: _env_block(agent, ports[name]) for name, (_, _, agent) in servers.items()}
-    client = ServerClient(head_server_config=tree["head_server"], global_config_dict=OmegaConf.create(tree))
-    if not is_global_aiohttp_client_setup():
-        set_global_aiohttp_client(
-            cfg=GlobalAIOHTTPAsyncClientConfig.model_validate(client.global_config_dict)
-        )
-    running = [_serve(cls, cfg, name, ports[name], client) for name, (cls, cfg, _) in servers.items()]
-    RolloutCollectionHelper.setup_server_client = lambda self, head_server_config=None: client
-    found: dict = {}
-    try:
-        whole = out / "unsharded" / "artifacts"
-        whole.mkdir(parents=True)
-        (whole / "rollouts.jsonl").write_text(_lines(rows))
-        await RolloutAggregationHelper().run_from_config(
-            RolloutAggregationConfig(
-                input_glob=str(whole / "rollouts.jsonl"),
-                output_jsonl_fpath=str(whole / "rollouts.jsonl"),
-                merge_shards=False,
-                disable_health_check=True,
-            )
-        )
-        found["unsharded"] = {
-            "rows": _read(whole / "rollouts.jsonl"),
-            "metrics": json.loads((whole / "rollouts_aggregate_metrics.json").read_text()),
+    written = await aggregate(out / "unsharded", rows, servers)  # NeMo Gym's score of the rows unsharded
+    found: dict = {
+        "unsharded": {
+            "rows": _read(written.parent / "rollouts.jsonl"),
+            "metrics": json.loads(written.read_text()),
         }
+    }
+    with serving(servers):
         inputs = [{k: r[k] for k in INPUT_KEYS if k in r} for r in rows]
         for count in counts:
             bench = out / f"shards-{count}"
@@ -121,9 +89,6 @@ async def _case(out: Path, shard, rows: list[dict], servers: dict, counts: list[
                 "rows": _read(bench / "artifacts" / "rollouts.jsonl"),
                 "metrics": json.loads(Path(written).read_text()),
             }
-    finally:
-        for server in running:
-            server.should_exit = True
     return found
 
 
