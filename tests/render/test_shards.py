@@ -154,3 +154,19 @@ def test_render_shows_the_shards_and_their_jobs(tmp_path: Path) -> None:
     payload = json.loads(shown.stdout)
     assert payload["shards"] == {"gpqa": ["gpqa/shards/0", "gpqa/shards/1"]}
     assert sorted(payload["benchmarks"]) == ["gpqa/shards/0", "gpqa/shards/1"]
+
+
+def test_a_resumable_sharded_benchmark_resumes_each_shard_in_its_own_chain(tmp_path: Path) -> None:
+    """Each shard's successor runs that shard's own script, in its own directory, where its slice's
+    rollouts are: a shard cut by its walltime continues its slice, never the whole benchmark."""
+    config = load_config(
+        ROOT / "examples" / "resumable.yaml", overrides=["+driver.benchmarks.aime25.shards=2"]
+    ).config
+    plan = planner(config, planning_traits(config), run_dir=str(tmp_path / "run"), gym_job_id="gym-job-x")
+    for k, shard in enumerate(plan_shards(plan, config, "aime25")):
+        assert shard.resume is not None
+        assert shard.resume.script == f"{tmp_path}/run/aime25/shards/{k}/job.sh"
+        text = render_job(shard, {}).files["job.sh"].text
+        assert f"--kill-on-invalid-dep=yes {tmp_path}/run/aime25/shards/{k}/job.sh" in text
+        # the shard driver resumes its slice itself; gym is not also told to
+        assert "+resume_from_cache" not in text
