@@ -10,9 +10,9 @@ gyms of one config want the same head-server port, and the cluster's nodes are s
 The model double fails every request after its second answer (FAKE_VLLM_FAIL_AFTER_FILE, one count
 per job): shard 0 (tasks 0-1) completes, shard 1 (tasks 2-4) fails with two of its three rows, and no
 merge is made. With the failure lifted, shard 1 alone is queued again: it asks the model only for its
-missing row and, finding every slice complete, merges them with NeMo Gym's aggregation. The merged
-benchmark has the unsharded run's task identities, coverage and score, and the model was asked once
-per row in all.
+missing row and, finding every slice complete, merges them with NeMo Gym's aggregation. A complete
+shard queued once more asks for nothing and leaves the merge as it was. The merged benchmark has the
+unsharded run's task identities, coverage and score, and the model was asked once per row in all.
 """
 
 from __future__ import annotations
@@ -138,6 +138,15 @@ def test_shards_merge_into_the_unsharded_score_and_a_failed_shard_reruns_alone(
         driver_log = next(scripts[1].parent.glob(f"logs/driver-*{again}*")).read_text(errors="replace")
         assert "every shard complete, merging" in driver_log
 
+        # a complete shard queued again (a user's mistake, a requeue) asks for nothing and merges nothing
+        merged_before = (artifacts / "rollouts.jsonl").read_bytes()
+        metrics_before = (artifacts / "rollouts_aggregate_metrics.json").read_bytes()
+        repeat = _sbatch(scripts[0])
+        jobs.append(repeat)
+        assert _ended(cluster, repeat) == ("COMPLETED", 0), _logs(scripts[0].parent)
+        assert (artifacts / "rollouts.jsonl").read_bytes() == merged_before
+        assert (artifacts / "rollouts_aggregate_metrics.json").read_bytes() == metrics_before
+
         assert _ended(cluster, whole_job) == ("COMPLETED", 0), _logs(whole_dir)
     finally:
         subprocess.run(["scancel", *jobs], capture_output=True, check=False, timeout=60)
@@ -150,4 +159,5 @@ def test_shards_merge_into_the_unsharded_score_and_a_failed_shard_reruns_alone(
         assert _lines(artifacts / name) == _lines(whole_dir / "artifacts" / name) == ROWS
     assert _mean_reward(artifacts) == pytest.approx(_mean_reward(whole_dir / "artifacts")) == 0.6
     asked = calls.read_text().split()
-    assert (asked.count(first), asked.count(second), asked.count(again)) == (2, 2, 1)  # once per row in all
+    # once per row in all
+    assert [asked.count(job) for job in (first, second, again, repeat)] == [2, 2, 1, 0]
