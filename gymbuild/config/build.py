@@ -292,6 +292,7 @@ def _benchmark(name: str, tree: Tree) -> Benchmark:
         run=freeze(_sub(tree, "run")),
         command=_opt(tree, "command", str),
         resumable=_resumable(resumable_setting(tree["resumable"])),
+        shards=_get(tree, "shards", int) if tree.get("shards") is not None else 1,
     )
 
 

@@ -221,6 +221,8 @@ class Benchmark:
     run: Mapping[str, JsonView]
     command: str | None
     resumable: Resumable | None
+    # gymbuild's `shards: K` (unset: 1): the benchmark's rows split across K jobs, merged by the last
+    shards: int = 1
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ RULES: tuple[Rule, ...] = (
     rules_services.vllm_sizing,
     rules_driver.policy_wiring,
     rules_driver.command_benchmarks,
+    rules_driver.sharded_benchmarks,
     rules_driver.shared_jobs,
     rules_driver.benchmarks_present,
     rules_driver.budget_applies,

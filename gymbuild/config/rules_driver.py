@@ -98,6 +98,29 @@ def command_benchmarks(r: Rules) -> None:
                 "a benchmark with `command` cannot be resumable",
                 "remove resumable, or run the benchmark with `run` instead of command",
             )
+        if bench.get("shards") not in (1, None) and r.ok((*path, "shards")):
+            r.error(
+                (*path, "shards"),
+                "a benchmark with `command` cannot be sharded: gymbuild splits the rows `gym eval run` "
+                "materializes, and a command has none it knows of",
+                "remove shards, or run the benchmark with `run` instead of command",
+            )
+
+
+def sharded_benchmarks(r: Rules) -> None:
+    """`shards: K` runs each shard through gymbuild's own rollout_collection_driver (the hook NeMo Gym
+    gives for a custom collection), so a benchmark that sets its own cannot be sharded."""
+    for path, bench in r.benchmarks():
+        run = bench.get("run")
+        if bench.get("shards") in (1, None) or not isinstance(run, dict) or not r.ok((*path, "run")):
+            continue
+        for key in run:
+            if isinstance(key, str) and key.lstrip("+") == "rollout_collection_driver":
+                r.error(
+                    (*path, "run", key),
+                    "sets rollout_collection_driver, which a sharded benchmark's jobs use to run their slice",
+                    "remove shards, or remove rollout_collection_driver",
+                )
 
 
 def _per_job(r: Rules) -> int | str | None:

@@ -49,7 +49,15 @@ from gymbuild.plan.model import (
 from gymbuild.plan.overrides import flatten_overrides, hydra_value
 from gymbuild.plan.placement import driver_nodes, node_host, place, pool_ranges
 from gymbuild.plan.services import ray_address_var, ray_workers_var
-from gymbuild.plan.submission import plan_benchmark, plan_submission, planner
+from gymbuild.plan.submission import (
+    Planner,
+    plan_benchmark,
+    plan_shards,
+    plan_submission,
+    planner,
+    shard_name,
+    shard_rel_dir,
+)
 
 __all__ = [
     "BenchPlan",
@@ -62,6 +70,7 @@ __all__ = [
     "Health",
     "Nodes",
     "Part",
+    "Planner",
     "PoolRange",
     "Port",
     "Ref",
@@ -77,11 +86,14 @@ __all__ = [
     "node_host",
     "place",
     "plan_benchmark",
+    "plan_shards",
     "plan_submission",
     "planner",
     "pool_ranges",
     "ray_address_var",
     "ray_workers_var",
+    "shard_name",
+    "shard_rel_dir",
     "shell_name",
     "walltime_seconds",
 ]

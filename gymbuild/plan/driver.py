@@ -44,7 +44,15 @@ def _otel_env(config: Config, gym_job_id: str) -> list[EnvEntry]:
     ]
 
 
-def _driver(config: Config, shared: SharedParts, bench: Benchmark, *, bench_dir: str) -> DriverStep:
+def _driver(
+    config: Config,
+    shared: SharedParts,
+    bench: Benchmark,
+    *,
+    bench_dir: str,
+    shard: tuple[int, int] | None = None,
+) -> DriverStep:
+    """The driver step of `bench`'s job, or of its shard `shard` = (k, K) (bench_dir is then the shard's)."""
     drv = config.driver
     where = f"driver.benchmarks.{bench.name}"
     policy, policy_port = shared.policy, shared.policy_port
@@ -96,7 +104,12 @@ def _driver(config: Config, shared: SharedParts, bench: Benchmark, *, bench_dir:
             words.append(_in_bench(bench_dir, "/model-calls", "+model_call_capture_dir="))
         if "require_complete" not in bench.run:
             words.append(("+require_complete=True",))
-        if bench.resumable and "resume_from_cache" not in bench.run:
+        if shard is not None:
+            # The shard driver materializes, slices and resumes by itself (gymbuild_shard.py)
+            words.append(("+rollout_collection_driver=gymbuild_shard:collect",))
+            index, count = shard
+            env = (*env, EnvEntry("GYM_SHARD_INDEX", str(index)), EnvEntry("GYM_SHARD_COUNT", str(count)))
+        elif bench.resumable and "resume_from_cache" not in bench.run:
             words.append(("+resume_from_cache=True",))
         elif "resume_from_cache" not in bench.run:
             # Not gym's default for a job that is not resumable, so its first job runs gym's own
@@ -116,6 +129,7 @@ def _driver(config: Config, shared: SharedParts, bench: Benchmark, *, bench_dir:
         command=bench.command,
         policy_port=policy_port,
         resume_from=resume_from,
+        shard=shard,
     )
 
 

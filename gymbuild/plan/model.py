@@ -168,6 +168,9 @@ class DriverStep(_Canonical):
     # (rollouts, materialized inputs): when both are there at start, an earlier job of this bench dir
     # wrote them (resubmit), and `gym eval run` continues from them (+resume_from_cache=True)
     resume_from: tuple[str, str] | None = None
+    # (k, K): this job runs shard k of the benchmark's K (`shards: K`) through gymbuild's shard driver
+    # (render/templates/gymbuild_shard.py), in the bench dir <benchmark>/shards/<k>
+    shard: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

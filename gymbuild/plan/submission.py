@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import replace
+from typing import Protocol
 
 from gymbuild.config.model import Config, EnvValue
 from gymbuild.config.walltime import job_walltime_seconds, walltime_seconds
@@ -101,12 +102,18 @@ def _plan(
     *,
     run_dir: str,
     gym_job_id: str,
+    shard: int | None = None,
 ) -> BenchPlan:
-    """One benchmark's plan around the parts it shares with the submission's other benchmarks."""
+    """One benchmark's plan around the parts it shares with the submission's other benchmarks; with
+    `shard` (k), the job of its shard k, in its own directory under the benchmark's."""
     benchmark = config.driver.benchmarks[bench]
     bench_dir = f"{run_dir.rstrip('/')}/{bench}"
+    where = None
+    if shard is not None:
+        where = (shard, benchmark.shards)
+        bench, bench_dir = shard_name(bench, shard), f"{bench_dir}/{shard_rel_dir(shard)}"
     collector = _collector(config, shared, bench=bench, bench_dir=bench_dir, gym_job_id=gym_job_id)
-    driver = _driver(config, shared, benchmark, bench_dir=bench_dir)
+    driver = _driver(config, shared, benchmark, bench_dir=bench_dir, shard=where)
     scheduled = executor.scheduled
     resume = None
     if benchmark.resumable and scheduled:  # a resume chain needs sbatch and sacct
@@ -150,20 +157,36 @@ def _plan(
     )
 
 
-def planner(
-    config: Config, executor: ExecutorTraits, *, run_dir: str, gym_job_id: str
-) -> Callable[[str], BenchPlan]:
+class Planner(Protocol):
+    """Plans a benchmark's job, or (`shard`: k) the job of its shard k."""
+
+    def __call__(self, bench: str, shard: int | None = None) -> BenchPlan: ...
+
+
+def shard_name(bench: str, shard: int) -> str:
+    """A shard's job's name: its benchmark's and its number, joined by a `+` no benchmark name has."""
+    return f"{bench}+shard{shard}"
+
+
+def shard_rel_dir(shard: int) -> str:
+    """Where shard k's job runs, relative to its benchmark's directory."""
+    return f"shards/{shard}"
+
+
+def planner(config: Config, executor: ExecutorTraits, *, run_dir: str, gym_job_id: str) -> Planner:
     """Plan the shared parts now, each benchmark when asked: a re-submit that queues ten of a thousand
     benchmarks plans ten. `executor`: what the plan needs of the executor (passed in: the plan imports
     none). Raises UserError for what the config cannot express."""
     _check_run_dir(run_dir)
     shared = _shared(config, gym_job_id)
 
-    def plan(bench: str) -> BenchPlan:
+    def plan(bench: str, shard: int | None = None) -> BenchPlan:
         if bench not in config.driver.benchmarks:
             known = ", ".join(config.driver.benchmarks)
             raise UserError(f"unknown benchmark {bench!r}; the config has: {known}")
-        return _plan(config, executor, shared, bench, run_dir=run_dir, gym_job_id=gym_job_id)
+        if shard is not None and not 0 <= shard < config.driver.benchmarks[bench].shards:
+            raise UserError(f"driver.benchmarks.{bench}.shards: it has no shard {shard}")
+        return _plan(config, executor, shared, bench, run_dir=run_dir, gym_job_id=gym_job_id, shard=shard)
 
     return plan
 
@@ -174,3 +197,9 @@ def plan_submission(
     """One plan per benchmark, in the config's order; the parts they share are planned once."""
     plan = planner(config, executor, run_dir=run_dir, gym_job_id=gym_job_id)
     return {name: plan(name) for name in config.driver.benchmarks}
+
+
+def plan_shards(plan: Planner, config: Config, bench: str) -> tuple[BenchPlan, ...]:
+    """The jobs of `bench`'s shards, in order: none for a benchmark that is not sharded."""
+    count = config.driver.benchmarks[bench].shards
+    return tuple(plan(bench, k) for k in range(count)) if count > 1 else ()

@@ -205,6 +205,13 @@ def ray_serve_gateway_b64() -> str:
     return base64.b64encode(source.encode()).decode()
 
 
+@functools.cache
+def gymbuild_shard_b64() -> str:
+    """gymbuild's shard driver (templates/gymbuild_shard.py), base64, for a shard's driver step."""
+    source, _, _ = _ENV.loader.get_source(_ENV, "gymbuild_shard.py")  # type: ignore[union-attr]
+    return base64.b64encode(source.encode()).decode()
+
+
 def _executor_templates() -> PrefixLoader:
     """Each registered executor's templates (executors/<name>/templates/), under its name. Their
     folders, not their modules: rendering imports no executor."""
@@ -234,6 +241,7 @@ def _environment() -> Environment:
         log_file=log_file,
         once=once,
         ray_serve_gateway_b64=ray_serve_gateway_b64,
+        gymbuild_shard_b64=gymbuild_shard_b64,
     )
     return env
 
@@ -276,10 +284,13 @@ def job_files(
     return files
 
 
-def dry_run_chunks(run_dir: str, jobs: Mapping[str, RenderedJob]) -> Iterator[str]:
-    """What `render` prints: the remote run dir, then every file between `=` rules. In pieces, so a
-    thousand scripts are written out as they come rather than copied into one 11 MB string first."""
+def dry_run_chunks(run_dir: str, jobs: Mapping[str, RenderedJob], notes: Iterable[str] = ()) -> Iterator[str]:
+    """What `render` prints: the remote run dir, `notes` (a line each: what the jobs do together, e.g.
+    a benchmark's shards), then every file between `=` rules. In pieces, so a thousand scripts are
+    written out as they come rather than copied into one 11 MB string first."""
     yield f"[dry-run] remote run dir: {run_dir}\n"
+    for note in notes:
+        yield f"{note}\n"
     for bench, job in jobs.items():
         for path in ("job.sh", "otel/collector.yaml"):
             if path in job.files:

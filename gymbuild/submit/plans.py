@@ -12,12 +12,12 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from gymbuild.config.model import thaw
 from gymbuild.config.tree import at, mapping_at
 from gymbuild.errors import UserError
-from gymbuild.plan import planner
+from gymbuild.plan import Planner, plan_shards, planner
 from gymbuild.plan.job import Group, JobPlan, Packing, pack, plan_job
 from gymbuild.resources import script_code_digest, user_cache_home
 from gymbuild.state.workspace import digest
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from gymbuild.config import Resolved
     from gymbuild.plan.model import BenchPlan, ExecutorTraits
     from gymbuild.state.workspace import Submission
+
+
+_T = TypeVar("_T")
 
 
 @functools.cache
@@ -47,7 +50,8 @@ class RunPlans:
         self.submission = submission
         self._traits = traits
         self._config_file = config_file
-        self._planner: Callable[[str], BenchPlan] | None = None
+        self._planner: Planner | None = None
+        self._shards: dict[str, tuple[BenchPlan, ...]] = {}
         self._plans: dict[str, BenchPlan] = {}
         self._jobs: dict[Group, JobPlan] = {}
         self._packings: dict[tuple[str, ...], Packing] = {}
@@ -57,17 +61,29 @@ class RunPlans:
         """`bench`'s own plan."""
         found = self._plans.get(bench)
         if found is None:
-            try:
-                if self._planner is None:
-                    sub = self.submission
-                    self._planner = planner(
-                        self.resolved.config, self._traits, run_dir=sub.run_dir, gym_job_id=sub.gym_job_id
-                    )
-                found = self._plans[bench] = self._planner(bench)
-            except UserError as err:  # the plan names the config path; the user also needs the file
-                fix = "" if "fix:" in str(err) else "\n    fix: correct that value in the config"
-                raise UserError(f"error: {self._config_file}: {err}{fix}") from None
+            found = self._plans[bench] = self._planned(lambda plan: plan(bench))
         return found
+
+    def shards(self, bench: str) -> tuple[BenchPlan, ...]:
+        """The jobs of `bench`'s shards (`shards: K`), in order; none when it is not sharded."""
+        found = self._shards.get(bench)
+        if found is None:
+            config = self.resolved.config
+            found = self._shards[bench] = self._planned(lambda plan: plan_shards(plan, config, bench))
+        return found
+
+    def _planned(self, make: Callable[[Planner], _T]) -> _T:
+        """`make(planner)`, the planner made once; a UserError names the config file too."""
+        try:
+            if self._planner is None:
+                sub = self.submission
+                self._planner = planner(
+                    self.resolved.config, self._traits, run_dir=sub.run_dir, gym_job_id=sub.gym_job_id
+                )
+            return make(self._planner)
+        except UserError as err:  # the plan names the config path; the user also needs the file
+            fix = "" if "fix:" in str(err) else "\n    fix: correct that value in the config"
+            raise UserError(f"error: {self._config_file}: {err}{fix}") from None
 
     def packing(self, benches: Sequence[str]) -> Packing:
         """Which of `benches` share a job (the config's benchmarks_per_job)."""

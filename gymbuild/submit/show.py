@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from gymbuild.executors.base import executor_for
 from gymbuild.executors.states import WAITING_FOR_ROOM, waits_for_room
+from gymbuild.plan import shard_rel_dir
 from gymbuild.request.verb_args import RenderArgs, ResolveArgs, ResubmitArgs, SubmitArgs
 from gymbuild.submit import quota
 from gymbuild.submit.plans import keep_compiled_templates
@@ -47,12 +48,19 @@ def print_dry_run(ctx: Session, args: RenderArgs) -> None:
     keep_compiled_templates()
     mask = render.mask_secrets(ctx.resolved.secrets)
     plans, selected = ctx.plans, ctx.selected()
+    benchmarks = ctx.resolved.config.driver.benchmarks
+    sharded = {b: plans.shards(b) for b in selected if benchmarks[b].shards > 1}
+    whole = [b for b in selected if b not in sharded]
     jobs = {}
-    for group in plans.packing(selected).jobs(selected):
+    for group in plans.packing(whole).jobs(whole):
         job = plans.job(group)
         jobs[job.rel_dir] = ctx.memory.rendered.get(job.rel_dir) or render_job_plan(job, mask)
+    shards: dict[str, list[str]] = {}
+    for bench, shard_plans in sharded.items():
+        shards[bench] = [f"{bench}/{shard_rel_dir(k)}" for k in range(len(shard_plans))]
+        jobs |= {rel: render.render_job(p, mask) for rel, p in zip(shards[bench], shard_plans, strict=True)}
     run_dir = ctx.submission().run_dir
-    planned = [plans.job(group) for group in plans.packing(selected).jobs(selected)]
+    planned = [plans.job(group) for group in plans.packing(whole).jobs(whole)]
     arrays = _arrays(ctx, planned)
     if ctx.executor.SCHEDULED and planned:  # the quota: render has no connection, so what submit checks
         _err(quota.dry_run_note(len(jobs), dict(planned[0].plan.directives)))
@@ -66,9 +74,12 @@ def print_dry_run(ctx: Session, args: RenderArgs) -> None:
                 {"array": a.spec if a.is_array else None, "jobs": list(a.keys), "directives": a.directives}
                 for a in arrays
             ]
+        if shards:
+            payload["shards"] = shards
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     else:
-        for chunk in render.dry_run_chunks(run_dir, jobs):  # doit's stdout Writer has no writelines
+        notes = [_shards_note(bench, dirs) for bench, dirs in shards.items()]
+        for chunk in render.dry_run_chunks(run_dir, jobs, notes):  # doit's stdout Writer has no writelines
             sys.stdout.write(chunk)
         if arrays is not None:
             sys.stdout.write(_arrays_text(ctx.config.compute.name, arrays, _resumable(planned)))
@@ -111,6 +122,15 @@ def _arrays_text(compute: str, arrays: Sequence[ArrayJob[str]], resumable: set[s
             "one) is a plain job, queued by the task that needs it"
         )
     return "\n".join(lines) + "\n"
+
+
+def _shards_note(bench: str, dirs: Sequence[str]) -> str:
+    """What the dry run says of a sharded benchmark before its jobs' scripts."""
+    return (
+        f"[dry-run] {bench}: {len(dirs)} shards, one job each ({dirs[0]} .. {dirs[-1]}), each a slice of the "
+        f"benchmark's materialized inputs; the last to end merges them into {bench}/artifacts/rollouts.jsonl "
+        "and its aggregate metrics"
+    )
 
 
 def _changed_since_queued(

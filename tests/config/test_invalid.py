@@ -104,6 +104,7 @@ CLI_SAMPLE = {
     "yaml-alias-self",
     "name-ansi",
     "walltime-huge",
+    "command-shards",
 }
 
 

@@ -19,11 +19,13 @@ better rewards, for a comparison.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import uvicorn
@@ -163,6 +165,22 @@ async def aggregate(bench_dir: Path, rows: list[dict], servers: dict[str, tuple[
     artifacts.mkdir(parents=True, exist_ok=True)
     rollouts = artifacts / "rollouts.jsonl"
     rollouts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with serving(servers):
+        config = RolloutAggregationConfig(
+            input_glob=str(rollouts),
+            output_jsonl_fpath=str(rollouts),
+            merge_shards=False,
+            disable_health_check=True,
+        )
+        written = await RolloutAggregationHelper().run_from_config(config)
+    return Path(written)
+
+
+@contextlib.contextmanager
+def serving(servers: dict[str, tuple[type, type, str]]) -> Iterator[ServerClient]:
+    """`servers` served on loopback while the block runs, and NeMo Gym's aggregation pointed at them.
+
+    `servers`: environment server name -> (resources server class, its config class, agent name)."""
     ports = {name: _free_port() for name in servers}
     tree = {"head_server": {"host": "127.0.0.1", "port": _free_port()}}
     tree |= {name: _env_block(agent, ports[name]) for name, (_, _, agent) in servers.items()}
@@ -174,17 +192,10 @@ async def aggregate(bench_dir: Path, rows: list[dict], servers: dict[str, tuple[
     running = [_serve(cls, cfg, name, ports[name], client) for name, (cls, cfg, _) in servers.items()]
     RolloutCollectionHelper.setup_server_client = lambda self, head_server_config=None: client
     try:
-        config = RolloutAggregationConfig(
-            input_glob=str(rollouts),
-            output_jsonl_fpath=str(rollouts),
-            merge_shards=False,
-            disable_health_check=True,
-        )
-        written = await RolloutAggregationHelper().run_from_config(config)
+        yield client
     finally:
         for server in running:
             server.should_exit = True
-    return Path(written)
 
 
 async def main(out: Path) -> None:
