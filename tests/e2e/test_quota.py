@@ -81,8 +81,10 @@ def test_a_submission_three_times_the_quota_is_fed_to_the_end_without_a_refused_
     assert {job_id: result.state for job_id, result in ended.items()} == dict.fromkeys(
         ids.values(), "COMPLETED"
     )
+    # No job of the account but the submission's own (sacct's listing by account may lag behind the
+    # jobs' own records, which wait_for_jobs waited for: a subset, not equality).
     accounted = cluster.ssh(f"sacct -X -n -P -A {capped_account} -S now-1hour -o JobID").stdout
-    assert set(accounted.split()) == set(ids.values())  # no other job (a refused one) in the account
+    assert set(accounted.split()) <= set(ids.values())
 
     status = gymbuild("status", "json=1", cwd=tmp_path, env=env)
     assert json.loads(status.stdout)["summary"]["completed"] == 3 * LIMIT
