@@ -37,6 +37,15 @@ pytestmark = pytest.mark.cluster
 LIMIT = 4
 
 
+def _remove_account(cluster: Any, name: str) -> None:
+    """A test account's jobs cancelled, then the account and root's association in it removed."""
+    cluster.ssh(
+        f"scancel -A {name} 2>/dev/null; sacctmgr -i delete user root account={name} >/dev/null; "
+        f"sacctmgr -i delete account {name} >/dev/null",
+        check=False,
+    )
+
+
 @pytest.fixture
 def capped_account(cluster: Any) -> Iterator[str]:
     """An account of this test's own, root's association in it capped at MaxSubmitJobs=LIMIT; its
@@ -46,11 +55,7 @@ def capped_account(cluster: Any) -> Iterator[str]:
         set_submit_limit(name, LIMIT)  # and wait until slurmctld, which judges sbatch, enforces it
         yield name
     finally:
-        cluster.ssh(
-            f"scancel -A {name} 2>/dev/null; sacctmgr -i delete user root account={name} >/dev/null; "
-            f"sacctmgr -i delete account {name} >/dev/null",
-            check=False,
-        )
+        _remove_account(cluster, name)
 
 
 def test_a_submission_three_times_the_quota_is_fed_to_the_end_without_a_refused_sbatch(
@@ -204,11 +209,7 @@ def group_capped_account(cluster: Any) -> Iterator[str]:
             time.sleep(0.5)
         yield name
     finally:
-        cluster.ssh(
-            f"scancel -A {name} 2>/dev/null; sacctmgr -i delete user root account={name} >/dev/null; "
-            f"sacctmgr -i delete account {name} >/dev/null",
-            check=False,
-        )
+        _remove_account(cluster, name)
 
 
 def test_a_refusal_by_a_limit_gymbuild_cannot_read_is_a_wait_and_is_fed_later(
