@@ -55,10 +55,9 @@ def enabled(run: Settled) -> bool:
 
 
 def queue_arrays(
-    conn: Connection, passes: Sequence[tuple[Settled, Packing, list[str]]], max_array_size: int | None = None
+    conn: Connection, passes: Sequence[tuple[Settled, Packing, list[str]]], max_array_size: int | None
 ) -> None:
     """Queue the jobs of `benches` of every (run, packing, benches) of the pass as arrays."""
-    from gymbuild.executors.slurm import arrays as slurm_arrays  # queueing only
 
     jobs: list[_Job] = []
     for run, packing, benches in passes:
@@ -71,13 +70,11 @@ def queue_arrays(
     fresh = _recover(conn, jobs)
     if not fresh:
         return
-    # The quota's reading (limits.py) when it found MaxArraySize; else the one question arrays need.
-    limit = max_array_size if max_array_size is not None else slurm_arrays.max_array_size(conn)
     by_key = {j.key: j for j in fresh}
     planned: list[ArrayJob[tuple[str, str]]] = []
     for parallel in dict.fromkeys(_parallel(j.run) for j in fresh):
         items = [(j.key, j.job.plan.directives) for j in fresh if _parallel(j.run) == parallel]
-        planned += plan_arrays(items, limit, parallel)
+        planned += plan_arrays(items, max_array_size, parallel)
     left = list(planned)
     refused: Queued | None = None  # a limit refused an sbatch: the rest waits, none is sent
     try:

@@ -1,4 +1,4 @@
-"""Job arrays on Slurm: the cluster's MaxArraySize, the array's task script, and its one sbatch.
+"""Job arrays on Slurm: the array's task script and its one sbatch (MaxArraySize: limits.py).
 
 An array's task runs its benchmark's own job.sh, unchanged (the script `render` shows and the goldens
 pin): a small task script, written beside the first job's script when the array is queued, holds the
@@ -19,7 +19,6 @@ that).
 from __future__ import annotations
 
 import posixpath
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -33,21 +32,6 @@ if TYPE_CHECKING:
 
 ARRAY_JOB_NAME = "gym-array"
 TASK_SCRIPT = ".gym_array-{attempt}.sh"  # in the first job's directory: the queue log is its parent's
-_MAX_ARRAY_SIZE = re.compile(r"^MaxArraySize\s*=\s*([0-9]+)\s*$", re.MULTILINE | re.ASCII)
-MAX_ARRAY_SIZE_COMMAND = "scontrol show config 2>/dev/null | grep -i '^MaxArraySize'; true"
-
-
-def parse_max_array_size(text: str) -> int | None:
-    """MaxArraySize from `scontrol show config`'s output; None when it does not say (no Slurm there,
-    or a line this code cannot read: the arrays are then not split, and sbatch says why it refuses)."""
-    found = _MAX_ARRAY_SIZE.search(text)
-    return int(found.group(1)) if found else None
-
-
-def max_array_size(conn: Connection) -> int | None:
-    """The cluster's MaxArraySize, asked in the submit's session (one round trip, before the arrays
-    are planned). The lead may fold it into the quota reader's round trip (limits.py)."""
-    return parse_max_array_size(conn.run(MAX_ARRAY_SIZE_COMMAND).stdout)
 
 
 def task_script(job_dirs: Sequence[str]) -> str:
