@@ -198,24 +198,23 @@ def serving(servers: dict[str, tuple[type, type, str]]) -> Iterator[ServerClient
             server.should_exit = True
 
 
+# The resources servers (and the agent each answers for) of the two benchmarks the fixtures use.
+MCQA = {"mcqa_env": (MCQAResourcesServer, MCQAResourcesServerConfig, "mcqa_simple_agent")}
+WEATHER = {
+    f"weather_env_{size}": (
+        SimpleWeatherResourcesServer,
+        SimpleWeatherResourcesServerConfig,
+        f"weather_agent_{size}",
+    )
+    for size in ("small", "large")
+}
+
+
 async def main(out: Path) -> None:
-    mcqa = {"mcqa_env": (MCQAResourcesServer, MCQAResourcesServerConfig, "mcqa_simple_agent")}
-    weather = {
-        "weather_env_small": (
-            SimpleWeatherResourcesServer,
-            SimpleWeatherResourcesServerConfig,
-            "weather_agent_small",
-        ),
-        "weather_env_large": (
-            SimpleWeatherResourcesServer,
-            SimpleWeatherResourcesServerConfig,
-            "weather_agent_large",
-        ),
-    }
     runs = (
-        ("run-a/mcqa", _mcqa_rows(), mcqa),
-        ("run-a/weather", _weather_rows([1.0, 0.0, 0.0], [1.0, 1.0, 0.0]), weather),
-        ("run-b/weather", _weather_rows([1.0, 1.0, 0.0], [1.0, 1.0, 1.0]), weather),
+        ("run-a/mcqa", _mcqa_rows(), MCQA),
+        ("run-a/weather", _weather_rows([1.0, 0.0, 0.0], [1.0, 1.0, 0.0]), WEATHER),
+        ("run-b/weather", _weather_rows([1.0, 1.0, 0.0], [1.0, 1.0, 1.0]), WEATHER),
     )
     for bench, rows, servers in runs:
         print(await aggregate(out / bench, rows, servers))

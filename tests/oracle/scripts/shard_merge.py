@@ -23,10 +23,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from aggregate_metrics import (  # the same directory: sys.path[0]
-    MCQAResourcesServer,
-    MCQAResourcesServerConfig,
-    SimpleWeatherResourcesServer,
-    SimpleWeatherResourcesServerConfig,
+    MCQA,
+    WEATHER,
     _mcqa_rows,
     _weather_rows,
     aggregate,
@@ -95,25 +93,8 @@ async def _case(out: Path, shard, rows: list[dict], servers: dict, counts: list[
 async def main(out: Path, module_path: str, counts: list[int]) -> None:
     shard = _module(module_path)
     cases = {
-        "mcqa": (
-            _mcqa_rows(),
-            {"mcqa_env": (MCQAResourcesServer, MCQAResourcesServerConfig, "mcqa_simple_agent")},
-        ),
-        "weather": (
-            _weather_rows([1.0, 0.0, 0.0], [1.0, 1.0, 0.0]),
-            {
-                "weather_env_small": (
-                    SimpleWeatherResourcesServer,
-                    SimpleWeatherResourcesServerConfig,
-                    "weather_agent_small",
-                ),
-                "weather_env_large": (
-                    SimpleWeatherResourcesServer,
-                    SimpleWeatherResourcesServerConfig,
-                    "weather_agent_large",
-                ),
-            },
-        ),
+        "mcqa": (_mcqa_rows(), MCQA),
+        "weather": (_weather_rows([1.0, 0.0, 0.0], [1.0, 1.0, 0.0]), WEATHER),
     }
     results = {}
     for name, (rows, servers) in cases.items():
