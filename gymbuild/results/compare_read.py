@@ -312,6 +312,7 @@ def _print_decision(c: compare.Comparison, d: policy.Decision, args: CompareArgs
     if d.outcome is gate.Outcome.INCONCLUSIVE:
         raise Inconclusive(
             gate_text.stderr_message(d, d.verdicts)
-            + "\n    fix: compare runs whose jobs all COMPLETED with every rollout, on more tasks where an "
-            "interval is too wide, or gate at least one benchmark critical in the policy"
+            + "\n    fix: a supporting drop needs a person's look; an INCONCLUSIVE verdict complete runs "
+            "(every job COMPLETED, every rollout) or more tasks; a policy without a critical benchmark "
+            "never passes"
         )
