@@ -4,9 +4,11 @@ rule searched: monotone, advisory never counts, no critical benchmark never pass
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from compare_helpers import agent_diff, comparison_of
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -155,36 +157,15 @@ def test_the_overall_rule_is_the_documented_one(found: dict[str, tuple[Tier, Out
         assert got is not Outcome.PASS
 
 
-# decide over a Comparison built as compare.py builds one (values, no I/O).
-def _agent(
-    bench: str, baseline: float, delta: float, width: float, tasks: int = 200, metric: str = "mean/reward"
-) -> compare.AgentDiff:
-    m = compare.MetricDiff(
-        metric,
-        tasks,
-        tasks,
-        baseline,
-        baseline + delta,
-        delta,
-        (delta - width, delta + width),
-        binary=False,
-        detectable=width,
-        spread=0.2,
-    )
-    return compare.AgentDiff(bench, "agent", tasks, tasks, tasks, tasks, tasks, (m,), primary=metric)
-
-
-def _comparison(*agents: compare.AgentDiff) -> compare.Comparison:
-    return compare.Comparison("A", "B", "ida", "idb", agents, benchmarks=tuple(a.benchmark for a in agents))
-
-
 def test_decide_gates_each_benchmark_on_its_own_margin_and_tier() -> None:
     p = policy.parse(EXAMPLE, "gate.yaml")
-    c = _comparison(
-        _agent("mmlu", 0.7, -0.001, 0.01),  # PASS on 0.02
-        _agent("gpqa", 0.62, -0.02, 0.005, metric="mean/accuracy"),  # relative: 5% of 0.62 = 0.031 -> PASS
-        _agent("aime", 0.3, -0.2, 0.01),  # supporting DROP: one -> INCONCLUSIVE
-        _agent("other", 0.5, -0.3, 0.01),  # advisory DROP: shown, not counted
+    c = comparison_of(
+        agent_diff("mmlu", 0.7, -0.001, 0.01),  # PASS on 0.02
+        agent_diff(
+            "gpqa", 0.62, -0.02, 0.005, metric="mean/accuracy"
+        ),  # relative: 5% of 0.62 = 0.031 -> PASS
+        agent_diff("aime", 0.3, -0.2, 0.01),  # supporting DROP: one -> INCONCLUSIVE
+        agent_diff("other", 0.5, -0.3, 0.01),  # advisory DROP: shown, not counted
     )
     d = policy.decide(c, p)
     assert d.benchmarks == {
@@ -201,7 +182,7 @@ def test_decide_gates_each_benchmark_on_its_own_margin_and_tier() -> None:
 
 
 def test_decide_a_critical_drop_is_drop_exit_1_and_of_max_drop_matches_todays_gate() -> None:
-    c = _comparison(_agent("mmlu", 0.7, -0.1, 0.01), _agent("gpqa", 0.6, 0.0, 0.01))
+    c = comparison_of(agent_diff("mmlu", 0.7, -0.1, 0.01), agent_diff("gpqa", 0.6, 0.0, 0.01))
     d = policy.decide(c, policy.Policy.of_max_drop(0.02))
     assert d.outcome is Outcome.DROP and d.exit_status() == 1
     assert d.outcome is gate.overall(gate.verdicts(c, 0.02))
@@ -211,7 +192,7 @@ def test_decide_a_critical_drop_is_drop_exit_1_and_of_max_drop_matches_todays_ga
 def test_decide_refuses_a_metric_the_benchmarks_rollouts_lack_naming_the_key() -> None:
     p = policy.parse("benchmarks:\n  mmlu: {tier: critical, metric: acuracy}\n", "g.yaml")
     with pytest.raises(UsageError) as err:
-        policy.decide(_comparison(_agent("mmlu", 0.7, 0.0, 0.01)), p)
+        policy.decide(comparison_of(agent_diff("mmlu", 0.7, 0.0, 0.01)), p)
     assert "benchmarks.mmlu.metric" in str(err.value) and "mean/reward" in str(err.value)
 
 
@@ -220,3 +201,107 @@ def test_a_relative_drop_on_a_benchmark_never_compared_is_inconclusive_not_a_nan
     c = compare.Comparison("A", "B", "a", "b", (), benchmarks=("mmlu",), short={"mmlu": ("mmlu: no rows",)})
     d = policy.decide(c, p)
     assert d.outcome is Outcome.INCONCLUSIVE and all(math.isfinite(v.max_drop) for v in d.verdicts)
+
+
+# parse, searched: any policy written as the schema allows reads back as written; any one bad value
+# anywhere is a usage error naming exactly its key path.
+margin_st = st.floats(0, 1, allow_nan=False)
+rule_st = st.fixed_dictionaries(
+    {},
+    optional={
+        "tier": st.sampled_from([t.value for t in Tier]),
+        "max_drop": margin_st,
+        "metric": st.sampled_from(["accuracy", "mean/reward", "pass@1/accuracy"]),
+    },
+) | st.fixed_dictionaries(
+    {"relative_drop": margin_st}, optional={"tier": st.sampled_from([t.value for t in Tier])}
+)
+names_st = st.text("abcdefghij_0123456789-", min_size=1, max_size=12)
+policy_st = st.fixed_dictionaries(
+    {}, optional={"default": rule_st, "benchmarks": st.dictionaries(names_st, rule_st)}
+)
+
+
+@given(policy_st)
+def test_any_policy_the_schema_allows_reads_back_as_written(tree: dict) -> None:
+    import yaml
+
+    p = policy.parse(yaml.safe_dump(tree), "g.yaml")
+    default = tree.get("default", {})
+    for name, raw in {**tree.get("benchmarks", {}), "(unnamed)": {}}.items():
+        rule = p.rule(name)
+        assert rule.tier.value == raw.get("tier", default.get("tier", "advisory"))
+        assert rule.metric == raw.get("metric", default.get("metric"))
+        own = raw if ("max_drop" in raw or "relative_drop" in raw) else default
+        assert rule.relative_drop == own.get("relative_drop")
+        if "relative_drop" not in own:
+            assert rule.max_drop == own.get("max_drop", 0.0)
+        assert (rule.max_drop is None) != (rule.relative_drop is None)  # one margin, always
+
+
+bad_st = st.sampled_from(
+    [
+        ("tier", "blocker"),
+        ("max_drop", -0.5),
+        ("max_drop", "much"),
+        ("relative_drop", 2.0),
+        ("metric", ""),
+        ("maxdrop", 1),
+    ]
+)
+
+
+@given(policy_st, bad_st, st.data())
+def test_one_bad_value_anywhere_is_a_usage_error_naming_its_key_path(
+    tree: dict, bad: tuple[str, object], data: st.DataObject
+) -> None:
+    import yaml
+
+    key, value = bad
+    benches = sorted(tree.get("benchmarks", {}))
+    where = data.draw(st.sampled_from(["default", *(f"benchmarks.{b}" for b in benches)]))
+    target = (
+        tree.setdefault("default", {}) if where == "default" else tree["benchmarks"][where.split(".", 1)[1]]
+    )
+    target[key] = value
+    if key == "max_drop":
+        target.pop("relative_drop", None)
+    if key == "relative_drop":
+        target.pop("max_drop", None)
+    with pytest.raises(UsageError) as err:
+        policy.parse(yaml.safe_dump(tree), "g.yaml")
+    assert err.value.status == 64
+    assert f"error: g.yaml: {where}.{key}: " in str(err.value) and "\n    fix: " in str(err.value)
+
+
+# decide, searched over comparisons: a benchmark's verdict is the worst of its agents', and under
+# Policy.of_max_drop the outcome is today's gate.overall.
+agent_st = st.tuples(st.floats(-0.3, 0.1, allow_nan=False), st.floats(0, 0.2, allow_nan=False))
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["quiz", "math", "code"]), st.lists(agent_st, min_size=1, max_size=3), min_size=1
+    ),
+    st.dictionaries(st.sampled_from(["quiz", "math", "code"]), rule_st),
+    st.floats(0, 0.2, allow_nan=False),
+)
+def test_decide_takes_the_worst_agent_and_of_max_drop_is_todays_gate(
+    benches: dict[str, list[tuple[float, float]]], rules: dict, max_drop: float
+) -> None:
+    import yaml
+
+    agents = tuple(
+        replace(agent_diff(b, 0.6, delta, width), agent=f"agent{i}")
+        for b, found in benches.items()
+        for i, (delta, width) in enumerate(found)
+    )
+    c = comparison_of(*agents)
+    c = replace(c, benchmarks=tuple(dict.fromkeys(c.benchmarks)))
+    rules = {b: {k: v for k, v in r.items() if k != "metric"} for b, r in rules.items()}
+    d = policy.decide(c, policy.parse(yaml.safe_dump({"benchmarks": rules}), "g.yaml"))
+    for b in benches:
+        mine = [v.outcome for v in d.verdicts if v.benchmark == b]
+        assert len(mine) == len(benches[b]) and d.benchmarks[b] is max(mine, key=RANK.__getitem__)
+    today = policy.decide(c, policy.Policy.of_max_drop(max_drop))
+    assert today.outcome is gate.overall(gate.verdicts(c, max_drop))
