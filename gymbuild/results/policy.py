@@ -206,9 +206,14 @@ def parse(text: str, source: str) -> Policy:
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(err, "problem", None)
         why = f" ({problem})" if problem else ""
+        fix = (
+            "write each key once"
+            if problem and "duplicate key" in problem
+            else "a mapping with `default:` and `benchmarks:` (docs/compare.md)"
+        )
         raise UsageError(
             f"error: {printable(source, lines=False)}: is not YAML{where}{printable(why, lines=False)}\n"
-            "    fix: a mapping with `default:` and `benchmarks:` (docs/compare.md)"
+            f"    fix: {fix}"
         ) from None
     if tree is None:
         tree = {}

@@ -75,7 +75,7 @@ def test_load_reads_a_file_and_an_unreadable_one_is_a_usage_error(tmp_path: Path
         (
             "benchmarks:\n  mmlu: {tier: advisory}\n  mmlu: {tier: critical}\n",
             "found duplicate key mmlu",
-            "mapping",
+            "write each key once",
         ),
         ('benchmarks:\n  mmlu: {metric: "acc\\e"}\n', "benchmarks.mmlu.metric", "metric: accuracy"),
     ],
