@@ -171,8 +171,9 @@ def requeue(
     picked = []
     for ctx, one in zip(runs, plans or replan_runs(runs, records, only), strict=True):
         for step in one.steps:
-            if step.action != replan.NOTHING:
-                ctx.workspace.release(step.benchmark, step.state)
+            if step.action != replan.NOTHING:  # a sharded benchmark: the shards it picked, alone
+                for unit in step.units:
+                    ctx.workspace.release(unit, step.state)
         picked.append(one.queued)
     pipeline.run_batch(runs, picked)
     return picked

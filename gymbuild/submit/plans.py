@@ -73,10 +73,10 @@ class RunPlans:
         return found
 
     def units(self, bench: str) -> tuple[str, ...]:
-        """What `bench` queues as jobs: itself, or its shards' names (plan.shard_units)."""
-        if shard_of(bench) is not None:
-            return (bench,)
-        return shard_units(bench, self.resolved.config.driver.benchmarks[bench].shards)
+        """What `bench` queues as jobs: itself, or its shards' names (plan.shard_units); a shard's
+        name, or a benchmark the config names no more, is itself."""
+        entry = self.resolved.config.driver.benchmarks.get(bench)
+        return (bench,) if entry is None or shard_of(bench) is not None else shard_units(bench, entry.shards)
 
     def groups(self, packing: Packing, benches: Sequence[str]) -> list[Group]:
         """The jobs of `benches`, in order: a sharded benchmark's shards (one job each), the others'

@@ -23,9 +23,12 @@ RUN = {"config_paths": ["benchmarks/gpqa/config.yaml"]}
 SHARDS = ("gym-big+shard0", "gym-big+shard1", "gym-big+shard2")
 
 
-def _user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **compute: Any) -> dict[str, Any]:
+def sharded_user(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shards: int = 3, **compute: Any
+) -> dict[str, Any]:
+    """A config of `alpha` and `big` (`shards: K`) for the stand-in scheduler (test_queue.py)."""
     sched = scheduler(tmp_path, monkeypatch)
-    benches = {"alpha": {"run": RUN}, "big": {"run": RUN, "shards": 3}}
+    benches = {"alpha": {"run": RUN}, "big": {"run": RUN, "shards": shards}}
     config = slurm_config(tmp_path / "runs", benches, hostname=None)
     config["compute"]["cluster"].update(compute)
     return {"config": write_config(tmp_path, config), "sched": sched, "runs": tmp_path / "runs"}
@@ -33,7 +36,7 @@ def _user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **compute: Any) -> di
 
 @pytest.fixture
 def user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    return _user(tmp_path, monkeypatch)
+    return sharded_user(tmp_path, monkeypatch)
 
 
 def _manifest(user: dict[str, Any]) -> Path:
@@ -41,11 +44,11 @@ def _manifest(user: dict[str, Any]) -> Path:
     return manifest
 
 
-def _record(user: dict[str, Any]) -> SubmissionRecord:
+def shard_record(user: dict[str, Any]) -> SubmissionRecord:
     return SubmissionRecord.load(json.loads(_manifest(user).read_text()))  # valid against the schema
 
 
-def _shard_ids(record: SubmissionRecord) -> list[str]:
+def shard_ids(record: SubmissionRecord) -> list[str]:
     return record.executor_metadata["shards.big"].split(",")
 
 
@@ -54,16 +57,17 @@ def test_each_shard_is_a_job_and_the_benchmark_one_record_entry(user, capsys) ->
     assert rc == 0 and "Traceback" not in err, err
     queued = _queued(user)
     assert {name: len(ids) for name, ids in queued.items()} == {"gym-alpha": 1, **{s: 1 for s in SHARDS}}
-    record = _record(user)
+    record = shard_record(user)
     assert [j.benchmark for j in record.benchmarks] == ["alpha", "big"]  # one entry, no shard's own
     big = record.benchmarks[1]
-    assert _shard_ids(record) == [queued[s][0] for s in SHARDS]
+    assert shard_ids(record) == [queued[s][0] for s in SHARDS]
     assert big.job_id == queued["gym-big+shard0"][0] and big.job_dir == f"{record.run_dir}/big"
     for k in range(3):  # each shard ran in its own directory, with its logs/ made before sbatch
         shard_dir = Path(record.run_dir) / "big" / "shards" / str(k)
         assert (shard_dir / "job.sh").is_file() and (shard_dir / "logs").is_dir()
         assert f"#SBATCH --chdir={shard_dir}" in (shard_dir / "job.sh").read_text()
-    assert f"submitted big -> Slurm job {big.job_id}" in out
+    for k, name in enumerate(SHARDS):
+        assert f"submitted big shard {k} -> Slurm job {queued[name][0]}" in out
 
     rc, out, err = _submit(user, capsys)  # nothing left: no sbatch
     assert rc == 0, err
@@ -76,8 +80,8 @@ def test_a_refused_shard_waits_alone_and_the_next_submit_queues_only_it(user, ca
     assert rc == 1 and "Traceback" not in err
     first = _queued(user)
     assert sorted(first) == ["gym-alpha", "gym-big+shard0", "gym-big+shard2"]
-    record = _record(user)
-    assert _shard_ids(record) == [first["gym-big+shard0"][0], "", first["gym-big+shard2"][0]]
+    record = shard_record(user)
+    assert shard_ids(record) == [first["gym-big+shard0"][0], "", first["gym-big+shard2"][0]]
     # not all queued: no job id for the benchmark, the refused shard named, as for a refused sbatch
     assert record.benchmarks[1].job_id is None
     assert "failed big: shard 1: sbatch: error: Batch job submission failed" in out
@@ -87,9 +91,10 @@ def test_a_refused_shard_waits_alone_and_the_next_submit_queues_only_it(user, ca
     assert rc == 0, out + err
     after = _queued(user)
     assert {name: len(ids) for name, ids in after.items()} == {"gym-alpha": 1, **{s: 1 for s in SHARDS}}
-    assert _shard_ids(_record(user)) == [after[s][0] for s in SHARDS]
-    assert _record(user).benchmarks[1].job_id == after["gym-big+shard0"][0]
-    assert "submitted big -> Slurm job" in out and "submitted alpha" not in out
+    assert shard_ids(shard_record(user)) == [after[s][0] for s in SHARDS]
+    assert shard_record(user).benchmarks[1].job_id == after["gym-big+shard0"][0]
+    assert f"submitted big shard 1 -> Slurm job {after['gym-big+shard1'][0]}" in out  # that shard alone
+    assert "shard 0" not in out and "submitted alpha" not in out
 
 
 def test_a_submit_killed_mid_queue_leaves_each_shard_queued_exactly_once(
@@ -102,13 +107,13 @@ def test_a_submit_killed_mid_queue_leaves_each_shard_queued_exactly_once(
     assert rc == 0 and "Traceback" not in err, err
     queued = _queued(user)  # the sent attempts adopted, the others revoked and queued afresh
     assert {name: len(ids) for name, ids in queued.items()} == {"gym-alpha": 1, **{s: 1 for s in SHARDS}}
-    assert _shard_ids(_record(user)) == [queued[s][0] for s in SHARDS]
+    assert shard_ids(shard_record(user)) == [queued[s][0] for s in SHARDS]
 
 
 def test_shards_with_job_arrays_are_refused_before_anything_is_made(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    user = _user(tmp_path, monkeypatch, array=True)
+    user = sharded_user(tmp_path, monkeypatch, array=True)
     rc, _, err = _submit(user, capsys)
     assert rc == 1 and "Traceback" not in err
     assert f"error: {user['config']}: driver.benchmarks.big.shards:" in err
@@ -133,7 +138,7 @@ def test_nemo_gym_reads_the_sharded_record(user, capsys, nemo_gym: Any) -> None:
         timeout=120,
         check=False,
     )
-    record = _record(user)
-    assert read.stdout.split() == [*(j.job_id for j in record.benchmarks), ",".join(_shard_ids(record))], (
+    record = shard_record(user)
+    assert read.stdout.split() == [*(j.job_id for j in record.benchmarks), ",".join(shard_ids(record))], (
         read.stderr
     )

@@ -1,0 +1,72 @@
+"""`resubmit` of a sharded benchmark: only the shards missing rows are queued again, its record
+entry keeps shard 0's job, the shards' ids in executor_metadata are updated; the dry run names them.
+
+In this process with the real Slurm executor in a real bash session and the stand-in scheduler of
+tests/submit/test_queue.py, whose sacct here reports the states a test writes; the rollout counts are
+real files in the run directory (status reads them as on a cluster).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gymbuild.cli import main
+from tests.day_two.test_rollouts import write_artifacts
+from tests.submit.test_queue import _queued, _submit
+from tests.submit.test_shards_queue import shard_ids, shard_record, sharded_user
+
+
+def _sacct(user: dict[str, Any], states: dict[str, tuple[str, str]]) -> None:
+    """What the stand-in sacct reports: job id -> (state, exit code), as `sacct -X -n -P` prints it."""
+    lines = "".join(f"{i}\\t{st}\\t{code}\\t00:01:00\\tnode1\\t{i}\\n" for i, (st, code) in states.items())
+    (user["sched"] / "sacct").write_text(lines)
+
+
+@pytest.fixture
+def two_shards(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    user = sharded_user(tmp_path, monkeypatch, shards=2)
+    monkeypatch.setenv("BASH_FUNC_sacct%%", '() { printf "$(cat "$GYM_TEST_SCHED/sacct" 2>/dev/null)"; }')
+    return user
+
+
+def test_resubmit_queues_only_the_shard_missing_rows(two_shards, capsys) -> None:
+    user = two_shards
+    rc, _, err = _submit(user, capsys)
+    assert rc == 0, err
+    first = _queued(user)
+    shard0, shard1 = first["gym-big+shard0"][0], first["gym-big+shard1"][0]
+    run_dir = Path(shard_record(user).run_dir)
+    write_artifacts(run_dir / "big", done=0, expected=5)  # materialized once by shard 0; no merge yet
+    write_artifacts(run_dir / "big" / "shards" / "0", done=2, expected=2)  # complete
+    write_artifacts(run_dir / "big" / "shards" / "1", done=1, expected=3)  # 2 rows missing
+    _sacct(
+        user,
+        {
+            first["gym-alpha"][0]: ("COMPLETED", "0:0"),
+            shard0: ("COMPLETED", "0:0"),
+            shard1: ("FAILED", "1:0"),
+        },
+    )
+
+    rc = main.main(["resubmit", f"config={user['config']}", "--dry-run"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert "would re-queue 1 benchmark(s)" in out and "shards to queue: big+shard1" in out
+    assert "rows 1/5 scored" not in out and "rows 3/5 scored" in out  # the shards' sum of the whole
+    assert _queued(user) == first  # a dry run queues nothing
+
+    rc = main.main(["resubmit", f"config={user['config']}"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    after = _queued(user)
+    assert after["gym-big+shard0"] == [shard0] and after["gym-alpha"] == first["gym-alpha"]
+    assert len(after["gym-big+shard1"]) == 2  # shard 1 alone, queued again
+    again = after["gym-big+shard1"][1]
+    assert f"submitted big shard 1 -> Slurm job {again}" in out
+    record = shard_record(user)
+    big = record.benchmarks[1]
+    assert shard_ids(record) == [shard0, again] and big.job_id == shard0  # shard 0's job, unchanged
+    assert shard1 in big.previous_job_ids
