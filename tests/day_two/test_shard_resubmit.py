@@ -19,7 +19,7 @@ from tests.submit.test_queue import _queued, _submit
 from tests.submit.test_shards_queue import shard_ids, shard_record, sharded_user
 
 
-def _sacct(user: dict[str, Any], states: dict[str, tuple[str, str]]) -> None:
+def sacct_says(user: dict[str, Any], states: dict[str, tuple[str, str]]) -> None:
     """What the stand-in sacct reports: job id -> (state, exit code), as `sacct -X -n -P` prints it."""
     lines = "".join(f"{i}\\t{st}\\t{code}\\t00:01:00\\tnode1\\t{i}\\n" for i, (st, code) in states.items())
     (user["sched"] / "sacct").write_text(lines)
@@ -42,7 +42,7 @@ def test_resubmit_queues_only_the_shard_missing_rows(two_shards, capsys) -> None
     write_artifacts(run_dir / "big", done=0, expected=5)  # materialized once by shard 0; no merge yet
     write_artifacts(run_dir / "big" / "shards" / "0", done=2, expected=2)  # complete
     write_artifacts(run_dir / "big" / "shards" / "1", done=1, expected=3)  # 2 rows missing
-    _sacct(
+    sacct_says(
         user,
         {
             first["gym-alpha"][0]: ("COMPLETED", "0:0"),
