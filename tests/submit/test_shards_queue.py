@@ -142,3 +142,35 @@ def test_nemo_gym_reads_the_sharded_record(user, capsys, nemo_gym: Any) -> None:
     assert read.stdout.split() == [*(j.job_id for j in record.benchmarks), ",".join(shard_ids(record))], (
         read.stderr
     )
+
+
+def test_each_shard_counts_as_a_job_against_the_quota(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    user = sharded_user(tmp_path, monkeypatch)
+    # sacctmgr as a site with MaxSubmitJobs=2 on account gym prints it (limits.py reads these sections)
+    cap = user["sched"] / "max-submit"
+    cap.write_text("2")
+    assoc = 'echo "gym|root||$(cat "$GYM_TEST_SCHED/max-submit")||normal|"'
+    sacctmgr = f'() {{ case "$*" in *"show user"*) echo gym;; *"show assoc"*) {assoc};; *) true;; esac; }}'
+    monkeypatch.setenv("BASH_FUNC_sacctmgr%%", sacctmgr)
+    rc, out, err = _submit(user, capsys)
+    assert rc == 0 and "Traceback" not in err, err
+    first = _queued(user)
+    assert sorted(first) == ["gym-alpha", "gym-big+shard0"]  # two jobs: alpha and ONE shard
+    record = shard_record(user)
+    big = record.benchmarks[1]
+    assert big.job_id is None and big.error and big.error.startswith("waiting for room: ")
+    assert shard_ids(record) == [first["gym-big+shard0"][0], "", ""]
+
+    cap.write_text("10")  # room: the next submit queues the two waiting shards, nothing else
+    (user["sched"] / "jobs").write_text("")  # what this pass sbatches, alone
+    rc, out, err = _submit(user, capsys)
+    assert rc == 0, out + err
+    now = _queued(user)
+    assert sorted(now) == ["gym-big+shard1", "gym-big+shard2"]
+    assert shard_ids(shard_record(user)) == [
+        first["gym-big+shard0"][0],
+        now["gym-big+shard1"][0],
+        now["gym-big+shard2"][0],
+    ]
