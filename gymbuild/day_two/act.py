@@ -25,6 +25,7 @@ from gymbuild.executors.states import (
 from gymbuild.plan.shared import shared_job_name
 from gymbuild.request.verb_args import CancelArgs, DryRunnable, ResubmitArgs
 from gymbuild.state.records import BenchmarkJob, SubmissionRecord
+from gymbuild.state.shards import sharded
 from gymbuild.submit import pipeline, show
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ def cancel(s: Session, args: CancelArgs) -> None:
     executor = executor_for(record.executor)
     live = live_job_ids(rows, args.only, executor.LIVE)
     recorded = {job_id for j in record.benchmarks for job_id in (j.job_id, *j.previous_job_ids) if job_id}
+    recorded |= {i for ids in sharded(record.executor_metadata).values() for i in ids if i}  # shards' jobs
     if args.dry_run:
         named = [f"{job} ({_benches_of(rows, job)}{_successor(job, recorded)})" for job in live]
         message = (

@@ -70,3 +70,42 @@ def test_resubmit_queues_only_the_shard_missing_rows(two_shards, capsys) -> None
     big = record.benchmarks[1]
     assert shard_ids(record) == [shard0, again] and big.job_id == shard0  # shard 0's job, unchanged
     assert shard1 in big.previous_job_ids
+
+
+# squeue as the status and cancel scripts ask it (-u, their -o formats): the live jobs a test lists in
+# `live` (`id state dir`); scancel notes what it was asked to stop.
+_SQUEUE_LIVE = r"""() {
+  case "$*" in *-u*) ;; *) return 0;; esac
+  local id st dir; while read -r id st dir; do
+    case "$*" in *%M*) printf '%s\t%s\t00:10\tnode1\t%s\t%s\n' "$id" "$st" "$id" "$dir";;
+                 *) printf '%s\t%s\t%s\n' "$id" "$st" "$dir";; esac
+  done < <(cat "$GYM_TEST_SCHED/live" 2>/dev/null)
+}"""
+
+
+def test_cancel_stops_every_live_shard_of_the_benchmark(two_shards, capsys, monkeypatch) -> None:
+    user = two_shards
+    rc, _, err = _submit(user, capsys)
+    assert rc == 0, err
+    first = _queued(user)
+    shard0, shard1 = first["gym-big+shard0"][0], first["gym-big+shard1"][0]
+    run_dir = Path(shard_record(user).run_dir)
+    monkeypatch.setenv("BASH_FUNC_squeue%%", _SQUEUE_LIVE)
+    monkeypatch.setenv("BASH_FUNC_scancel%%", '() { echo "$@" >> "$GYM_TEST_SCHED/scancelled"; }')
+    live = [
+        (shard0, "RUNNING", run_dir / "big" / "shards" / "0"),
+        (shard1, "PENDING", run_dir / "big" / "shards" / "1"),
+    ]
+    (user["sched"] / "live").write_text("".join(f"{i} {st} {d}\n" for i, st, d in live))
+    sacct_says(user, {first["gym-alpha"][0]: ("COMPLETED", "0:0")})
+
+    rc = main.main(["status", f"config={user['config']}"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert f"big: 0: {shard0} RUNNING, 1: {shard1} PENDING" in out  # one row, RUNNING while one runs
+
+    rc = main.main(["cancel", f"config={user['config']}"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert sorted((user["sched"] / "scancelled").read_text().split()) == sorted([shard0, shard1])
+    assert f"{shard0} (big shard 0 RUNNING)" in out and f"{shard1} (big shard 1 PENDING)" in out
