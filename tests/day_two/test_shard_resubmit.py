@@ -32,13 +32,17 @@ def two_shards(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any
     return user
 
 
-def test_resubmit_queues_only_the_shard_missing_rows(two_shards, capsys) -> None:
-    user = two_shards
+def _submitted(user: dict[str, Any], capsys: Any) -> tuple[dict[str, list[str]], str, str, Path]:
+    """Submitted: what the scheduler holds, shard 0's and shard 1's job ids, the run dir."""
     rc, _, err = _submit(user, capsys)
     assert rc == 0, err
     first = _queued(user)
-    shard0, shard1 = first["gym-big+shard0"][0], first["gym-big+shard1"][0]
-    run_dir = Path(shard_record(user).run_dir)
+    return first, first["gym-big+shard0"][0], first["gym-big+shard1"][0], Path(shard_record(user).run_dir)
+
+
+def test_resubmit_queues_only_the_shard_missing_rows(two_shards, capsys) -> None:
+    user = two_shards
+    first, shard0, shard1, run_dir = _submitted(user, capsys)
     write_artifacts(run_dir / "big", done=0, expected=5)  # materialized once by shard 0; no merge yet
     write_artifacts(run_dir / "big" / "shards" / "0", done=2, expected=2)  # complete
     write_artifacts(run_dir / "big" / "shards" / "1", done=1, expected=3)  # 2 rows missing
@@ -85,11 +89,7 @@ _SQUEUE_LIVE = r"""() {
 
 def test_cancel_stops_every_live_shard_of_the_benchmark(two_shards, capsys, monkeypatch) -> None:
     user = two_shards
-    rc, _, err = _submit(user, capsys)
-    assert rc == 0, err
-    first = _queued(user)
-    shard0, shard1 = first["gym-big+shard0"][0], first["gym-big+shard1"][0]
-    run_dir = Path(shard_record(user).run_dir)
+    first, shard0, shard1, run_dir = _submitted(user, capsys)
     monkeypatch.setenv("BASH_FUNC_squeue%%", _SQUEUE_LIVE)
     monkeypatch.setenv("BASH_FUNC_scancel%%", '() { echo "$@" >> "$GYM_TEST_SCHED/scancelled"; }')
     live = [
