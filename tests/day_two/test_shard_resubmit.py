@@ -109,3 +109,21 @@ def test_cancel_stops_every_live_shard_of_the_benchmark(two_shards, capsys, monk
     assert rc == 0, err
     assert sorted((user["sched"] / "scancelled").read_text().split()) == sorted([shard0, shard1])
     assert f"{shard0} (big shard 0 RUNNING)" in out and f"{shard1} (big shard 1 PENDING)" in out
+
+
+def test_logs_show_every_shards_logs_under_its_name(two_shards, capsys) -> None:
+    user = two_shards
+    _, shard0, shard1, run_dir = _submitted(user, capsys)
+    for k, job in enumerate((shard0, shard1)):
+        (run_dir / "big" / "shards" / str(k) / "logs" / f"driver-{job}.log").write_text(
+            f"gym: shard {k} of 2\n"
+        )
+    sacct_says(user, {shard0: ("COMPLETED", "0:0"), shard1: ("FAILED", "1:0")})
+    rc = main.main(["logs", f"config={user['config']}", "only=big"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    at0, at1 = (
+        out.index(f"=== big shard 0 (job {shard0}) ==="),
+        out.index(f"=== big shard 1 (job {shard1}) ==="),
+    )
+    assert at0 < out.index("gym: shard 0 of 2") < at1 < out.index("gym: shard 1 of 2")
