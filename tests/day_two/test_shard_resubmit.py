@@ -1,5 +1,6 @@
-"""`resubmit` of a sharded benchmark: only the shards missing rows are queued again, its record
-entry keeps shard 0's job, the shards' ids in executor_metadata are updated; the dry run names them.
+"""The day-two verbs on a sharded benchmark: `resubmit` queues again only the shards missing rows
+(its record entry keeps shard 0's job, the shards' ids in executor_metadata are updated; the dry run
+names them), `status` shows one row, `cancel` stops every live shard, `logs` shows every shard's.
 
 In this process with the real Slurm executor in a real bash session and the stand-in scheduler of
 tests/submit/test_queue.py, whose sacct here reports the states a test writes; the rollout counts are
