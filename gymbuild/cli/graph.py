@@ -43,6 +43,8 @@ from gymbuild.cli.reporter import GymReporter
 from gymbuild.cli.task_kinds import TaskDict, TaskMaker, TaskResult, fail_with, verb_doc
 from gymbuild.day_two import act, logs, status
 from gymbuild.errors import UserError
+from gymbuild.plan import shard_units
+from gymbuild.plan.job import job_dir_of
 from gymbuild.request.invocation import Invocation
 from gymbuild.request.verb_args import (
     CancelArgs,
@@ -250,9 +252,10 @@ class Graph(TaskMaker):
     def stage_targets(self, bench: str) -> list[str]:
         """The files stage:<bench> writes (render.render_job: job.sh, and the collector's config when
         the config turns the collector on), known without planning anything."""
-        bench_dir = f"{self.ctx.workspace.stage}/{bench}"
-        with_collector = bool(self.ctx.config.otel.enabled)
-        return [f"{bench_dir}/job.sh", *([f"{bench_dir}/otel/collector.yaml"] if with_collector else [])]
+        config, stage_dir = self.ctx.config, self.ctx.workspace.stage  # a sharded one's: its shards'
+        count = config.driver.benchmarks[bench].shards if bench in config.driver.benchmarks else 1
+        names = ["job.sh", *(["otel/collector.yaml"] if config.otel.enabled else [])]
+        return [f"{stage_dir}/{job_dir_of((u,))}/{n}" for u in shard_units(bench, count) for n in names]
 
     def script_code_path(self) -> Path:
         """Beside the stamps, not among them: a new submission empties stamps/, and this file is about
@@ -342,11 +345,7 @@ class Graph(TaskMaker):
         ctx = self.ctx
         if self._stops_at_stage() or ctx.error is not None:
             return
-        synced, staged, outcomes = (
-            f"{ctx.workspace.stamps_dir}/{sync.SYNC_STAMP}",
-            ctx.workspace.stage,
-            ctx.workspace.outcomes_dir,
-        )
+        synced, outcomes = f"{ctx.workspace.stamps_dir}/{sync.SYNC_STAMP}", ctx.workspace.outcomes_dir
 
         def queued(bench: str) -> bool:
             return queue.queued(ctx.settled, bench)
@@ -365,7 +364,7 @@ class Graph(TaskMaker):
             task = self.step(
                 functools.partial(action, bench),
                 functools.partial(queued, bench),
-                file_dep=[f"{staged}/{bench}/job.sh", synced],
+                file_dep=[*(p for p in self.stage_targets(bench) if p.endswith("/job.sh")), synced],
                 targets=[f"{outcomes}/{bench}.json"],  # Workspace.outcome_path
                 clean=[],  # an outcome holds the job id of a queued job: never removed
             )

@@ -15,6 +15,7 @@ from gymbuild.day_two.status import current_statuses
 from gymbuild.errors import UserError
 from gymbuild.executors.base import executor_for
 from gymbuild.executors.chain import Stopped, parse_stopped
+from gymbuild.executors.shard_states import shard_dir
 from gymbuild.executors.states import (
     BenchStatus,
     shared_job_dirs,
@@ -23,7 +24,8 @@ from gymbuild.executors.states import (
 )
 from gymbuild.plan.shared import shared_job_name
 from gymbuild.request.verb_args import CancelArgs, DryRunnable, ResubmitArgs
-from gymbuild.state.records import SubmissionRecord
+from gymbuild.state.records import BenchmarkJob, SubmissionRecord
+from gymbuild.state.shards import sharded
 from gymbuild.submit import pipeline, show
 
 if TYPE_CHECKING:
@@ -37,7 +39,9 @@ def live_job_ids(rows: Sequence[BenchStatus], only: Sequence[str], live: frozens
     for r in rows:
         if only and r.benchmark not in only:
             continue
-        if r.chain is not None and r.chain.live:
+        if r.shards:  # a sharded benchmark: each shard's live job
+            found += live_job_ids(r.shards, (), live)
+        elif r.chain is not None and r.chain.live:
             found += r.chain.live
         elif r.job_id and (r.state in live or r.job_state in live):  # waiting in its running shared job
             found.append(r.job_id)
@@ -52,6 +56,7 @@ def cancel(s: Session, args: CancelArgs) -> None:
     executor = executor_for(record.executor)
     live = live_job_ids(rows, args.only, executor.LIVE)
     recorded = {job_id for j in record.benchmarks for job_id in (j.job_id, *j.previous_job_ids) if job_id}
+    recorded |= {i for ids in sharded(record.executor_metadata).values() for i in ids if i}  # shards' jobs
     if args.dry_run:
         named = [f"{job} ({_benches_of(rows, job)}{_successor(job, recorded)})" for job in live]
         message = (
@@ -73,8 +78,9 @@ def cancel(s: Session, args: CancelArgs) -> None:
     dirs = {
         shared.get(by_name[r.benchmark].job_id or "", by_name[r.benchmark].job_dir): r.job_id
         for r in rows
-        if r.job_id and set(live_job_ids([r], (), executor.LIVE))
+        if r.job_id and not r.shards and set(live_job_ids([r], (), executor.LIVE))
     }
+    dirs |= live_shards(rows, by_name, executor.LIVE)  # a sharded benchmark's at each shard's own dir
     result = executor.cancel(s.connection(), dirs)
     if not result.ok:
         raise UserError(f"error: cancelling {', '.join(live)} failed: {result.stderr.strip()}")
@@ -85,6 +91,9 @@ def cancel(s: Session, args: CancelArgs) -> None:
     where = {posixpath.normpath(by_name[r.benchmark].job_dir): r.benchmark for r in rows}
     groups = shared_jobs(record.benchmarks)
     where.update({posixpath.normpath(d): "+".join(groups[j]) for j, d in shared.items()})
+    where.update(
+        {posixpath.normpath(d): f"{r.benchmark} shard {k}" for r in rows for k, d in _shard_dirs(r, by_name)}
+    )
     named = [
         f"{x.job_id} ({where.get(posixpath.normpath(x.bench_dir), '?')}"
         f"{' ' + x.state if x.state else ''}{_successor(x.job_id, recorded)})"
@@ -96,6 +105,22 @@ def cancel(s: Session, args: CancelArgs) -> None:
     _said(args, record, ids, message, stopped=stopped, recorded=recorded)
 
 
+def _shard_dirs(row: BenchStatus, by_name: dict[str, BenchmarkJob]) -> list[tuple[int, str]]:
+    return [(k, shard_dir(by_name[row.benchmark].job_dir, k)) for k in range(len(row.shards))]
+
+
+def live_shards(
+    rows: Sequence[BenchStatus], by_name: dict[str, BenchmarkJob], live: frozenset[str]
+) -> dict[str, str]:
+    """Each live shard's directory -> its job id, of the sharded benchmarks among `rows`."""
+    return {
+        d: shard.job_id
+        for r in rows
+        for (k, d), shard in zip(_shard_dirs(r, by_name), r.shards, strict=True)
+        if shard.job_id and live_job_ids([shard], (), live)
+    }
+
+
 def _successor(job_id: str, recorded: set[str]) -> str:
     """`, successor` for a job of a chain that no record holds: a job queued by a job."""
     return "" if job_id in recorded else ", successor"
@@ -104,7 +129,13 @@ def _successor(job_id: str, recorded: set[str]) -> str:
 def _benches_of(rows: Sequence[BenchStatus], job_id: str) -> str:
     """`gpqa RUNNING`, or for a shared job each of its benchmarks with its state; a chain's other
     live job (the successor queued behind the running one) with its own state."""
-    named = [f"{r.benchmark} {r.state}" for r in rows if r.job_id == job_id]
+    named = [
+        f"{r.benchmark} shard {k} {x.state}"
+        for r in rows
+        for k, x in enumerate(r.shards)
+        if x.job_id == job_id
+    ]
+    named = named or [f"{r.benchmark} {r.state}" for r in rows if r.job_id == job_id]
     if not named:
         named = [
             f"{r.benchmark} {next((st.state for st in r.chain.steps if st.job_id == job_id), '?')}"
@@ -142,8 +173,9 @@ def requeue(
     picked = []
     for ctx, one in zip(runs, plans or replan_runs(runs, records, only), strict=True):
         for step in one.steps:
-            if step.action != replan.NOTHING:
-                ctx.workspace.release(step.benchmark, step.state)
+            if step.action != replan.NOTHING:  # a sharded benchmark: the shards it picked, alone
+                for unit in step.units:
+                    ctx.workspace.release(unit, step.state)
         picked.append(one.queued)
     pipeline.run_batch(runs, picked)
     return picked

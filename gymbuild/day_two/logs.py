@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING
 from gymbuild import interrupts
 from gymbuild.day_two.status import current_statuses
 from gymbuild.errors import UserError
-from gymbuild.executors.states import (
-    shared_job_dirs,
-)
+from gymbuild.executors.shard_states import shard_dir
+from gymbuild.executors.states import BenchStatus, shared_job_dirs
 from gymbuild.request.verb_args import LogsArgs
 from gymbuild.shell import quote
 
@@ -78,6 +77,8 @@ def print_logs(s: Session, args: LogsArgs) -> None:
     # The newest job of its chain (status follows it): its dir is the recorded job's.
     job = next(j for j in record.benchmarks if j.benchmark == row.benchmark)
     job_dir = job.job_dir
+    if row.shards:  # a sharded benchmark: every shard's logs, each under its name
+        return _shard_logs(s, record.gym_job_id, row, job_dir, args)
     shared = shared_job_dirs(record).get(job.job_id or "")
     if args.json and not args.follow:  # the logs as one JSON document: json=1 on every verb
         text = io.StringIO()
@@ -93,3 +94,27 @@ def print_logs(s: Session, args: LogsArgs) -> None:
         sys.stdout.write(json.dumps({**doc, "logs": text.getvalue()}, indent=2) + "\n")
         return
     show_logs(s.connection(), job_dir, row.job_id, follow=args.follow, shared_dir=shared)
+
+
+def _shard_logs(s: Session, gym_job_id: str, row: BenchStatus, job_dir: str, args: LogsArgs) -> None:
+    """Each shard's logs (its newest job's, in `<bench dir>/shards/<k>/logs`), one after the other
+    under a line naming the shard; follow=1 follows them all at once (tail names each file)."""
+    conn = s.connection()
+    shards = [(k, shard_dir(job_dir, k), x.job_id) for k, x in enumerate(row.shards) if x.job_id]
+    if args.follow:
+        pattern = " ".join(f"{quote(d)}/logs/*-{quote(i)}.log" for _, d, i in shards)
+        subprocess.run(conn.command_argv(f"exec tail -n 50 -F {pattern}"), check=False)
+        return
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        for k, d, job_id in shards:
+            print(f"=== {row.benchmark} shard {k} (job {job_id}) ===")
+            try:
+                show_logs(conn, d, job_id, follow=False)
+            except UserError as err:  # a shard with no logs yet: said, the others still shown
+                print(str(err))
+    if args.json:
+        doc = {"gym_job_id": gym_job_id, "benchmark": row.benchmark, "job_id": row.job_id}
+        sys.stdout.write(json.dumps({**doc, "logs": text.getvalue()}, indent=2) + "\n")
+    else:
+        sys.stdout.write(text.getvalue())

@@ -35,7 +35,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gymbuild.config.walltime import job_walltime_seconds, walltime_seconds
-from gymbuild.executors.states import COMPLETED, NOT_RUN, UNKNOWN, WAITING, BenchStatus
+from gymbuild.executors.shard_states import to_requeue
+from gymbuild.executors.states import COMPLETED, NOT_RUN, UNKNOWN, WAITING, BenchStatus, kind
+from gymbuild.plan import shard_name
 from gymbuild.state.rollouts import duration
 
 if TYPE_CHECKING:
@@ -105,6 +107,12 @@ class Step:
     action: str  # CONTINUE, FRESH or NOTHING
     why: str
     how: HowItRuns
+    shards: tuple[int, ...] = ()  # a sharded benchmark: the shards it queues again (shard_states)
+
+    @property
+    def units(self) -> list[str]:
+        """What a resubmit releases and queues: the benchmark, or the shards it picks."""
+        return [shard_name(self.benchmark, k) for k in self.shards] or [self.benchmark]
 
     @property
     def complete(self) -> bool:
@@ -183,6 +191,10 @@ def plan(
         if only and row.benchmark not in only:
             continue
         one = how.get(row.benchmark, HowItRuns(NOT_IN_CONFIG))
+        if row.shards:
+            picked, action, why = _decide_shards(row, only, retryable, live)
+            steps.append(Step(row.benchmark, row.job_id, row.state, row.progress, action, why, one, picked))
+            continue
         action, why = _decide(row, only, retryable, one, live)
         steps.append(Step(row.benchmark, row.job_id, row.state, row.progress, action, why, one))
     return Plan(gym_job_id, tuple(steps))
@@ -227,6 +239,32 @@ def _decide(
     else:  # rows but no materialized inputs: gym cannot match them to inputs
         cause = "gym's materialized inputs are missing"
     return FRESH, f"{cause}: gym removes the {done} rows written and starts from the first row{chain}"
+
+
+def _decide_shards(
+    row: BenchStatus, only: Sequence[str], retryable: frozenset[str], live: frozenset[str]
+) -> tuple[tuple[int, ...], str, str]:
+    """A sharded benchmark's step: re-queued when its state would re-queue a benchmark (or it
+    completed every shard with no merge), and then only the shards that are missing rows
+    (shard_states.to_requeue); each resumes its own slice, the last to end merges."""
+    state, kinds = row.state, [kind(s, live) for s in row.shards]  # (all completed, no merge: FAILED)
+    eligible = state in retryable or state == NOT_RUN or (state == "CANCELLED" and row.benchmark in only)
+    if state == COMPLETED:
+        return (), NOTHING, "complete: every shard completed and their rows are merged"
+    if not eligible:
+        return (), NOTHING, _why_not(row, live)
+    partial = [s.progress is not None and s.progress.partial for s in row.shards]
+    picked = tuple(to_requeue(kinds, partial, is_merged=False))  # merged: COMPLETED, above
+    if not picked:
+        return (), NOTHING, "every shard has all its rows"
+    names = ", ".join(str(k) for k in picked)
+    kept = len(row.shards) - len(picked)
+    return (
+        picked,
+        CONTINUE,
+        f"re-queues shard(s) {names} of {len(row.shards)} (each resumes its own slice; the {kept} with all "
+        "their rows are left alone; the last to end merges)",
+    )
 
 
 def _why_not(row: BenchStatus, live: frozenset[str]) -> str:
@@ -299,6 +337,8 @@ def lines(p: Plan) -> list[str]:
     out = [head]
     for s in p.steps:
         job = f"job {s.job_id}" if s.job_id else "no job"
+        if s.shards:
+            job += f"; shards to queue: {', '.join(s.units)}"
         out.append(
             f"  {s.benchmark}: {s.state} ({job}), {rows_text(s.progress)} -> {s.action}: {s.why}{_cost(s)}"
         )
@@ -335,6 +375,7 @@ def as_json(p: Plan) -> dict[str, object]:
                 "complete": s.complete,
                 "queue": s.action,
                 "why": s.why,
+                **({"shards": list(s.shards)} if s.shards else {}),
                 "resumes": s.how.resumes,
                 "gpus": s.how.gpus,
                 "walltime_seconds": s.how.walltime_seconds,

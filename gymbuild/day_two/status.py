@@ -72,6 +72,13 @@ def format_statuses(
         table.append((row.benchmark, *(c or "-" for c in cells)))
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]) - 1)]
     lines = ["  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]) for r in table]
+    sharded = [r for r in rows if r.shards]
+    if sharded:  # each shard's job, state and rows: what resubmit queues again is named here
+        lines += ["", "shards (job state rollouts):"]
+        lines += [
+            f"  {r.benchmark}: " + ", ".join(_shard_cell(k, s) for k, s in enumerate(r.shards))
+            for r in sharded
+        ]
     chains = [r for r in rows if r.chain and (len(r.chain.steps) > 1 or r.chain.end)]
     if chains:  # every attempt so far and why each ended, and why the chain stopped
         lines += ["", "resume chains (job state -> what the chain did next):"]
@@ -93,6 +100,11 @@ def format_statuses(
     if summary is not None:
         lines += ["", summary.line() + (f" (watched: {looks} looks)" if looks else "")]
     return head + "\n" + "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def _shard_cell(k: int, shard: BenchStatus) -> str:
+    rows = f" {shard.progress.text()}" if shard.progress else ""
+    return f"{k}: {shard.job_id or '-'} {shard.state}{rows}"
 
 
 def _rollouts_cell(row: BenchStatus, rates: Rates | None) -> str | None:
@@ -131,7 +143,11 @@ def statuses_json(
 
 def _row_json(row: BenchStatus) -> dict[str, object]:
     """A row as JSON: a shared job's state and the rollout counts only where there are some."""
-    doc = {k: v for k, v in row.__dict__.items() if k not in ("job_state", "progress", "chain") or v}
+    doc = {
+        k: v for k, v in row.__dict__.items() if k not in ("job_state", "progress", "chain", "shards") or v
+    }
+    if row.shards:  # a sharded benchmark: each shard's job id and state (and rows)
+        doc["shards"] = [_row_json(shard) for shard in row.shards]
     if row.progress is not None:
         doc["progress"] = dataclasses.asdict(row.progress)
     if row.chain is not None:  # attempt, attempts, chain_end, chain_live

@@ -24,9 +24,21 @@ from typing import TYPE_CHECKING
 
 from gymbuild.errors import UserError
 from gymbuild.executors.base import EXECUTORS, JobState, executor_for
+from gymbuild.executors.shard_states import (
+    MERGED,
+    NOT_MERGED,
+    NOT_MERGED_NOTE,
+    ROOM,
+    derive,
+    merged,
+    rows_of,
+    shard_dir,
+)
+from gymbuild.plan import shard_name
 from gymbuild.plan.shared import job_rel_dir
 from gymbuild.shell import quote
 from gymbuild.state.rollouts import count_command, dir_files, parse_counts
+from gymbuild.state.shards import shard_ids
 
 if TYPE_CHECKING:
     from gymbuild.executors.chain import Chain
@@ -49,6 +61,7 @@ class BenchStatus:
     job_state: str | None = None  # a benchmark in a shared job: its job's own state
     progress: Progress | None = None  # rollouts done/expected and failed, from gym's files
     chain: Chain | None = None  # a resume chain: its attempt, attempts so far, end, live jobs
+    shards: tuple[BenchStatus, ...] = ()  # a sharded benchmark's: each shard's own row (shard_states.py)
 
 
 # What `status` counts a benchmark as, for its summary line and for `watch=1` (which waits while any
@@ -178,10 +191,11 @@ def states_of(
             for bench in one.jobs:
                 if bench.job_id:  # a shared job's state is read at its own directory
                     ids[one.shared.get(bench.job_id, bench.job_dir)] = bench.job_id
+            ids |= shard_jobs(one.record, one.jobs)
         since = min((one.record.submitted_at for one in group), default=None)
         found = executor.states(conn, ids, since=since) if ids else {}
         for one in group:
-            one.rows = status_rows(one.jobs, found)
+            one.rows = fold_shards(one.record, one.jobs, status_rows(one.jobs, found), found, executor.LIVE)
             if any(job.job_id in one.shared for job in one.jobs):
                 members.append((one, found))
     if members:
@@ -191,27 +205,82 @@ def states_of(
 
 def status_rows(jobs: Iterable[BenchmarkJob], found: Mapping[str, JobState]) -> list[BenchStatus]:
     """Each job's row from the states its executor found (bench dir -> JobState)."""
-    rows = []
+    return [_row(job.benchmark, job.job_id, job.job_dir, job.error, found) for job in jobs]
+
+
+def _row(
+    bench: str, job_id: str | None, job_dir: str, error: str | None, found: Mapping[str, JobState]
+) -> BenchStatus:
+    if not job_id:
+        label = WAITING_FOR_ROOM_STATE if waits_for_room(error) else "NOT QUEUED"
+        return BenchStatus(bench, None, label, None, None, None, error)
+    state = found.get(job_dir)
+    return BenchStatus(
+        bench,
+        state.job_id if state else job_id,
+        state.state if state else UNKNOWN,
+        state.exit_code if state else None,
+        state.elapsed if state else None,
+        state.nodes if state else None,
+        state.note if state else None,  # why it is UNKNOWN, when it is
+        progress=state.progress if state else None,
+        chain=state.chain if state else None,
+    )
+
+
+def shard_jobs(record: SubmissionRecord, jobs: Iterable[BenchmarkJob]) -> dict[str, str]:
+    """Where each shard of `jobs`' sharded benchmarks runs -> its current job id; and the benchmark's
+    own dir (its merged rollouts are counted there) -> a shard's id, when the entry has none."""
+    ids: dict[str, str] = {}
     for job in jobs:
-        if not job.job_id:
-            label = WAITING_FOR_ROOM_STATE if waits_for_room(job.error) else "NOT QUEUED"
-            rows.append(BenchStatus(job.benchmark, None, label, None, None, None, job.error))
+        mine = shard_ids(record.executor_metadata, job.benchmark)
+        ids |= {shard_dir(job.job_dir, k): i for k, i in enumerate(mine) if i}
+        if mine and not job.job_id and any(mine):
+            ids[job.job_dir] = next(i for i in mine if i)
+    return ids
+
+
+def fold_shards(
+    record: SubmissionRecord,
+    jobs: Iterable[BenchmarkJob],
+    rows: list[BenchStatus],
+    found: Mapping[str, JobState],
+    live: frozenset[str],
+) -> list[BenchStatus]:
+    """`rows` with each sharded benchmark's row made from its shards' (shard_states.derive): its
+    state, its rows (merged, or summed), and each shard's own row beside it (`shards`)."""
+    entries = {j.benchmark: j for j in jobs if shard_ids(record.executor_metadata, j.benchmark)}
+    if not entries:
+        return rows
+    out = []
+    for row in rows:
+        job = entries.get(row.benchmark)
+        if job is None:
+            out.append(row)
             continue
-        state = found.get(job.job_dir)
-        rows.append(
-            BenchStatus(
-                job.benchmark,
-                state.job_id if state else job.job_id,
-                state.state if state else UNKNOWN,
-                state.exit_code if state else None,
-                state.elapsed if state else None,
-                state.nodes if state else None,
-                state.note if state else None,  # why it is UNKNOWN, when it is
-                progress=state.progress if state else None,
-                chain=state.chain if state else None,
+        ids = shard_ids(record.executor_metadata, job.benchmark)
+        shards = [
+            _row(shard_name(job.benchmark, k), i, shard_dir(job.job_dir, k), job.error, found)
+            for k, i in enumerate(ids)
+        ]
+        at_bench = state.progress if (state := found.get(job.job_dir)) else None
+        k, what = derive([kind(s, live) for s in shards], merged(at_bench))
+        shown = shards[k]
+        label = {MERGED: COMPLETED, NOT_MERGED: "FAILED", ROOM: WAITING_FOR_ROOM_STATE}.get(what, shown.state)
+        first = shards[0].job_id if shards[0].job_id else shown.job_id
+        out.append(
+            replace(
+                shown,
+                benchmark=job.benchmark,
+                job_id=None if what == ROOM else first,
+                state=label,
+                error=NOT_MERGED_NOTE if what == NOT_MERGED else shown.error,
+                progress=rows_of([s.progress for s in shards], at_bench),
+                chain=None,
+                shards=tuple(shards),
             )
         )
-    return rows
+    return out
 
 
 # --- a shared job's members, each with its own state -------------------------------------------------
@@ -368,10 +437,14 @@ def run_states(records: Sequence[SubmissionRecord]) -> dict[str, dict[str, int]]
                 executor = executor_for(name)
                 mine = [r for r in group if r.executor == name]
                 jobs = {j.job_dir: j.job_id for r in mine for j in r.benchmarks if j.job_id}
+                for r in mine:
+                    jobs |= shard_jobs(r, r.benchmarks)
                 since = min(r.submitted_at for r in mine)
                 found = executor.states(conn, jobs, since=since) if jobs else {}
                 for record in mine:
-                    rows = status_rows(record.benchmarks, found)
+                    rows = fold_shards(
+                        record, record.benchmarks, status_rows(record.benchmarks, found), found, executor.LIVE
+                    )
                     kinds = tally(rows, executor.LIVE)
                     counts[record.gym_job_id] = {k: v for k, v in kinds.__dict__.items() if v}
         finally:

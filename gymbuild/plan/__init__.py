@@ -56,7 +56,9 @@ from gymbuild.plan.submission import (
     plan_submission,
     planner,
     shard_name,
+    shard_of,
     shard_rel_dir,
+    shard_units,
 )
 
 __all__ = [
@@ -93,7 +95,9 @@ __all__ = [
     "ray_address_var",
     "ray_workers_var",
     "shard_name",
+    "shard_of",
     "shard_rel_dir",
+    "shard_units",
     "shell_name",
     "walltime_seconds",
 ]

@@ -19,6 +19,7 @@ from gymbuild.config.derived import job_groups
 from gymbuild.config.model import Config
 from gymbuild.plan.model import BenchPlan
 from gymbuild.plan.shared import SharedJobPlan, job_rel_dir, plan_shared_job
+from gymbuild.plan.submission import shard_of, shard_rel_dir
 
 Group = tuple[str, ...]
 
@@ -44,14 +45,18 @@ def pack(config: Config, benches: Iterable[str]) -> Packing:
     drv = config.driver
     if not drv.shares_jobs:
         return Packing()
-    groups = job_groups(benches, drv.benchmarks_per_job, lambda b: drv.benchmarks[b].resumable)
+    alone = [b for b in benches if drv.benchmarks[b].shards <= 1]  # a sharded one's jobs are its shards
+    groups = job_groups(alone, drv.benchmarks_per_job, lambda b: drv.benchmarks[b].resumable)
     return Packing({bench: group for group in groups if len(group) > 1 for bench in group})
 
 
 def job_dir_of(group: Sequence[str]) -> str:
     """Where a job's files live, relative to the run directory: a benchmark's own directory, or the
-    shared job's under +jobs/."""
-    return group[0] if len(group) == 1 else job_rel_dir(group)
+    shared job's under +jobs/, or a shard's (`<bench>+shard<k>`) under its benchmark's."""
+    if len(group) > 1:
+        return job_rel_dir(group)
+    shard = shard_of(group[0])
+    return group[0] if shard is None else f"{shard[0]}/{shard_rel_dir(shard[1])}"
 
 
 @dataclass(frozen=True)

@@ -168,6 +168,21 @@ def shard_name(bench: str, shard: int) -> str:
     return f"{bench}+shard{shard}"
 
 
+SHARD_MARK = "+shard"
+
+
+def shard_of(name: str) -> tuple[str, int] | None:
+    """(benchmark, k) of a shard's job name (`shard_name`), None for any other name: what queue,
+    record and status key a shard's own outcome by."""
+    bench, mark, number = name.rpartition(SHARD_MARK)
+    return (bench, int(number)) if mark and bench and number.isdigit() else None
+
+
+def shard_units(bench: str, count: int) -> tuple[str, ...]:
+    """What a benchmark queues as jobs: itself, or (`shards: K`, K > 1) its K shards' names in order."""
+    return tuple(shard_name(bench, k) for k in range(count)) if count > 1 else (bench,)
+
+
 def shard_rel_dir(shard: int) -> str:
     """Where shard k's job runs, relative to its benchmark's directory."""
     return f"shards/{shard}"

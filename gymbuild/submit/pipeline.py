@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gymbuild import interrupts
-from gymbuild.errors import UserError
 from gymbuild.plan.job import Packing
 from gymbuild.state.records import RESOLVED_CONFIG_NAME
-from gymbuild.submit import arrays, queue, quota, record, stage, sync
+from gymbuild.submit import arrays, queue, quota, record, shards, stage, sync
 
 if TYPE_CHECKING:
     from gymbuild.executors.connection import Connection
@@ -92,21 +91,11 @@ def _stage(batch: Batch) -> None:
         stage.stage_all(work.run, work.packing, work.wanted)
 
 
-def refuse_shards(batch: Batch) -> None:
-    """`shards: K` is rendered (the dry run shows its jobs) but not queued yet: queueing the shards,
-    recording them in one entry and following them in status and resubmit is to come. Refused before
-    anything reaches the cluster, rather than queued as one unsharded job the user did not ask for."""
+def refuse_sharded_arrays(batch: Batch) -> None:
+    """A run that queues arrays refuses a sharded benchmark (shards.refuse_arrays), before the copy."""
     for work in batch.works:
-        benchmarks = work.run.config.driver.benchmarks
-        sharded = [b for b in work.todo if benchmarks[b].shards > 1]
-        if sharded:
-            bench = sharded[0]
-            raise UserError(
-                f"error: {work.run.config_file}: driver.benchmarks.{bench}.shards: gymbuild renders a "
-                "sharded benchmark's jobs (`gymbuild render` shows them) but cannot submit them yet\n"
-                f"    fix: remove shards from {', '.join(sharded)} to submit each as one job, or leave "
-                f"them out with only=<the other benchmarks>"
-            )
+        if arrays.enabled(work.run):
+            shards.refuse_arrays(work.run, work.todo)
 
 
 def _sync(batch: Batch) -> None:
@@ -114,7 +103,7 @@ def _sync(batch: Batch) -> None:
     per parent directory."""
     from gymbuild.executors import rundir  # late: measured, off resolve, list (House rules)
 
-    refuse_shards(batch)
+    refuse_sharded_arrays(batch)
     works = [w for w in batch.works if not w.synced()]
     if not works:
         return
@@ -161,19 +150,21 @@ def _queue(batch: Batch) -> None:
     record): a signal while jobs start stops the starting, not the recording. The record step after
     it finds these recorded; it is for what a killed run left unrecorded. What does not fit the
     user's quota waits (quota.py): the limits are read once for the pass."""
-    refuse_shards(batch)
+    refuse_sharded_arrays(batch)
     with interrupts.deferred():  # a signal: the jobs in flight are read and recorded first
         _queue_arrays([w for w in batch.works if arrays.enabled(w.run)], batch)
         for work in [w for w in batch.works if not arrays.enabled(w.run)]:
             if interrupts.pending():  # a sweep's later cells: nothing of them started
                 break
-            todo = [b for b in work.todo if b not in work.run.memory.queue_done]
+            # A sharded benchmark queues its shards that have no job yet (shards.py), each a job.
+            todo = shards.pending(work.run, [b for b in work.todo if b not in work.run.memory.queue_done])
             try:
                 if todo:
                     todo = batch.room.take(batch.conn, work.run, work.packing, todo)
                 if todo:
                     queue.queue_many(work.run, batch.conn, work.packing, todo)
             finally:
+                shards.settle(work.run, work.todo)  # a sharded benchmark's one outcome, from its shards'
                 if work.run.memory.queued_now:
                     _record_one(work.run, batch)
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, TypeVar
 from gymbuild.config.model import thaw
 from gymbuild.config.tree import at, mapping_at
 from gymbuild.errors import UserError
-from gymbuild.plan import Planner, plan_shards, planner
+from gymbuild.plan import Planner, plan_shards, planner, shard_of, shard_units
 from gymbuild.plan.job import Group, JobPlan, Packing, pack, plan_job
 from gymbuild.resources import script_code_digest, user_cache_home
 from gymbuild.state.workspace import digest
@@ -72,6 +72,20 @@ class RunPlans:
             found = self._shards[bench] = self._planned(lambda plan: plan_shards(plan, config, bench))
         return found
 
+    def units(self, bench: str) -> tuple[str, ...]:
+        """What `bench` queues as jobs: itself, or its shards' names (plan.shard_units); a shard's
+        name, or a benchmark the config names no more, is itself."""
+        entry = self.resolved.config.driver.benchmarks.get(bench)
+        return (bench,) if entry is None or shard_of(bench) is not None else shard_units(bench, entry.shards)
+
+    def groups(self, packing: Packing, benches: Sequence[str]) -> list[Group]:
+        """The jobs of `benches`, in order: a sharded benchmark's shards (one job each), the others'
+        jobs as `packing` packs them."""
+        out: list[Group] = []
+        for group in packing.jobs(benches):
+            out += [(u,) for u in self.units(group[0])] if len(group) == 1 else [group]
+        return out
+
     def _planned(self, make: Callable[[Planner], _T]) -> _T:
         """`make(planner)`, the planner made once; a UserError names the config file too."""
         try:
@@ -96,6 +110,9 @@ class RunPlans:
     def job(self, group: Group) -> JobPlan:
         """The job of `group` (a packing's group, or one benchmark alone)."""
         found = self._jobs.get(group)
+        shard = shard_of(group[0]) if len(group) == 1 else None
+        if found is None and shard is not None:  # a shard's job: its own, never shared
+            found = self._jobs[group] = JobPlan(group, self.shards(shard[0])[shard[1]], None)
         if found is None:
             plans = [self.bench(b) for b in group]
             concurrent = self.resolved.config.driver.concurrent_benchmarks
@@ -121,6 +138,9 @@ class RunPlans:
         benchmark), so equal inputs make an equal script without planning or rendering anything.
         Kept for the run: doit's uptodate checks, stage, queue and the report all ask.
         """
+        shard = shard_of(bench)
+        if shard is not None:  # a shard's script is made from its benchmark's entry
+            return self.stage_digest(shard[0])
         found = self._digests.get(bench)
         if found is None:
             entry = thaw(at(self.resolved.tree, "driver", "benchmarks", bench))

@@ -30,9 +30,13 @@ QUEUE_PIPELINE = 16  # sbatch calls in flight at once in the run's shell (a few 
 
 
 def queued(run: Settled, bench: str) -> bool:
-    """`bench` has a job id in the run's submission (its outcome file, queue:<bench>'s target)."""
-    outcome = run.workspace.outcome(bench)
-    return outcome is not None and outcome.job_id is not None
+    """`bench` has a job id in the run's submission (its outcome file, queue:<bench>'s target), and
+    so has each of its shards when it is sharded."""
+    workspace = run.workspace
+    return all(
+        (o := workspace.outcome(u)) is not None and o.job_id is not None
+        for u in (bench, *run.plans.units(bench))
+    )
 
 
 def queue_many(run: Settled, conn: Connection, packing: Packing, benches: list[str]) -> None:

@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING
 from gymbuild import __version__
 from gymbuild.errors import UserError
 from gymbuild.executors.base import executor_for
+from gymbuild.plan import shard_of
 from gymbuild.state.notes import note_run
 from gymbuild.state.provenance import gym_commit
 from gymbuild.state.records import MANIFEST_NAME, BenchmarkJob, SubmissionRecord
 from gymbuild.state.workspace import atomic_write, digest
+from gymbuild.submit.shards import metadata as shard_metadata
 from gymbuild.submit.stage import resolved_names
 
 if TYPE_CHECKING:
@@ -61,6 +63,8 @@ def build_record(sub: Submission, workspace: Workspace, *, commit: bool = True) 
     kept = benchmark_order(workspace)
     metadata = _metadata(workspace, executor_for(sub.executor).metadata())
     outcomes = workspace.outcomes()
+    metadata |= shard_metadata(outcomes)  # one entry per benchmark: its shards' ids beside it
+    outcomes = {b: o for b, o in outcomes.items() if shard_of(b) is None}
     order = [b for b in kept if b in outcomes]
     order += [b for b in outcomes if b not in order]
     return SubmissionRecord(

@@ -84,8 +84,11 @@ class Settled:
 
     def to_queue(self) -> list[str]:
         """The selected benchmarks with no job id in the submission (read from the workspace now)."""
-        outcomes = self.workspace.outcomes()
-        return [b for b in self.selected if not (b in outcomes and outcomes[b].job_id)]
+        outcomes = self.workspace.outcomes()  # a sharded one is to queue while a shard has no job id
+        units = self.plans.units
+        return [
+            b for b in self.selected if not all((o := outcomes.get(u)) and o.job_id for u in (b, *units(b)))
+        ]
 
     def connection(self) -> Connection:
         """The run's one connection, opened now if it is not open yet (the pipeline asks once a pass)."""

@@ -171,6 +171,12 @@ def report_submit(
         for job in jobs:
             if job.benchmark not in queued_now or waits_for_room(job.error):
                 continue
+            shards = [u for u in plans.units(job.benchmark) if u != job.benchmark]
+            for k, unit in enumerate(shards):  # a sharded benchmark: each shard this run queued
+                if unit in queued_now and (outcome := workspace.outcome(unit)) and outcome.job_id:
+                    print(f"submitted {job.benchmark} shard {k} -> {label} {outcome.job_id}")
+            if shards and job.job_id:
+                continue
             if job.job_id:
                 print(f"submitted {job.benchmark} -> {label} {job.job_id}")
             else:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gymbuild.plan import shard_of
 from gymbuild.state.records import RESOLVED_CONFIG_NAME
 from gymbuild.state.workspace import atomic_write
 from gymbuild.submit.plans import keep_compiled_templates
@@ -50,7 +51,7 @@ def stage_many(run: Settled, packing: Packing, benches: list[str]) -> None:
 
     keep_compiled_templates()
     plans, secrets, progress = run.plans, run.resolved.secrets, run.memory.progress
-    groups = packing.jobs(benches)
+    groups = plans.groups(packing, benches)  # a sharded benchmark's jobs are its shards'
     for done, group in enumerate(groups):
         if done % 25 == 0 and len(groups) >= 100:
             progress.show(f"rendering job scripts {done}/{len(groups)}")
@@ -60,7 +61,8 @@ def stage_many(run: Settled, packing: Packing, benches: list[str]) -> None:
         # No empty dirs: the sync makes logs/ (Slurm opens logs/slurm-<id>.log before the job
         # runs), and the job makes the rest (artifacts/, model-calls/, ...) as it starts.
         run.workspace.write_staged(job.rel_dir, {r: (f.text, f.mode) for r, f in rendered.files.items()})
-        for bench in group:
+        for bench in group:  # a shard stamps its benchmark (staged when its last shard is written)
+            bench = shard[0] if (shard := shard_of(bench)) else bench
             run.workspace.set_stage_stamp(bench, plans.stage_want(bench, packing))
     progress.done(keep=False)
 

@@ -54,18 +54,18 @@ def prepare_sync(run: Settled, conn: Connection, packing: Packing, to_queue: lis
     if fresh:
         workspace.set_stamp("run-dir", run_dir)
     try:
-        rundir.prepare_run_dir(conn, run_dir, _dirs_to_make(packing, to_queue), fresh=fresh)
+        rundir.prepare_run_dir(conn, run_dir, _dirs_to_make(run, packing, to_queue), fresh=fresh)
     except rundir.RunDirExists:
         (workspace.stamps_dir / "run-dir").unlink(missing_ok=True)  # not ours after all
         raise
     stage.write_resolved(run)
 
 
-def _dirs_to_make(packing: Packing, to_queue: list[str]) -> list[str]:
+def _dirs_to_make(run: Settled, packing: Packing, to_queue: list[str]) -> list[str]:
     """The directories (relative to the run dir) whose logs/ must exist before their job is queued:
-    each benchmark's, and each shared job's own (its Slurm output goes there)."""
-    shared = [g for g in packing.jobs(to_queue) if len(g) > 1]
-    return [*to_queue, *(job_dir_of(g) for g in shared)]
+    each benchmark's, each shared job's own and each shard's (their Slurm output goes there)."""
+    jobs = [job_dir_of(g) for g in run.plans.groups(packing, to_queue)]
+    return list(dict.fromkeys([*to_queue, *jobs]))
 
 
 def synced_now(run: Settled, packing: Packing) -> None:

@@ -1,18 +1,19 @@
-"""A sharded benchmark with the REAL driver on the test cluster: its merge scores as the unsharded run.
+"""A sharded benchmark with the REAL driver on the test cluster, through `gymbuild submit`, `status`
+and `resubmit`: its merge scores as the unsharded run.
 
 tests/realgym's `plain` benchmark (5 rows; tests/e2e/test_real_driver.py says how nemo-gym 0.7.0's
-`gym eval run` runs offline there) is run twice: unsharded, through `gymbuild submit`, and with
-`shards: 2`, whose two jobs are the scripts `gymbuild render` prints. `submit` refuses a sharded
-benchmark until its queueing is built (tests/submit/test_shards_refused.py), so this test sbatches the
-rendered scripts itself, into the run dir layout the stage step makes, one after the other (the two
-gyms of one config want the same head-server port, and the cluster's nodes are shared).
+`gym eval run` runs offline there) is submitted twice: unsharded, and with `shards: 2`, whose two jobs
+`gymbuild submit` queues and records as ONE entry (job_id: shard 0's; both ids in
+executor_metadata["shards.plain"]).
 
-The model double fails every request after its second answer (FAKE_VLLM_FAIL_AFTER_FILE, one count
-per job): shard 0 (tasks 0-1) completes, shard 1 (tasks 2-4) fails with two of its three rows, and no
-merge is made. With the failure lifted, shard 1 alone is queued again: it asks the model only for its
-missing row and, finding every slice complete, merges them with NeMo Gym's aggregation. A complete
-shard queued once more asks for nothing and leaves the merge as it was. The merged benchmark has the
-unsharded run's task identities, coverage and score, and the model was asked once per row in all.
+Shard 1 is killed (scancel) as soon as it is queued: shard 0 runs its slice (tasks 0-1) alone and
+completes, and no merge is made (status: CANCELLED, the shards' rows summed). `gymbuild resubmit
+only=plain` (a cancelled benchmark is re-queued when named) queues ONLY shard 1: it asks the model
+only for what its slice lacks and, finding every slice complete, merges them with NeMo Gym's
+aggregation. The merged benchmark has the unsharded run's task identities, coverage and score.
+
+The two shards of one config want the same gym head-server port (a known clash of two real gyms on
+one node, fixed elsewhere): here they never run at once, since shard 1 runs only after shard 0 ended.
 """
 
 from __future__ import annotations
@@ -32,19 +33,6 @@ pytestmark = pytest.mark.cluster
 ROWS = 5  # realgym_echo's data; `plain` takes them all (REALGYM_LIMIT)
 
 
-def _sbatch(script: Path, *extra: str) -> str:
-    done = subprocess.run(
-        ["sbatch", "--parsable", *extra, str(script)],
-        cwd=script.parent,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip().split(";")[0]
-
-
 def _ended(cluster: Any, job_id: str) -> tuple[str, int]:
     found = wait_for_jobs(cluster, [job_id], timeout=600)[job_id]
     return found.state, found.exit_code
@@ -52,7 +40,7 @@ def _ended(cluster: Any, job_id: str) -> tuple[str, int]:
 
 def _logs(bench_dir: Path) -> str:
     return "\n".join(
-        f"--- {p}\n{p.read_text(errors='replace')[-3000:]}" for p in sorted(bench_dir.glob("logs/*"))
+        f"--- {p}\n{p.read_text(errors='replace')[-3000:]}" for p in sorted(bench_dir.glob("**/logs/*"))
     )
 
 
@@ -76,7 +64,14 @@ def _lines(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
-def test_shards_merge_into_the_unsharded_score_and_a_failed_shard_reruns_alone(
+def _status(env: dict[str, str], cwd: Path, *args: str) -> dict[str, Any]:
+    done = gymbuild("status", "json=1", *args, cwd=cwd, env=env)
+    assert done.rc in (0, 1), done.stderr
+    (row,) = [r for r in json.loads(done.stdout)["benchmarks"] if r["benchmark"] == "plain"]
+    return row
+
+
+def test_a_sharded_benchmark_merges_into_the_unsharded_score_and_a_killed_shard_reruns_alone(
     cluster: Any, nemo_gym: Any, tmp_path: Path
 ) -> None:
     base = cluster.run_dir("shards-realgym")
@@ -95,57 +90,62 @@ def test_shards_merge_into_the_unsharded_score_and_a_failed_shard_reruns_alone(
         jobs.append(whole_job)
         whole_dir = whole_out / record["gym_job_id"] / "plain"
 
-        # --- the same benchmark in two shards, the model failing after two answers per job
-        fail_after, calls = base / "fail-after", base / "model-calls"
-        fail_after.write_text("2\n")
+        # --- the same benchmark in two shards, both queued by one submit; shard 1 killed at once
+        calls = base / "model-calls"
         sharded = (
             "only=plain",
             "+driver.benchmarks.plain.shards=2",
             "+driver.benchmarks.plain.run.num_samples_in_parallel=1",
-            f"+services.policy.env.FAKE_VLLM_FAIL_AFTER_FILE=lit:{fail_after}",
             f"+services.policy.env.FAKE_VLLM_CALLS_FILE=lit:{calls}",
         )
         shard_out = base / "sharded"
         env = user_env(tmp_path / "sharded", **stage.environ(shard_out, REALGYM_LIMIT=str(ROWS)))
-        shown = gymbuild("render", config, "json=1", *sharded, cwd=tmp_path, env=env)
-        assert shown.rc == 0, shown.stderr
-        payload = json.loads(shown.stdout)
-        assert payload["shards"] == {"plain": ["plain/shards/0", "plain/shards/1"]}
-        bench_dir = Path(payload["run_dir"]) / "plain"
-        scripts = []
-        for rel, files in payload["benchmarks"].items():
-            shard_dir = Path(payload["run_dir"]) / rel
-            for sub in ("logs", "artifacts"):
-                (shard_dir / sub).mkdir(parents=True)
-            (shard_dir / "job.sh").write_text(files["job.sh"])
-            scripts.append(shard_dir / "job.sh")
-        first = _sbatch(scripts[0])
-        second = _sbatch(scripts[1], f"--dependency=afterany:{first}")
+        done = gymbuild("submit", config, *sharded, cwd=tmp_path, env=env)
+        assert done.rc == 0, done.stdout + done.stderr
+        record = manifest(shard_out)
+        (entry,) = record["benchmarks"]  # one entry for the benchmark
+        first, second = record["executor_metadata"]["shards.plain"].split(",")
         jobs += [first, second]
-        assert _ended(cluster, first) == ("COMPLETED", 0), _logs(scripts[0].parent)
-        assert _ended(cluster, second)[0] == "FAILED", _logs(scripts[1].parent)
+        assert entry["job_id"] == first and first != second
+        subprocess.run(["scancel", second], capture_output=True, check=True, timeout=60)
+        bench_dir = Path(record["run_dir"]) / "plain"
+        assert _ended(cluster, first) == ("COMPLETED", 0), _logs(bench_dir)
+        assert _ended(cluster, second)[0] == "CANCELLED"
         artifacts = bench_dir / "artifacts"
-        # materialized once, for the whole benchmark; shard 1 has two of its three rows; no merge yet
+        # materialized once, for the whole benchmark; shard 0 has its two rows; no merge yet
         assert _lines(artifacts / "rollouts_materialized_inputs.jsonl") == ROWS
-        assert _lines(scripts[1].parent / "artifacts" / "rollouts.jsonl") == 2
+        assert _lines(bench_dir / "shards" / "0" / "artifacts" / "rollouts.jsonl") == 2
         assert not (artifacts / "rollouts.jsonl").exists()
+        row = _status(env, tmp_path, config, *sharded)
+        assert row["state"] == "CANCELLED" and row["job_id"] == first
+        assert [(s["job_id"], s["state"]) for s in row["shards"]] == [
+            (first, "COMPLETED"),
+            (second, "CANCELLED"),
+        ]
+        had = _lines(bench_dir / "shards" / "1" / "artifacts" / "rollouts.jsonl")  # 0 unless it had started
 
-        # --- shard 1 alone, queued again with the model well
-        fail_after.unlink()
-        again = _sbatch(scripts[1])
+        # --- resubmit queues shard 1 alone, which completes its slice and merges
+        plan = gymbuild("resubmit", config, *sharded, "--dry-run", cwd=tmp_path, env=env)
+        assert plan.rc == 0 and "shards to queue: plain+shard1" in plan.stdout, plan.stdout + plan.stderr
+        done = gymbuild("resubmit", config, *sharded, cwd=tmp_path, env=env)
+        assert done.rc == 0, done.stdout + done.stderr
+        record = manifest(shard_out)
+        ids = record["executor_metadata"]["shards.plain"].split(",")
+        again = ids[1]
         jobs.append(again)
-        assert _ended(cluster, again) == ("COMPLETED", 0), _logs(scripts[1].parent)
-        driver_log = next(scripts[1].parent.glob(f"logs/driver-*{again}*")).read_text(errors="replace")
+        assert ids[0] == first and again not in (first, second)  # shard 0 left alone
+        assert f"submitted plain shard 1 -> Slurm job {again}" in done.stdout
+        assert (
+            record["benchmarks"][0]["job_id"] == first
+            and second in record["benchmarks"][0]["previous_job_ids"]
+        )
+        assert _ended(cluster, again) == ("COMPLETED", 0), _logs(bench_dir)
+        driver_log = next((bench_dir / "shards" / "1").glob(f"logs/driver-*{again}*")).read_text(
+            errors="replace"
+        )
         assert "every shard complete, merging" in driver_log
-
-        # a complete shard queued again (a user's mistake, a requeue) asks for nothing and merges nothing
-        merged_before = (artifacts / "rollouts.jsonl").read_bytes()
-        metrics_before = (artifacts / "rollouts_aggregate_metrics.json").read_bytes()
-        repeat = _sbatch(scripts[0])
-        jobs.append(repeat)
-        assert _ended(cluster, repeat) == ("COMPLETED", 0), _logs(scripts[0].parent)
-        assert (artifacts / "rollouts.jsonl").read_bytes() == merged_before
-        assert (artifacts / "rollouts_aggregate_metrics.json").read_bytes() == metrics_before
+        row = _status(env, tmp_path, config, *sharded)
+        assert row["state"] == "COMPLETED" and row["progress"]["done"] == row["progress"]["expected"] == ROWS
 
         assert _ended(cluster, whole_job) == ("COMPLETED", 0), _logs(whole_dir)
     finally:
@@ -159,5 +159,5 @@ def test_shards_merge_into_the_unsharded_score_and_a_failed_shard_reruns_alone(
         assert _lines(artifacts / name) == _lines(whole_dir / "artifacts" / name) == ROWS
     assert _mean_reward(artifacts) == pytest.approx(_mean_reward(whole_dir / "artifacts")) == 0.6
     asked = calls.read_text().split()
-    # once per row in all
-    assert [asked.count(job) for job in (first, second, again, repeat)] == [2, 2, 1, 0]
+    # shard 0 asked for its two rows; the re-queued shard 1 only for what its slice still lacked
+    assert asked.count(first) == 2 and asked.count(again) == 3 - had

@@ -47,8 +47,8 @@ class Crash(BaseException):
     """What a kill is to the submit: nothing after it runs (not an Exception doit would report)."""
 
 
-@pytest.fixture
-def user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def scheduler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The stand-in scheduler's directory, its sbatch/squeue/sacct exported into the session's bash."""
     sched = tmp_path / "sched"
     sched.mkdir()
     monkeypatch.chdir(tmp_path)
@@ -56,6 +56,12 @@ def user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setenv("GYM_TEST_SCHED", str(sched))
     for name, body in (("sbatch", _SBATCH), ("squeue", _SQUEUE), ("sacct", "() { true; }")):
         monkeypatch.setenv(f"BASH_FUNC_{name}%%", body)
+    return sched
+
+
+@pytest.fixture
+def user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    sched = scheduler(tmp_path, monkeypatch)
     run = {"config_paths": ["benchmarks/gpqa/config.yaml"]}
     config = slurm_config(tmp_path / "runs", {b: {"run": run} for b in BENCHES}, hostname=None)
     return {"config": write_config(tmp_path, config), "sched": sched, "runs": tmp_path / "runs"}
@@ -84,6 +90,24 @@ def _record(user: dict[str, Any]) -> dict[str, str | None]:
     return {j["benchmark"]: j["job_id"] for j in json.loads(manifest.read_text())["benchmarks"]}
 
 
+def killed_after_two_sends(user: dict[str, Any], capsys: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A submit killed once two attempts are in the shell's input, unanswered; the rest never sent."""
+    real_send = slurm.send
+    sent: list[str] = []
+
+    def send_then_crash(conn: Any, script: str, environment: Any, attempt: str) -> Any:
+        if len(sent) == 2:
+            raise Crash
+        sent.append(script)
+        return real_send(conn, script, environment, attempt)
+
+    monkeypatch.setattr(slurm, "send", send_then_crash)
+    with pytest.raises(Crash):
+        _submit(user, capsys)
+    capsys.readouterr()
+    monkeypatch.setattr(slurm, "send", real_send)
+
+
 def test_a_refused_benchmark_fails_alone_and_the_next_submit_queues_only_it(user, capsys) -> None:
     (user["sched"] / "refused").write_text("gym-beta\n")
     rc, out, err = _submit(user, capsys)
@@ -107,20 +131,7 @@ def test_a_refused_benchmark_fails_alone_and_the_next_submit_queues_only_it(user
 def test_a_submit_killed_mid_queue_leaves_each_benchmark_queued_exactly_once(
     user, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_send = slurm.send
-    sent: list[str] = []
-
-    def send_then_crash(conn: Any, script: str, environment: Any, attempt: str) -> Any:
-        if len(sent) == 2:  # two attempts are in the shell's input, unanswered; the rest never sent
-            raise Crash
-        sent.append(script)
-        return real_send(conn, script, environment, attempt)
-
-    monkeypatch.setattr(slurm, "send", send_then_crash)
-    with pytest.raises(Crash):
-        _submit(user, capsys)
-    capsys.readouterr()
-    monkeypatch.setattr(slurm, "send", real_send)
+    killed_after_two_sends(user, capsys, monkeypatch)
     # The killed run's shell ran what it had been sent; their answers were never read.
     assert sorted(_queued(user)) == ["gym-alpha", "gym-beta"]
     assert not list(user["runs"].glob("gym-job-*/gym-job.json"))
