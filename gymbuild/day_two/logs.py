@@ -13,27 +13,31 @@ from typing import TYPE_CHECKING
 from gymbuild import interrupts
 from gymbuild.day_two.status import current_statuses
 from gymbuild.errors import UserError
-from gymbuild.executors.states import (
-    shared_job_dirs,
-)
+from gymbuild.executors.base import executor_for
+from gymbuild.executors.states import shared_job_dirs
 from gymbuild.request.verb_args import LogsArgs
 from gymbuild.shell import quote
 
 if TYPE_CHECKING:
+    from gymbuild.executors.base import Executor
     from gymbuild.executors.connection import Connection
     from gymbuild.submit.session import Session
 
 
 def show_logs(
-    conn: Connection, job_dir: str, job_id: str, *, follow: bool, shared_dir: str | None = None
+    conn: Connection,
+    executor: Executor,
+    job_dir: str,
+    job_id: str,
+    *,
+    follow: bool,
+    shared_dir: str | None = None,
 ) -> None:
     """Print (or follow) the job's service and driver logs: `logs/*-<job id>.log` of its newest job
     (and of its shared job's own directory, where the services' logs are, for a benchmark in one).
     An array task's job.sh names its logs after the task's own number, Slurm's output is named
-    `<array id>_<index>`: both are shown."""
-    from gymbuild.executors.slurm.arrays import own_number  # an array task's: one more round trip
-
-    own = own_number(conn, shared_dir or job_dir, job_id)
+    `<array id>_<index>`: both are shown (the executor finds the task's own number)."""
+    own = executor.own_number(conn, shared_dir or job_dir, job_id)
     ids = [job_id, own] if own else [job_id]
     pattern = " ".join(f"{quote(d)}/logs/*-{quote(i)}.log" for d in (shared_dir, job_dir) if d for i in ids)
     if follow:
@@ -79,10 +83,11 @@ def print_logs(s: Session, args: LogsArgs) -> None:
     job = next(j for j in record.benchmarks if j.benchmark == row.benchmark)
     job_dir = job.job_dir
     shared = shared_job_dirs(record).get(job.job_id or "")
+    executor = executor_for(record.executor)
     if args.json and not args.follow:  # the logs as one JSON document: json=1 on every verb
         text = io.StringIO()
         with contextlib.redirect_stdout(text):
-            show_logs(s.connection(), job_dir, row.job_id, follow=False, shared_dir=shared)
+            show_logs(s.connection(), executor, job_dir, row.job_id, follow=False, shared_dir=shared)
         doc: dict[str, object] = {
             "gym_job_id": record.gym_job_id,
             "benchmark": row.benchmark,
@@ -92,4 +97,4 @@ def print_logs(s: Session, args: LogsArgs) -> None:
             doc["attempt"] = row.chain.attempt
         sys.stdout.write(json.dumps({**doc, "logs": text.getvalue()}, indent=2) + "\n")
         return
-    show_logs(s.connection(), job_dir, row.job_id, follow=args.follow, shared_dir=shared)
+    show_logs(s.connection(), executor, job_dir, row.job_id, follow=args.follow, shared_dir=shared)

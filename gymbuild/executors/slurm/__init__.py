@@ -123,6 +123,17 @@ def recover_lost(
     return Queued(job_id, None) if job_id else None
 
 
+def own_number(conn: Connection, job_dir: str, job_id: str) -> str | None:
+    """The number an array task's job.sh named its files (its logs) after (`$SLURM_JOB_ID`), from
+    the mark the task script left in `job_dir` (arrays.task_script): one round trip, only for an
+    array task; None for a plain job or a task not started."""
+    if "_" not in job_id:
+        return None
+    mark = conn.run(f"readlink {quote(posixpath.join(job_dir, '.gym_exit-' + job_id))}").stdout.strip()
+    number = mark.removeprefix(".gym_exit-")
+    return number if mark.startswith(".gym_exit-") and number.isdigit() else None
+
+
 def warnings(config: Config) -> tuple[str, ...]:
     """Slurm does everything a config can ask."""
     return ()

@@ -10,10 +10,10 @@ A task's job.sh knows itself by `$SLURM_JOB_ID` (its logs, its exit file, a resu
 which for an array task is a number of its own; the record, squeue and sacct know it as
 `<array id>_<index>`. So the task script leaves two marks before the exec, in the job's directory:
 `.gym_exit-<array id>_<index>` is a symlink to `.gym_exit-<SLURM_JOB_ID>` (status without
-accounting reads the exit status through it; `logs` reads the number from it, for the logs named
-after it), and `<array id>_<index>` is a line of `.gym_job_chain` (so status follows a resumable
-task's chain: the job.sh appends `$SLURM_JOB_ID` after it, and its successor, a plain job, after
-that).
+accounting reads the exit status through it; `logs` reads the number from it, through the executor's
+`own_number`, for the logs named after it), and `<array id>_<index>` is a line of `.gym_job_chain`
+(so status follows a resumable task's chain: the job.sh appends `$SLURM_JOB_ID` after it, and its
+successor, a plain job, after that).
 """
 
 from __future__ import annotations
@@ -106,13 +106,3 @@ def recover(conn: Connection, first_job_dir: str, attempt: str) -> Queued | None
 def task_id(array_id: str, index: int) -> str:
     """What squeue, sacct, scancel and the record call task `index` of array `array_id`."""
     return f"{array_id}_{index}"
-
-
-def own_number(conn: Connection, job_dir: str, job_id: str) -> str | None:
-    """The number an array task's job.sh named its files after (`$SLURM_JOB_ID`), from the mark the
-    task script left in `job_dir` (`task_script`); None for a plain job or a task not started."""
-    if "_" not in job_id:
-        return None
-    mark = conn.run(f"readlink {quote(posixpath.join(job_dir, '.gym_exit-' + job_id))}").stdout.strip()
-    number = mark.removeprefix(".gym_exit-")
-    return number if mark.startswith(".gym_exit-") and number.isdigit() else None
