@@ -14,6 +14,7 @@ import secrets
 import signal
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -47,16 +48,41 @@ def _remove_account(cluster: Any, name: str) -> None:
     )
 
 
-@pytest.fixture
-def capped_account(cluster: Any) -> Iterator[str]:
-    """An account of this test's own, root's association in it capped at MaxSubmitJobs=LIMIT; its
-    jobs cancelled and the account removed afterwards, whatever the test did."""
-    name = f"gymquota{secrets.token_hex(4)}"
+def _cap_account(cluster: Any, name: str, setting: str) -> None:
+    """Set a limit on account `name` itself (e.g. GrpSubmitJobs=2) and wait until slurmctld, which
+    judges sbatch, has taken it."""
+    cluster.ssh(f"sacctmgr -i modify account where name={name} set {setting} >/dev/null")
+    key, _, value = setting.partition("=")
+    deadline = time.monotonic() + 30
+    while (
+        f"{key}={value}("
+        not in cluster.ssh(f"scontrol show assoc_mgr accounts={name} flags=assoc", check=False).stdout
+    ):
+        assert time.monotonic() < deadline, f"slurmctld did not take {setting} for {name}"
+        time.sleep(0.5)
+
+
+@contextmanager
+def _own_account(cluster: Any, prefix: str, limit: int | None, setting: str = "") -> Iterator[str]:
+    """An account of the test's own (`prefix` and a unique tail), root's association in it capped at
+    MaxSubmitJobs=`limit` (None: uncapped) and the account's own `setting` (e.g. GrpSubmitJobs=0),
+    each waited for until slurmctld, which judges sbatch, enforces it; its jobs cancelled and the
+    account removed afterwards, whatever the test did."""
+    name = f"{prefix}{secrets.token_hex(4)}"
     try:
-        set_submit_limit(name, LIMIT)  # and wait until slurmctld, which judges sbatch, enforces it
+        set_submit_limit(name, limit)
+        if setting:
+            _cap_account(cluster, name, setting)
         yield name
     finally:
         _remove_account(cluster, name)
+
+
+@pytest.fixture
+def capped_account(cluster: Any) -> Iterator[str]:
+    """An account of this test's own, root's association in it capped at MaxSubmitJobs=LIMIT."""
+    with _own_account(cluster, "gymquota", LIMIT) as name:
+        yield name
 
 
 def test_a_submission_three_times_the_quota_is_fed_to_the_end_without_a_refused_sbatch(
@@ -193,20 +219,6 @@ def test_a_follower_feeds_the_checkpoints_that_wait_for_room(
     assert not [c for c in sweeper.ssh.commands() if "AssocMaxSubmitJobLimit" in c]
 
 
-def _cap_account(cluster: Any, name: str, setting: str) -> None:
-    """Set a limit on account `name` itself (e.g. GrpSubmitJobs=2) and wait until slurmctld, which
-    judges sbatch, has taken it."""
-    cluster.ssh(f"sacctmgr -i modify account where name={name} set {setting} >/dev/null")
-    key, _, value = setting.partition("=")
-    deadline = time.monotonic() + 30
-    while (
-        f"{key}={value}("
-        not in cluster.ssh(f"scontrol show assoc_mgr accounts={name} flags=assoc", check=False).stdout
-    ):
-        assert time.monotonic() < deadline, f"slurmctld did not take {setting} for {name}"
-        time.sleep(0.5)
-
-
 @pytest.fixture
 def group_capped_account(cluster: Any) -> Iterator[str]:
     """An account of this test's own under a parent account of its own with GrpSubmitJobs=2: a
@@ -259,13 +271,8 @@ def test_a_parent_accounts_group_limit_is_read_before_sbatch_and_the_rest_is_fed
 @pytest.fixture
 def closed_account(cluster: Any) -> Iterator[str]:
     """An account of this test's own whose GrpSubmitJobs is 0: no job of it can ever be queued."""
-    name = f"gymquotazero{secrets.token_hex(4)}"
-    try:
-        set_submit_limit(name, None)
-        _cap_account(cluster, name, "GrpSubmitJobs=0")
+    with _own_account(cluster, "gymquotazero", None, "GrpSubmitJobs=0") as name:
         yield name
-    finally:
-        _remove_account(cluster, name)
 
 
 def test_a_limit_no_job_can_ever_fit_ends_submit_watch_with_one_error_and_nothing_queued(
