@@ -14,7 +14,7 @@ from gymbuild import interrupts
 from gymbuild.day_two.status import current_statuses
 from gymbuild.errors import UserError
 from gymbuild.executors.base import executor_for
-from gymbuild.executors.states import shared_job_dirs
+from gymbuild.executors.states import shared_job_dirs, unqueued_reason
 from gymbuild.request.verb_args import LogsArgs
 from gymbuild.shell import quote
 
@@ -78,7 +78,7 @@ def print_logs(s: Session, args: LogsArgs) -> None:
         raise UserError(f"error: name one benchmark with only=<bench> (one of: {names})")
     row = rows[0]
     if not row.job_id:
-        raise UserError(f"error: {row.benchmark} was never queued: {row.error}")
+        raise UserError(f"error: {row.benchmark} has no job, so no logs: {unqueued_reason(row.error)}")
     # The newest job of its chain (status follows it): its dir is the recorded job's.
     job = next(j for j in record.benchmarks if j.benchmark == row.benchmark)
     job_dir = job.job_dir

@@ -67,9 +67,44 @@ WAITING_FOR_ROOM = "waiting for room: "
 WAITING_FOR_ROOM_STATE = "WAITING"  # its STATE in `status` (no job id tells it from WAITING_IN_JOB)
 
 
+NOT_QUEUED = "NOT QUEUED"  # the STATE of a benchmark with no job that does not wait for room
+NEVER_QUEUED = "never queued"
+
+
 def waits_for_room(error: str | None) -> bool:
     """A record entry's error says its benchmark waits for room under a limit (it did not fail)."""
     return bool(error) and str(error).startswith(WAITING_FOR_ROOM)
+
+
+def unqueued_state(error: str | None) -> str:
+    """The STATE of a benchmark with no job: WAITING when it waits for room, else NOT QUEUED."""
+    return WAITING_FOR_ROOM_STATE if waits_for_room(error) else NOT_QUEUED
+
+
+def unqueued_reason(error: str | None) -> str:
+    """What every verb (status, results, logs, compare, cancel, resubmit) says of a benchmark with no
+    job, in the same words: `waiting for room under <the limit> (...); <who feeds it>`, which is
+    not a failure, or `never queued: <why>`."""
+    if waits_for_room(error):
+        return f"waiting for room under {str(error).removeprefix(WAITING_FOR_ROOM)}"
+    return f"{NEVER_QUEUED}: {error}" if error else NEVER_QUEUED
+
+
+def waiting_note(rows: Iterable[BenchStatus]) -> str:
+    """For cancel's line: the benchmarks of `rows` that wait for room have no job to stop (nothing
+    is said of them otherwise, and a later submit still queues them); "" when none waits."""
+    waiting = [r.benchmark for r in rows if r.job_id is None and waits_for_room(r.error)]
+    if not waiting:
+        return ""
+    return (
+        f"; {len(waiting)} waiting for room ({', '.join(waiting)}) have no job to cancel: "
+        "a later `gymbuild submit` queues them"
+    )
+
+
+def is_unqueued_reason(text: str) -> bool:
+    """`text` is an `unqueued_reason` (a benchmark with no job), not a job's state."""
+    return text.startswith(("waiting for room under ", NEVER_QUEUED))
 
 
 @dataclass(frozen=True)
@@ -194,8 +229,9 @@ def status_rows(jobs: Iterable[BenchmarkJob], found: Mapping[str, JobState]) -> 
     rows = []
     for job in jobs:
         if not job.job_id:
-            label = WAITING_FOR_ROOM_STATE if waits_for_room(job.error) else "NOT QUEUED"
-            rows.append(BenchStatus(job.benchmark, None, label, None, None, None, job.error))
+            rows.append(
+                BenchStatus(job.benchmark, None, unqueued_state(job.error), None, None, None, job.error)
+            )
             continue
         state = found.get(job.job_dir)
         rows.append(

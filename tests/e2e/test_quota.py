@@ -153,6 +153,21 @@ def test_a_plain_submit_leaves_the_rest_waiting_and_a_later_submit_queues_them(
     assert (status["summary"]["waiting"], status["summary"]["failed"]) == (2, 0)
     table = gymbuild("status", cwd=tmp_path, env=env).stdout
     assert "waiting for room" in table and f"MaxSubmitJobs={LIMIT}" in table
+    # Every verb says it in the same words, none as a failure or "never queued".
+    under = f"waiting for room under MaxSubmitJobs={LIMIT} of association {capped_account}/root"
+    logs = gymbuild("logs", "only=w4", cwd=tmp_path, env=env)
+    assert logs.rc == 1 and f"error: w4 has no job, so no logs: {under}" in logs.stderr, logs.stderr
+    said = {
+        verb: gymbuild(*argv, cwd=tmp_path, env=env)
+        for verb, argv in {
+            "results": ("results", "json=1"),
+            "resubmit": ("resubmit", "only=w4", "dry_run=1"),
+            "cancel": ("cancel", "dry_run=1"),
+        }.items()
+    }
+    assert under in said["results"].stdout and under in said["resubmit"].stdout + said["resubmit"].stderr
+    assert "2 waiting for room (w4, w5) have no job to cancel" in said["cancel"].stdout
+    assert not [v for v, r in said.items() if "never queued" in r.stdout + r.stderr]
 
     # NeMo Gym 0.7.0 reads the record as its own: the waiting ones are entries with no job id yet.
     loaded = nemo_gym.run_python(LOAD_WITH_NEMO_GYM, str(run_dir(config) / "gym-job.json"))
