@@ -113,7 +113,7 @@ def _recover(conn: Connection, jobs: list[_Job]) -> list[_Job]:
         if word == "array":
             attempt, index, first_dir = rest.split(" ", 2)
             if attempt not in answers:
-                answers[attempt] = slurm_arrays.recover(conn, first_dir, attempt)
+                answers[attempt] = slurm_arrays.recover(conn, first_dir, attempt, j.run.submission.run_dir)
             answer = answers[attempt]
             task = slurm_arrays.task_id(answer.job_id, int(index)) if answer and answer.job_id else None
             adopted = Queued(task, None) if task else None
