@@ -20,7 +20,7 @@ from gymbuild import interrupts
 from gymbuild.executors.base import Queued
 from gymbuild.plan.arrays import ArrayJob, plan_arrays
 from gymbuild.submit import queue
-from gymbuild.submit.quota import hold
+from gymbuild.submit.quota import hold, refused_why
 from gymbuild.submit.record import keep_benchmark_order
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def queue_arrays(
                 queue._not_started(member.run, [member.job], member.run.workspace.outcomes())
         if refused is not None:
             for member in (by_key[k] for array in left for k in array.keys):
-                hold(member.run, member.job.members, f"sbatch said: {refused.error}")
+                hold(member.run, member.job.members, refused_why(refused.error or ""))
 
 
 def _parallel(run: Settled) -> int | None:

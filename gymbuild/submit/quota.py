@@ -51,6 +51,12 @@ def dry_run_note(jobs: int, directives: dict[str, str | None]) -> str:
     )
 
 
+def refused_why(message: str) -> str:
+    """Why a benchmark waits after sbatch refused it naming a limit gymbuild did not read: the words
+    every verb puts after "waiting for room under" (executors/states.py, unqueued_reason)."""
+    return f"the limit sbatch named (sbatch said: {message})"
+
+
 def waiting_text(why: str) -> str:
     """The error a waiting benchmark's record entry carries: it names the limit and its source."""
     return f"{WAITING_FOR_ROOM}{why}; {FEED_HINT}"

@@ -21,7 +21,7 @@ from gymbuild.executors.states import (
 from gymbuild.results.compare_cover import Found, shortfalls
 from gymbuild.results.table import no_metrics_reason
 from gymbuild.state.records import BenchmarkJob
-from gymbuild.submit.quota import waiting_text
+from gymbuild.submit.quota import refused_why, waiting_text
 
 LIVE = frozenset({"RUNNING"})
 limit_words = st.text(st.characters(codec="utf-8"), min_size=1, max_size=60)
@@ -45,7 +45,11 @@ def _said(row: BenchStatus) -> dict[str, str]:
     }
 
 
-@given(why=limit_words)
+# A limit read before sbatch (its source), or one sbatch named when it refused (its message).
+reasons = st.one_of(limit_words, limit_words.map(refused_why))
+
+
+@given(why=reasons)
 def test_a_waiting_benchmark_is_waiting_for_room_under_its_limit_in_every_verb(why: str) -> None:
     row = _row(waiting_text(why))
     assert (row.state, row.job_id) == (WAITING_FOR_ROOM_STATE, None)
