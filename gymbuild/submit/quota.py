@@ -105,8 +105,16 @@ class Room:
         for run, packing, benches in passes:
             scope = self.ask(conn, run, packing, benches) if benches else None
             limits = self.read(scope) if scope is not None else None
-            if limits is not None and limits.never:
-                raise UserError(never_text(run, scope or (None, None), limits.never, len(benches)))
+            if limits is None or scope is None:
+                continue
+            if limits.never:
+                raise UserError(never_text(run, scope, limits.never, len(benches)))
+            plans = [run.plans.job(job).plan for job in packing.jobs(list(benches))]
+            too_big = next(filter(None, (limits.too_big(dict(p.directives)) for p in plans)), "")
+            if too_big:
+                pools = f"compute.{run.config.compute.name}.node_pools"
+                fix = f"ask fewer nodes or GPUs per job ({pools}), or an account or QOS that allows them"
+                raise UserError(never_text(run, scope, too_big, len(benches), fix))
 
     def take(self, conn: Connection, run: Settled, packing: Packing, benches: list[str]) -> list[str]:
         """The benchmarks of `benches` to queue now; the others' outcomes say they wait for room."""
@@ -124,17 +132,19 @@ class Room:
         return fit
 
 
-def never_text(run: Settled, scope: Scope, limit: str, benches: int) -> str:
+def never_text(run: Settled, scope: Scope, limit: str, benches: int, fix: str = "") -> str:
     """The one error for jobs no room can ever let in: the config, the limit, and the fix."""
     account, qos = scope
     where = f"compute.{run.config.compute.name}.account"
     named = f"account {account}" if account else "your default account"
+    fix = fix or (
+        f"name an account (and QOS) whose limits let jobs in ({where}=<account>), or ask the "
+        "cluster's admins to raise the limit (sacctmgr show assoc, sacctmgr show qos)"
+    )
     text = (
-        f"error: {run.config_file}: {where}: {limit} lets no job of {named}"
-        f"{f' in QOS {qos}' if qos else ''} in, so {benches} benchmark(s) would wait for room that "
-        "never frees; nothing was queued\n"
-        f"    fix: name an account (and QOS) whose limits let jobs in ({where}=<account>), or ask "
-        "the cluster's admins to raise the limit (sacctmgr show assoc, sacctmgr show qos)"
+        f"error: {run.config_file}: {where}: {limit} lets none of these jobs ({named}"
+        f"{f', QOS {qos}' if qos else ''}) in, so {benches} benchmark(s) would wait for room that "
+        f"never frees; nothing was queued\n    fix: {fix}"
     )
     return printable(text)
 

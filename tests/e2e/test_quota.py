@@ -50,13 +50,14 @@ def _remove_account(cluster: Any, name: str) -> None:
 
 def _cap_account(cluster: Any, name: str, setting: str) -> None:
     """Set a limit on account `name` itself (e.g. GrpSubmitJobs=2) and wait until slurmctld, which
-    judges sbatch, has taken it."""
+    judges sbatch, has taken it (as scontrol shows it: `GrpSubmitJobs=2(0)`, or MaxTRES as
+    `MaxTRESPJ=node=1`)."""
     cluster.ssh(f"sacctmgr -i modify account where name={name} set {setting} >/dev/null")
     key, _, value = setting.partition("=")
+    shown = f"MaxTRESPJ={value}" if key == "MaxTRES" else f"{key}={value}("
     deadline = time.monotonic() + 30
     while (
-        f"{key}={value}("
-        not in cluster.ssh(f"scontrol show assoc_mgr accounts={name} flags=assoc", check=False).stdout
+        shown not in cluster.ssh(f"scontrol show assoc_mgr accounts={name} flags=assoc", check=False).stdout
     ):
         assert time.monotonic() < deadline, f"slurmctld did not take {setting} for {name}"
         time.sleep(0.5)
@@ -283,42 +284,47 @@ def test_a_parent_accounts_group_limit_is_read_before_sbatch_and_the_rest_is_fed
     assert len(ended) == 4 and {r.state for r in ended.values()} == {"COMPLETED"}
 
 
-@pytest.fixture
-def closed_account(cluster: Any) -> Iterator[str]:
-    """An account of this test's own whose GrpSubmitJobs is 0: no job of it can ever be queued."""
-    with _own_account(cluster, "gymquotazero", None, "GrpSubmitJobs=0") as name:
-        yield name
+# Limits no job of the submission can ever fit: (the account's own setting, the nodes a job asks,
+# the limit the error names, what its fix names).
+NEVER = {
+    "limit-of-0": ("GrpSubmitJobs=0", 1, "GrpSubmitJobs=0 of account {a}", "compute.cluster.account="),
+    "job-too-big": (
+        "MaxTRES=node=1",
+        2,
+        "MaxTRESPerJob node=1 of association {a}/root (a job here asks node=2)",
+        "compute.cluster.node_pools",
+    ),
+}
 
 
+@pytest.mark.parametrize("case", list(NEVER))
 def test_a_limit_no_job_can_ever_fit_ends_submit_watch_with_one_error_and_nothing_queued(
-    cluster: Any, closed_account: str, tmp_path: Any
+    cluster: Any, tmp_path: Any, case: str
 ) -> None:
-    benchmarks = {f"z{i}": {"command": "true"} for i in range(3)}
-    config = slurm_config(cluster.run_dir("e2e-quota-zero"), benchmarks, services={}, account=closed_account)
-    del config["driver"]["policy_model"]
-    write_config(tmp_path, config)
-    env = user_env(tmp_path, GYMBUILD_WATCH_INTERVALS="1,2")
+    setting, nodes, limit, fix_names = NEVER[case]
+    with _own_account(cluster, "gymquotanever", None, setting) as account:
+        benchmarks = {f"z{i}": {"command": "true"} for i in range(3)}
+        config = slurm_config(cluster.run_dir(f"e2e-quota-{case}"), benchmarks, services={}, account=account)
+        del config["driver"]["policy_model"]
+        config["compute"]["cluster"]["node_pools"]["gpu"]["nodes"] = nodes
+        write_config(tmp_path, config)
+        env = user_env(tmp_path, GYMBUILD_WATCH_INTERVALS="1,2")
 
-    render = gymbuild("render", cwd=tmp_path, env=env)
-    assert render.rc == 0 and "lets no job in at all (0) ends the submit with an error" in render.stderr
+        render = gymbuild("render", cwd=tmp_path, env=env)
+        assert render.rc == 0 and "lets no job in at all (0) ends the submit with an error" in render.stderr
 
-    done = gymbuild("submit", "watch=1", cwd=tmp_path, env=env, timeout=300)
-    assert done.rc == 1, done.stdout + done.stderr
-    assert "Traceback" not in done.stderr
-    (error, fix) = [line for line in done.stderr.splitlines() if line.startswith(("error:", "    fix:"))]
-    assert error.startswith("error: ") and "submit.yaml: compute." in error and ".account: " in error
-    assert f"GrpSubmitJobs=0 of account {closed_account} lets no job of account {closed_account}" in error
-    assert "nothing was queued" in error and "compute." in fix
-    # Nothing queued: no job of the account, and no job id in any record.
-    queued = cluster.ssh(f"squeue -h -A {closed_account} -o %i; sacct -X -n -A {closed_account} -o JobID")
-    assert queued.stdout.split() == []
-    records = [
-        json.loads(p.read_text())
-        for p in run_dirs(config["job"]["output_path"])
-        for p in [p / "gym-job.json"]
-        if p.exists()
-    ]
-    assert not [job_id for record in records for job_id in job_ids(record).values() if job_id]
+        done = gymbuild("submit", "watch=1", cwd=tmp_path, env=env, timeout=300)
+        assert done.rc == 1 and "Traceback" not in done.stderr, done.stdout + done.stderr
+        (error, fix) = [line for line in done.stderr.splitlines() if line.startswith(("error:", "    fix:"))]
+        assert error.startswith("error: ") and "submit.yaml: compute.cluster.account: " in error
+        assert f"{limit.format(a=account)} lets none of these jobs (account {account}" in error, error
+        assert "nothing was queued" in error and fix_names in fix, fix
+        # Nothing queued: no job of the account, and no job id in any record.
+        queued = cluster.ssh(f"squeue -h -A {account} -o %i; sacct -X -n -A {account} -o JobID")
+        assert queued.stdout.split() == []
+        manifests = [d / "gym-job.json" for d in run_dirs(config["job"]["output_path"])]
+        records = [json.loads(p.read_text()) for p in manifests if p.exists()]
+        assert not [job_id for record in records for job_id in job_ids(record).values() if job_id]
 
 
 def test_an_array_submission_over_the_quota_queues_what_fits_and_feeds_the_rest_as_arrays(

@@ -4,7 +4,8 @@ sacctmgr, scontrol and squeue printed on the test cluster (tests/data/slurm-limi
 MaxSubmitJobs=4, MaxJobs=2, a QOS `gymquotaqos` with MaxSubmitJobsPerUser=6, MaxJobsPerUser=3, and
 held jobs queued in them; `no-slurm-conf.txt` the same script where no Slurm tool answers;
 `group.txt` group limits: an account `gymq2par` with GrpSubmitJobs=3 over two sub-accounts,
-`gymq2kid` (GrpJobs=2) and `gymq2sib`, a held job in each, and `gymq2zero` with GrpSubmitJobs=0)."""
+`gymq2kid` (GrpJobs=2) and `gymq2sib`, a held job in each, and `gymq2zero` with GrpSubmitJobs=0;
+`tres.txt` root's association in `gymq2tres` with MaxTRESPerJob node=1, gres/gpu=2)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gymbuild.executors.slurm.limits import Limits, parse, refused_by_limit
+from gymbuild.executors.slurm.limits import Limits, job_tres, parse, refused_by_limit
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm-limits"
 
@@ -177,3 +178,29 @@ def test_the_room_is_the_least_any_group_limit_above_the_account_leaves(
     # Never: exactly when one of the limits above the account (or the QOS's) is 0.
     zero = any(n == 0 for top, n in grp.items() if account in below(top)) or qos_grp == 0
     assert bool(limits.never) == zero
+
+
+def test_a_job_bigger_than_a_per_job_tres_limit_is_named_with_what_it_asks() -> None:
+    limits = parse(captured("tres.txt"), "gymq2tres")
+    where = "of association gymq2tres/root"
+    assert limits.too_big({"nodes": "2"}) == f"MaxTRESPerJob node=1 {where} (a job here asks node=2)"
+    assert limits.too_big({"nodes": "1", "gpus-per-node": "4"}) == (
+        f"MaxTRESPerJob gres/gpu=2 {where} (a job here asks gres/gpu=4)"
+    )
+    assert limits.too_big({"gres": "gpu:a100:3"}).startswith("MaxTRESPerJob gres/gpu=2 ")
+    assert limits.too_big({"nodes": "1", "gpus-per-node": "2"}) == ""
+    assert limits.too_big({}) == ""  # one node, no GPUs asked: fits
+    assert parse(captured("full.txt"), "gymquotacap").too_big({"nodes": "64"}) == ""  # no such limit
+
+
+@given(
+    nodes=st.integers(1, 64), gpus=st.integers(0, 16), how=st.sampled_from(["gpus-per-node", "gres", "gpus"])
+)
+def test_what_a_job_asks_is_its_nodes_and_all_its_gpus_however_they_are_written(
+    nodes: int, gpus: int, how: str
+) -> None:
+    written = {"gpus-per-node": str(gpus), "gres": f"gpu:h100:{gpus}", "gpus": str(gpus * nodes)}[how]
+    directives = {"nodes": f"{nodes}-{nodes + 2}" if nodes % 2 else str(nodes), how: written}
+    assert job_tres(directives) == {"node": nodes, "gres/gpu": gpus * nodes}
+    fits = nodes <= 1 and gpus * nodes <= 2
+    assert (parse(captured("tres.txt"), "gymq2tres").too_big(directives) == "") == fits

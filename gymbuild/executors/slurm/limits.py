@@ -44,7 +44,7 @@ LIMIT_WORDS = (
 
 # The sections of the one command's output: `@<name>` lines, each section ending with `@rc <status>`.
 _SECTIONS = ("user", "assoc", "tree", "qos", "config", "queued")
-_ASSOC_FIELDS = "Account,User,Partition,MaxSubmit,MaxJobs,QOS,DefaultQOS,GrpSubmit,GrpJobs"
+_ASSOC_FIELDS = "Account,User,Partition,MaxSubmit,MaxJobs,QOS,DefaultQOS,GrpSubmit,GrpJobs,MaxTRES"
 
 
 def limits_script(user: str | None = None) -> str:
@@ -64,7 +64,7 @@ def limits_script(user: str | None = None) -> str:
         "user": f'{p} user "$u" format=DefaultAccount',
         "assoc": f'{p} assoc where user="$u" format={_ASSOC_FIELDS}',
         "tree": f"{p} assoc where user= format=Account,User,ParentName,GrpSubmit,GrpJobs",
-        "qos": f"{p} qos format=Name,MaxSubmitPU,MaxJobsPU,GrpSubmit,GrpJobs",
+        "qos": f"{p} qos format=Name,MaxSubmitPU,MaxJobsPU,GrpSubmit,GrpJobs,MaxTRES",
         "config": "scontrol show config 2>/dev/null | grep -E '^MaxArraySize '",
         "queued": (
             "squeue -h -r -o '%a|%q|%u' 2>/dev/null"
@@ -109,6 +109,7 @@ class Limits:
     jobs_source: str = ""
     counted: str = "of your jobs"
     never: str = ""
+    max_tres: tuple[tuple[str, int, str], ...] = ()  # per job: (TRES, its maximum, where it is from)
 
     @property
     def room(self) -> int | None:
@@ -129,6 +130,16 @@ class Limits:
                 return count
             taken += weight
         return len(weights)
+
+    def too_big(self, directives: Mapping[str, str | None]) -> str:
+        """The per-job TRES limit (MaxTRESPerJob of the association or the QOS) a job with these
+        #SBATCH directives exceeds (job_tres), named with what it asks; "" when it fits. Such a job
+        would pend for good."""
+        need = job_tres(directives)
+        for tres, most, source in self.max_tres:
+            if need.get(tres, 0) > most:
+                return f"{source} (a job here asks {tres}={need[tres]})"
+        return ""
 
     def why(self) -> str:
         """The limit that holds jobs back, and where it comes from, in one line."""
@@ -190,6 +201,7 @@ class _Assoc:
     default_qos: str
     grp_submit: int | None = None
     grp_jobs: int | None = None
+    max_tres: str = ""
 
     @classmethod
     def of(cls, line: str) -> _Assoc | None:
@@ -197,7 +209,7 @@ class _Assoc:
         if len(fields) < 7:
             return None
         account, user, partition, submit, jobs, qos, default = fields[:7]
-        grp_submit, grp_jobs = [*fields[7:9], "", ""][:2]
+        grp_submit, grp_jobs, max_tres = [*fields[7:10], "", "", ""][:3]
         return cls(
             account,
             user,
@@ -208,6 +220,7 @@ class _Assoc:
             default,
             _number(grp_submit),
             _number(grp_jobs),
+            max_tres,
         )
 
     def qos_for(self, named: str | None) -> str | None:
@@ -292,11 +305,11 @@ def parse(text: str, account: str | None = None, qos: str | None = None) -> Limi
     mine = [a for a in map(_Assoc.of, sections.get("assoc", [])) if a is not None and a.account == account]
     assoc = next((a for a in mine if not a.partition), mine[0] if mine else None)  # all partitions' row
     qos = assoc.qos_for(qos) if assoc else qos
-    rows = (line.split("|") for line in sections.get("qos", []))
-    per_qos = {r[0]: (_number(r[1]), _number(r[2])) for r in rows if len(r) >= 3}
+    per_qos = {r[0]: [*r, "", "", ""] for r in (line.split("|") for line in sections.get("qos", []))}
+    the_qos = per_qos.get(qos or "", [""] * 6)
     queue = _Queue.of(sections.get("queued", []))
     in_account, in_qos = queue.count(account or ""), queue.count(qos=qos or "")
-    qos_submit, qos_jobs = per_qos.get(qos or "", (None, None))
+    qos_submit, qos_jobs = _number(the_qos[1]), _number(the_qos[2])
     where = f"association {account}/{assoc.user}" if assoc else ""
     a = assoc or _Assoc("", "", "", None, None, (), "")
     group_submit, group_jobs = _group_limits(sections, account, qos, queue)
@@ -315,12 +328,52 @@ def parse(text: str, account: str | None = None, qos: str | None = None) -> Limi
     max_submit, submit_source, queued, counted = _tightest(submits)
     max_jobs, jobs_source, _, _ = _tightest(jobs)
     never = next((one[1] for one in [*submits, *jobs] if one[0] == 0), "")
+    max_tres = (*_tres(a.max_tres, f"of {where}"), *_tres(the_qos[5], f"of QOS {qos}"))
     array = None
     for line in sections.get("config", []):
         key, _, value = line.partition("=")
         if key.strip() == "MaxArraySize":
             array = _number(value)
-    return Limits(max_submit, max_jobs, array, queued, submit_source, jobs_source, counted, never)
+    return Limits(max_submit, max_jobs, array, queued, submit_source, jobs_source, counted, never, max_tres)
+
+
+def _tres(text: str, where: str) -> list[tuple[str, int, str]]:
+    """`node=1,gres/gpu=2` (sacctmgr's MaxTRES) as (TRES, maximum, source), for the TRES a job's
+    directives say exactly (job_tres)."""
+    found = []
+    for item in filter(None, text.split(",")):
+        tres, _, value = item.partition("=")
+        if tres in _JOB_TRES and _number(value) is not None:
+            found.append((tres, _number(value) or 0, f"MaxTRESPerJob {tres}={value} {where}"))
+    return found
+
+
+_JOB_TRES = ("node", "gres/gpu")
+
+
+def _count(value: str | None) -> int | None:
+    """The count of a directive's value: `2`, `2-4` (the least), `a100:8` and `gpu:a100:8` (the last)."""
+    if not value:
+        return None
+    return _number(value.rsplit(":", 1)[-1].split("-", 1)[0])
+
+
+def job_tres(directives: Mapping[str, str | None]) -> dict[str, int]:
+    """What one job with these #SBATCH directives asks of the TRES a per-job limit caps: its nodes
+    (`nodes`, else 1) and its GPUs (`gpus`, else `gpus-per-node` or `gres=gpu:N` times the nodes).
+    CPUs are left out: what Slurm counts depends on the site's core layout."""
+    nodes = _count(directives.get("nodes")) or 1
+    need = {"node": nodes}
+    per_node = _count(directives.get("gpus-per-node"))
+    gres = directives.get("gres") or ""
+    if per_node is None and gres.startswith("gpu"):
+        per_node = _count(gres)
+    gpus = _count(directives.get("gpus"))
+    if gpus is None and per_node is not None:
+        gpus = per_node * nodes
+    if gpus is not None:
+        need["gres/gpu"] = gpus
+    return need
 
 
 def ask(conn: Connection, directives: Mapping[str, str | None]) -> Callable[[], Limits]:
