@@ -9,13 +9,14 @@ waiting (submit/quota.py). A site without accounting (sacctmgr fails, or slurmdb
 has no limits found: every field None, and nothing is held back.
 
 The limits read are those of the user's association in the account the job names (MaxSubmitJobs,
-MaxJobs, and its own GrpSubmitJobs/GrpJobs: inherited from the account when the user's own is unset,
-as sacctmgr shows them), the group limits of that account and of every account above it
-(GrpSubmitJobs, GrpJobs: all users' jobs in the account and its sub-accounts count), and the QOS's
-per-user and group limits (MaxSubmitJobsPerUser, MaxJobsPerUser, GrpSubmitJobs, GrpJobs). Against a
-group limit the jobs of every user count, so the queue is counted for all users (squeue), by
-account, QOS and whether the job is the user's own. A rejection by a limit still unread (a
-partition's QOS, a TRES limit) is taken as "wait" (`refused_by_limit`).
+MaxJobs, MaxTRES per job: inherited from the account when the user's own is unset, as sacctmgr shows
+them; and the association's own GrpSubmitJobs/GrpJobs), the group limits of that account and of
+every account above it (GrpSubmitJobs, GrpJobs: all users' jobs in the account and its sub-accounts
+count), and the QOS's per-user, group and per-job limits (MaxSubmitJobsPerUser, MaxJobsPerUser,
+GrpSubmitJobs, GrpJobs, MaxTRES). Against a group limit the jobs of every user count, so the queue
+is counted for all users (squeue), by account, QOS and whether the job is the user's own. A
+rejection by a limit still unread (a partition's QOS, a group TRES limit, a race with another
+sbatch) is taken as "wait" (`refused_by_limit`).
 """
 
 from __future__ import annotations
