@@ -326,3 +326,21 @@ def test_a_test_files_folder_says_what_it_tests() -> None:
                     found.append(f"{name}:{tie.line}: imports {tie.target} (a floor above {folder}/)")
     assert len(list((ROOT / "tests").glob("*/test_*.py"))) > 50, "the test folders were not read"
     assert not found, "tests that import from above the folder they test:\n" + "\n".join(found)
+
+
+# The folders above submit/ act on jobs that already exist, through the Executor protocol
+# (executors/base.py): none names an executor's own folder, so a third executor needs no change there.
+THROUGH_THE_PROTOCOL = frozenset({"day_two", "results", "sweep", "cli"})
+
+
+def test_day_two_and_above_reach_an_executor_only_through_the_protocol() -> None:
+    paths, modules = package_modules()
+    own = tuple(f"gymbuild.executors.{name}" for name in ("slurm", "local"))
+    found = [
+        f"{tie.source.relative_to(ROOT)}:{tie.line}: imports {tie.target}"
+        for p in paths
+        if folder_of(module_name(p)) in THROUGH_THE_PROTOCOL
+        for tie in import_ties(p, modules)
+        if tie.target.startswith(own)
+    ]
+    assert not found, "ask executor_for(...) and the Executor protocol instead:\n" + "\n".join(found)

@@ -21,6 +21,7 @@ from gymbuild.executors.states import (
     shared_job_dirs,
     shared_jobs,
     states_of,
+    waiting_note,
 )
 from gymbuild.plan.shared import shared_job_name
 from gymbuild.request.verb_args import CancelArgs, DryRunnable, ResubmitArgs
@@ -55,6 +56,7 @@ def cancel(s: Session, args: CancelArgs) -> None:
     record, rows = current_statuses(s, args)
     executor = executor_for(record.executor)
     live = live_job_ids(rows, args.only, executor.LIVE)
+    waits = waiting_note(rows)  # what waits for room has no job: said, as status says it
     recorded = {job_id for j in record.benchmarks for job_id in (j.job_id, *j.previous_job_ids) if job_id}
     recorded |= {i for ids in sharded(record.executor_metadata).values() for i in ids if i}  # shards' jobs
     if args.dry_run:
@@ -64,13 +66,14 @@ def cancel(s: Session, args: CancelArgs) -> None:
             "(dry run: none cancelled)"
             if live
             else f"nothing to cancel: no job of {record.gym_job_id} is pending or running"
-        )
+        ) + waits
         _said(args, record, [], message, would_cancel=live)
         return
     if not live:
         # A job killed without its EXIT trap (SIGKILL, a lost node) left its secrets file behind.
         executor.forget_secrets(s.connection(), record.gym_job_id, _secret_names(args, record, rows))
-        _said(args, record, [], f"nothing to cancel: no job of {record.gym_job_id} is pending or running")
+        none = f"nothing to cancel: no job of {record.gym_job_id} is pending or running"
+        _said(args, record, [], none + waits)
         return
     by_name = {j.benchmark: j for j in record.benchmarks}
     # A shared job is cancelled at its own directory (states.py), where status reads its marks.
@@ -102,7 +105,7 @@ def cancel(s: Session, args: CancelArgs) -> None:
     message = f"cancelled {len(ids)} job(s) of {record.gym_job_id}: {', '.join(named)}"
     if not ids:
         message = f"nothing to cancel: the jobs of {record.gym_job_id} ended meanwhile"
-    _said(args, record, ids, message, stopped=stopped, recorded=recorded)
+    _said(args, record, ids, message + waits, stopped=stopped, recorded=recorded)
 
 
 def _shard_dirs(row: BenchStatus, by_name: dict[str, BenchmarkJob]) -> list[tuple[int, str]]:

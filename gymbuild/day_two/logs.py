@@ -13,26 +13,32 @@ from typing import TYPE_CHECKING
 from gymbuild import interrupts
 from gymbuild.day_two.status import current_statuses
 from gymbuild.errors import UserError
+from gymbuild.executors.base import executor_for
 from gymbuild.executors.shard_states import shard_dir
-from gymbuild.executors.states import BenchStatus, shared_job_dirs
+from gymbuild.executors.states import BenchStatus, shared_job_dirs, unqueued_reason
 from gymbuild.request.verb_args import LogsArgs
 from gymbuild.shell import quote
 
 if TYPE_CHECKING:
+    from gymbuild.executors.base import Executor
     from gymbuild.executors.connection import Connection
     from gymbuild.submit.session import Session
 
 
 def show_logs(
-    conn: Connection, job_dir: str, job_id: str, *, follow: bool, shared_dir: str | None = None
+    conn: Connection,
+    executor: Executor,
+    job_dir: str,
+    job_id: str,
+    *,
+    follow: bool,
+    shared_dir: str | None = None,
 ) -> None:
     """Print (or follow) the job's service and driver logs: `logs/*-<job id>.log` of its newest job
     (and of its shared job's own directory, where the services' logs are, for a benchmark in one).
     An array task's job.sh names its logs after the task's own number, Slurm's output is named
-    `<array id>_<index>`: both are shown."""
-    from gymbuild.executors.slurm.arrays import own_number  # an array task's: one more round trip
-
-    own = own_number(conn, shared_dir or job_dir, job_id)
+    `<array id>_<index>`: both are shown (the executor finds the task's own number)."""
+    own = executor.own_number(conn, shared_dir or job_dir, job_id)
     ids = [job_id, own] if own else [job_id]
     pattern = " ".join(f"{quote(d)}/logs/*-{quote(i)}.log" for d in (shared_dir, job_dir) if d for i in ids)
     if follow:
@@ -73,17 +79,18 @@ def print_logs(s: Session, args: LogsArgs) -> None:
         raise UserError(f"error: name one benchmark with only=<bench> (one of: {names})")
     row = rows[0]
     if not row.job_id:
-        raise UserError(f"error: {row.benchmark} was never queued: {row.error}")
+        raise UserError(f"error: {row.benchmark} has no job, so no logs: {unqueued_reason(row.error)}")
     # The newest job of its chain (status follows it): its dir is the recorded job's.
     job = next(j for j in record.benchmarks if j.benchmark == row.benchmark)
     job_dir = job.job_dir
+    executor = executor_for(record.executor)
     if row.shards:  # a sharded benchmark: every shard's logs, each under its name
-        return _shard_logs(s, record.gym_job_id, row, job_dir, args)
+        return _shard_logs(s, executor, record.gym_job_id, row, job_dir, args)
     shared = shared_job_dirs(record).get(job.job_id or "")
     if args.json and not args.follow:  # the logs as one JSON document: json=1 on every verb
         text = io.StringIO()
         with contextlib.redirect_stdout(text):
-            show_logs(s.connection(), job_dir, row.job_id, follow=False, shared_dir=shared)
+            show_logs(s.connection(), executor, job_dir, row.job_id, follow=False, shared_dir=shared)
         doc: dict[str, object] = {
             "gym_job_id": record.gym_job_id,
             "benchmark": row.benchmark,
@@ -93,10 +100,12 @@ def print_logs(s: Session, args: LogsArgs) -> None:
             doc["attempt"] = row.chain.attempt
         sys.stdout.write(json.dumps({**doc, "logs": text.getvalue()}, indent=2) + "\n")
         return
-    show_logs(s.connection(), job_dir, row.job_id, follow=args.follow, shared_dir=shared)
+    show_logs(s.connection(), executor, job_dir, row.job_id, follow=args.follow, shared_dir=shared)
 
 
-def _shard_logs(s: Session, gym_job_id: str, row: BenchStatus, job_dir: str, args: LogsArgs) -> None:
+def _shard_logs(
+    s: Session, executor: Executor, gym_job_id: str, row: BenchStatus, job_dir: str, args: LogsArgs
+) -> None:
     """Each shard's logs (its newest job's, in `<bench dir>/shards/<k>/logs`), one after the other
     under a line naming the shard; follow=1 follows them all at once (tail names each file)."""
     conn = s.connection()
@@ -110,7 +119,7 @@ def _shard_logs(s: Session, gym_job_id: str, row: BenchStatus, job_dir: str, arg
         for k, d, job_id in shards:
             print(f"=== {row.benchmark} shard {k} (job {job_id}) ===")
             try:
-                show_logs(conn, d, job_id, follow=False)
+                show_logs(conn, executor, d, job_id, follow=False)
             except UserError as err:  # a shard with no logs yet: said, the others still shown
                 print(str(err))
     if args.json:

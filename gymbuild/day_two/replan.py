@@ -36,7 +36,19 @@ from typing import TYPE_CHECKING
 
 from gymbuild.config.walltime import job_walltime_seconds, walltime_seconds
 from gymbuild.executors.shard_states import to_requeue
-from gymbuild.executors.states import COMPLETED, NOT_RUN, UNKNOWN, WAITING, BenchStatus, kind
+from gymbuild.executors.states import (
+    COMPLETED,
+    NEVER_QUEUED,
+    NOT_QUEUED,
+    NOT_RUN,
+    UNKNOWN,
+    WAITING,
+    WAITING_FOR_ROOM_STATE,
+    BenchStatus,
+    kind,
+    unqueued_reason,
+    waits_for_room,
+)
 from gymbuild.plan import shard_name
 from gymbuild.state.rollouts import duration
 
@@ -276,8 +288,9 @@ def _why_not(row: BenchStatus, live: frozenset[str]) -> str:
         return f"cancelled: re-queued only when named (only={row.benchmark})"
     if state == UNKNOWN:
         return "its state is unknown (`gymbuild status` says why): not re-queued blind"
-    if state == "NOT QUEUED":
-        return "never queued: `gymbuild submit` queues it"
+    if row.job_id is None and state in (NOT_QUEUED, WAITING_FOR_ROOM_STATE):
+        reason = unqueued_reason(row.error)  # status's and results' words
+        return reason if waits_for_room(row.error) else f"{NEVER_QUEUED}: `gymbuild submit` queues it"
     if state in WAITING or state in live:
         return f"its job is {state}: still live"
     return f"{state} is not a state resubmit re-queues"

@@ -123,7 +123,8 @@ def listing(args: RunsArgs) -> list[RunRow]:
 
 
 def _counts_text(counts: Mapping[str, int], not_queued: int) -> str:
-    parts = [f"{n} {kind}" for kind, n in counts.items()]
+    label = {"waiting": "waiting for room"}  # status's words (Tally.line)
+    parts = [f"{n} {label.get(kind, kind)}" for kind, n in counts.items()]
     if not_queued:
         parts.append(f"{not_queued} not queued")
     return ", ".join(parts) or "-"

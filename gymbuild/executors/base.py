@@ -123,6 +123,11 @@ class Executor(Protocol):
         """Stop every given job (bench dir -> job id) and whatever would follow it."""
         ...
 
+    def own_number(self, conn: Connection, job_dir: str, job_id: str) -> str | None:
+        """The id a job's own files (its logs) are named after when it is not `job_id` (a Slurm array
+        task's job.sh knows itself by a number of its own), or None: they are named after `job_id`."""
+        ...
+
 
 def cannot_ask(executor: str, metadata: Mapping[str, str], gym_job_id: str = "") -> str | None:
     """One line saying gymbuild cannot ask a record's executor about its jobs (NeMo Gym's newer

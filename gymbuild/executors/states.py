@@ -80,9 +80,44 @@ WAITING_FOR_ROOM = "waiting for room: "
 WAITING_FOR_ROOM_STATE = "WAITING"  # its STATE in `status` (no job id tells it from WAITING_IN_JOB)
 
 
+NOT_QUEUED = "NOT QUEUED"  # the STATE of a benchmark with no job that does not wait for room
+NEVER_QUEUED = "never queued"
+
+
 def waits_for_room(error: str | None) -> bool:
     """A record entry's error says its benchmark waits for room under a limit (it did not fail)."""
     return bool(error) and str(error).startswith(WAITING_FOR_ROOM)
+
+
+def unqueued_state(error: str | None) -> str:
+    """The STATE of a benchmark with no job: WAITING when it waits for room, else NOT QUEUED."""
+    return WAITING_FOR_ROOM_STATE if waits_for_room(error) else NOT_QUEUED
+
+
+def unqueued_reason(error: str | None) -> str:
+    """What every verb (status, results, logs, compare, cancel, resubmit) says of a benchmark with no
+    job, in the same words: `waiting for room under <the limit> (...); <who feeds it>`, which is
+    not a failure, or `never queued: <why>`."""
+    if waits_for_room(error):
+        return f"waiting for room under {str(error).removeprefix(WAITING_FOR_ROOM)}"
+    return f"{NEVER_QUEUED}: {error}" if error else NEVER_QUEUED
+
+
+def waiting_note(rows: Iterable[BenchStatus]) -> str:
+    """For cancel's line: the benchmarks of `rows` that wait for room have no job to stop (nothing
+    is said of them otherwise, and a later submit still queues them); "" when none waits."""
+    waiting = [r.benchmark for r in rows if r.job_id is None and waits_for_room(r.error)]
+    if not waiting:
+        return ""
+    return (
+        f"; {len(waiting)} waiting for room ({', '.join(waiting)}) have no job to cancel: "
+        "a later `gymbuild submit` queues them"
+    )
+
+
+def is_unqueued_reason(text: str) -> bool:
+    """`text` is an `unqueued_reason` (a benchmark with no job), not a job's state."""
+    return text.startswith(("waiting for room under ", NEVER_QUEUED))
 
 
 @dataclass(frozen=True)
@@ -212,8 +247,7 @@ def _row(
     bench: str, job_id: str | None, job_dir: str, error: str | None, found: Mapping[str, JobState]
 ) -> BenchStatus:
     if not job_id:
-        label = WAITING_FOR_ROOM_STATE if waits_for_room(error) else "NOT QUEUED"
-        return BenchStatus(bench, None, label, None, None, None, error)
+        return BenchStatus(bench, None, unqueued_state(error), None, None, None, error)
     state = found.get(job_dir)
     return BenchStatus(
         bench,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gymbuild.executors.states import is_unqueued_reason
 from gymbuild.results.compare import ROLLOUTS_FILE, AgentDiff, Side
 
 
@@ -31,7 +32,9 @@ def _side_shortfalls(benchmark: str, name: str, found: Found) -> list[str]:
     if not found.has:
         return [f"{benchmark}: the {name} run has no such benchmark"]
     out = []
-    if found.state is not None and found.state != COMPLETED:
+    if found.state is not None and is_unqueued_reason(found.state):  # no job: status's words
+        out.append(f"{benchmark}: the {name} has no job: {found.state}")
+    elif found.state is not None and found.state != COMPLETED:
         out.append(f"{benchmark}: the {name}'s job is {found.state}, not COMPLETED")
     side = found.side
     if side is None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from gymbuild.errors import Inconclusive, UsageError, UserError, printable
 from gymbuild.executors.connection import is_this_machine
-from gymbuild.executors.states import states_of
+from gymbuild.executors.states import states_of, unqueued_reason
 from gymbuild.request.arguments import GATE_FORMATS
 from gymbuild.request.verb_args import CompareArgs
 from gymbuild.results import compare, compare_cover, compare_text, gate, gate_text, policy, read, stats, table
@@ -130,7 +130,7 @@ def _read(
         conn, own = read.connection_to(s, host)
         try:
             for i, rows in zip(indices, states_of(conn, [records[i] for i in indices]), strict=True):
-                states[i] = {row.benchmark: row.state for row in rows}
+                states[i] = {r.benchmark: r.state if r.job_id else unqueued_reason(r.error) for r in rows}
             result = conn.run(read_script(pairs))
         finally:
             if own:

@@ -21,7 +21,7 @@ from gymbuild.day_two import find
 from gymbuild.errors import UserError
 from gymbuild.executors.base import executor_for
 from gymbuild.executors.connection import Connection, is_this_machine
-from gymbuild.executors.states import states_of
+from gymbuild.executors.states import states_of, unqueued_state
 from gymbuild.request.verb_args import ResultsArgs
 from gymbuild.resources import user_cache_home
 from gymbuild.results import table
@@ -337,7 +337,7 @@ def _result(run: _Run, cache: Cache) -> table.RunResult:
             continue
         row = run.statuses.get(job.benchmark)
         if row is None:  # not queued (never asked about)
-            benches.append(table.bench_result(job.benchmark, "NOT QUEUED", {}, error=job.error))
+            benches.append(table.bench_result(job.benchmark, unqueued_state(job.error), {}, error=job.error))
             continue
         files = run.files.get(job.benchmark, {})
         bench = table.bench_result(

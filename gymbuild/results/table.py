@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from gymbuild.executors.chain import Chain
+from gymbuild.executors.states import NOT_QUEUED, unqueued_reason, waits_for_room
 from gymbuild.state.rollouts import Progress
 
 AGGREGATE_FILE = "rollouts_aggregate_metrics.json"  # NeMo Gym's, beside artifacts/rollouts.jsonl
@@ -124,8 +125,8 @@ def parse_command_metrics(text: str) -> tuple[AgentMetrics, ...]:
 
 def no_metrics_reason(state: str, error: str | None = None) -> str:
     """Why a benchmark in `state` has no metrics file, as a user would want it said."""
-    if state == "NOT QUEUED":
-        return f"never queued: {error}" if error else "never queued"
+    if state == NOT_QUEUED or waits_for_room(error):  # no job: the words status and logs use
+        return unqueued_reason(error)
     if state in ("PENDING", "CONFIGURING", "REQUEUED", "SUSPENDED"):
         return "not started yet"
     if state in ("RUNNING", "COMPLETING", "RESIZING"):

@@ -20,7 +20,7 @@ from gymbuild import interrupts
 from gymbuild.executors.base import Queued
 from gymbuild.plan.arrays import ArrayJob, plan_arrays
 from gymbuild.submit import queue
-from gymbuild.submit.quota import hold
+from gymbuild.submit.quota import hold, refused_why
 from gymbuild.submit.record import keep_benchmark_order
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def queue_arrays(
                 queue._not_started(member.run, [member.job], member.run.workspace.outcomes())
         if refused is not None:
             for member in (by_key[k] for array in left for k in array.keys):
-                hold(member.run, member.job.members, f"sbatch said: {refused.error}")
+                hold(member.run, member.job.members, refused_why(refused.error or ""))
 
 
 def _parallel(run: Settled) -> int | None:
@@ -113,7 +113,7 @@ def _recover(conn: Connection, jobs: list[_Job]) -> list[_Job]:
         if word == "array":
             attempt, index, first_dir = rest.split(" ", 2)
             if attempt not in answers:
-                answers[attempt] = slurm_arrays.recover(conn, first_dir, attempt)
+                answers[attempt] = slurm_arrays.recover(conn, first_dir, attempt, j.run.submission.run_dir)
             answer = answers[attempt]
             task = slurm_arrays.task_id(answer.job_id, int(index)) if answer and answer.job_id else None
             adopted = Queued(task, None) if task else None

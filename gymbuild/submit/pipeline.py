@@ -151,6 +151,7 @@ def _queue(batch: Batch) -> None:
     it finds these recorded; it is for what a killed run left unrecorded. What does not fit the
     user's quota waits (quota.py): the limits are read once for the pass."""
     refuse_sharded_arrays(batch)
+    batch.room.refuse_never(batch.conn, [(w.run, w.packing, w.todo) for w in batch.works])
     with interrupts.deferred():  # a signal: the jobs in flight are read and recorded first
         _queue_arrays([w for w in batch.works if arrays.enabled(w.run)], batch)
         for work in [w for w in batch.works if not arrays.enabled(w.run)]:

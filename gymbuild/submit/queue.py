@@ -17,7 +17,7 @@ from gymbuild.executors.base import Answer, Queued
 from gymbuild.executors.secrets import SecretsFile
 from gymbuild.state.provenance import utc_now, utc_timestamp
 from gymbuild.state.workspace import Outcome
-from gymbuild.submit.quota import hold, unqueued, waiting_text
+from gymbuild.submit.quota import hold, refused_why, unqueued, waiting_text
 from gymbuild.submit.record import keep_benchmark_order
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ def queue_many(run: Settled, conn: Connection, packing: Packing, benches: list[s
             if interrupts.pending():
                 _not_started(run, unsent, earlier_outcomes)
             elif refused:
-                hold(run, [m for job in unsent for m in job.members], f"sbatch said: {refused[0]}")
+                hold(run, [m for job in unsent for m in job.members], refused_why(refused[0]))
             if interrupts.pending() or refused:
                 for ahead, _, stamp_written in stamped:  # stamped, never sent: no attempt to recover
                     stamp_written.result()
@@ -133,7 +133,7 @@ def _queued(run: Settled, job: JobPlan, earlier: Outcome | None, result: Queued)
     """Write what queueing `job` gave (on an IO thread): every member gets its id. Then drop its
     in-flight stamp. `earlier`: the outcome of its first benchmark before."""
     bench, members, workspace, memory = job.key, job.members, run.workspace, run.memory
-    error = waiting_text(f"sbatch said: {result.error}") if result.waits else result.error
+    error = waiting_text(refused_why(result.error or "")) if result.waits else result.error
     for member in members:
         before = earlier if member == bench else workspace.outcome(member)
         workspace.save_outcome(

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from gymbuild.errors import UserError, printable
 from gymbuild.executors.states import WAITING_FOR_ROOM, waits_for_room
 from gymbuild.state.provenance import utc_now, utc_timestamp
 from gymbuild.state.workspace import Outcome
@@ -45,8 +46,15 @@ def dry_run_note(jobs: int, directives: dict[str, str | None]) -> str:
         f"note: at submit, gymbuild reads your limits in {account} and {qos} (MaxSubmitJobs and "
         "MaxJobs from sacctmgr, MaxArraySize from scontrol) and your jobs already queued; of these "
         f"{jobs} job(s), those beyond the room wait, named with the limit (`gymbuild submit watch=1` "
-        "feeds them as room frees)"
+        "feeds them as room frees); a limit that lets no job in at all (0) ends the submit with an "
+        "error before any sbatch"
     )
+
+
+def refused_why(message: str) -> str:
+    """Why a benchmark waits after sbatch refused it naming a limit gymbuild did not read: the words
+    every verb puts after "waiting for room under" (executors/states.py, unqueued_reason)."""
+    return f"the limit sbatch named (sbatch said: {message})"
 
 
 def waiting_text(why: str) -> str:
@@ -55,6 +63,7 @@ def waiting_text(why: str) -> str:
 
 
 Scope = tuple[str | None, str | None]  # the account and the QOS a job names
+Pass = tuple["Settled", "Packing", Sequence[str]]  # a run of the pass, its packing and what it queues
 
 
 class Room:
@@ -83,14 +92,36 @@ class Room:
         sizes = [limits.max_array_size for limits in self.limits.values() if limits is not None]
         return min((size for size in sizes if size is not None), default=None)
 
+    def read(self, scope: Scope) -> Limits | None:
+        """The limits of `scope` as the pass read them (the answer to `ask`, read once)."""
+        if scope not in self.limits:
+            self.limits[scope] = self.asked[scope]()
+        return self.limits[scope]
+
+    def refuse_never(self, conn: Connection, passes: Sequence[Pass]) -> None:
+        """Before the pass's first sbatch: a run whose jobs meet a limit that lets no job in (0) ends
+        the submit with one error, nothing queued. Waiting for it would never end (`submit watch=1`
+        would poll until Ctrl-C), and each sbatch would only be refused."""
+        for run, packing, benches in passes:
+            scope = self.ask(conn, run, packing, benches) if benches else None
+            limits = self.read(scope) if scope is not None else None
+            if limits is None or scope is None:
+                continue
+            if limits.never:
+                raise UserError(never_text(run, scope, limits.never, len(benches)))
+            plans = [run.plans.job(job).plan for job in packing.jobs(list(benches))]
+            too_big = next(filter(None, (limits.too_big(dict(p.directives)) for p in plans)), "")
+            if too_big:
+                pools = f"compute.{run.config.compute.name}.node_pools"
+                fix = f"ask fewer nodes or GPUs per job ({pools}), or an account or QOS that allows them"
+                raise UserError(never_text(run, scope, too_big, len(benches), fix))
+
     def take(self, conn: Connection, run: Settled, packing: Packing, benches: list[str]) -> list[str]:
         """The benchmarks of `benches` to queue now; the others' outcomes say they wait for room."""
         scope = self.ask(conn, run, packing, benches)
         if scope is None:
             return benches
-        if scope not in self.limits:
-            self.limits[scope] = self.asked[scope]()
-        limits = self.limits[scope]
+        limits = self.read(scope)
         groups = [job.members for job in map(run.plans.job, packing.jobs(benches))]
         fit, wait = split(groups, limits)
         if limits is not None:  # what this pass queues counts against the limit for the rest
@@ -99,6 +130,23 @@ class Room:
         if wait and limits is not None:
             hold(run, wait, limits.why())
         return fit
+
+
+def never_text(run: Settled, scope: Scope, limit: str, benches: int, fix: str = "") -> str:
+    """The one error for jobs no room can ever let in: the config, the limit, and the fix."""
+    account, qos = scope
+    where = f"compute.{run.config.compute.name}.account"
+    named = f"account {account}" if account else "your default account"
+    fix = fix or (
+        f"name an account (and QOS) whose limits let jobs in ({where}=<account>), or ask the "
+        "cluster's admins to raise the limit (sacctmgr show assoc, sacctmgr show qos)"
+    )
+    text = (
+        f"error: {run.config_file}: {where}: {limit} lets none of these jobs ({named}"
+        f"{f', QOS {qos}' if qos else ''}) in, so {benches} benchmark(s) would wait for room that "
+        f"never frees; nothing was queued\n    fix: {fix}"
+    )
+    return printable(text)
 
 
 def hold(run: Settled, benches: Sequence[str], why: str) -> None:

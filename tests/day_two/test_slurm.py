@@ -7,9 +7,11 @@ Two submissions, each made once per module by a fixture, carry the tests:
   completes, `fail` ends with the driver's exit code 3, `slow` outlives its one-minute walltime,
   `cancelme` is cancelled, and `refused` is over the quota. The limit is real: the jobs run
   under an account of their own (`gym-daytwo`); four benchmarks are submitted with `only=`, then the
-  association is allowed zero submitted jobs and a plain `submit` reads that limit and leaves the
-  fifth waiting for room (issue 43: not failed, no sbatch Slurm would refuse). The limit sits on that
-  account alone, so other tests' jobs are never refused, and it is lifted again at once.
+  association is allowed one submitted job (`slow` and `cancelme` hold two for minutes: no room; a
+  limit of 0 would be one no job ever fits, which submit refuses outright) and a plain `submit`
+  reads that limit and leaves the fifth waiting for room (issue 43: not failed, no sbatch Slurm
+  would refuse). The limit sits on that account alone, so other tests' jobs are never refused, and
+  it is lifted again at once.
 - `remote`: two long benchmarks queued over SSH (`gym-login`), for `run=<id>` look-ups from another
   directory, the manifest fallback, logs and cancel.
 
@@ -197,7 +199,7 @@ def mixed(cluster: Cluster, gym: Gym, tmp_path_factory: pytest.TempPathFactory) 
     )
     try:
         gym.ok("submit", f"config={config}", "only=ok,fail,slow,cancelme", cwd=workdir)
-        set_submit_limit(LIMITED_ACCOUNT, 0)
+        set_submit_limit(LIMITED_ACCOUNT, 1)  # full: slow and cancelme are queued for minutes
         try:
             result = gym.run("submit", f"config={config}", cwd=workdir)
         finally:
@@ -229,7 +231,7 @@ def test_submit_says_the_benchmark_over_the_limit_waits_and_queues_the_rest(mixe
     assert mixed.first_ids["refused"] is None
     assert all(mixed.first_ids[b] for b in ("ok", "fail", "slow", "cancelme"))
     assert (
-        f"waiting 1 (refused): MaxSubmitJobs=0 of association {LIMITED_ACCOUNT}/root" in mixed.submit_output
+        f"waiting 1 (refused): MaxSubmitJobs=1 of association {LIMITED_ACCOUNT}/root" in mixed.submit_output
     )
     assert "failed refused" not in mixed.submit_output
 
@@ -263,7 +265,7 @@ def test_status_shows_every_state_with_one_squeue_and_one_sacct(
         assert rows[bench]["nodes"] in ("node1", "node2")
         assert rows[bench]["elapsed"]
     assert rows["refused"]["job_id"] is None
-    assert "MaxSubmitJobs=0" in rows["refused"]["error"]
+    assert "MaxSubmitJobs=1" in rows["refused"]["error"]
 
     counter.unlink()
     table = gym.ok("status", f"config={mixed.config}", cwd=mixed.workdir, path_prefix=wrappers)
@@ -283,7 +285,7 @@ def test_status_shows_every_state_with_one_squeue_and_one_sacct(
     assert rollouts["ok"] == "3", table
     # sbatch's reason is under the table, where its length cannot widen the STATE column.
     assert lines[7:9] == ["", "waiting for room (`gymbuild submit watch=1` queues them as room frees):"]
-    assert lines[9].startswith(f"  refused: MaxSubmitJobs=0 of association {LIMITED_ACCOUNT}/root")
+    assert lines[9].startswith(f"  refused: MaxSubmitJobs=1 of association {LIMITED_ACCOUNT}/root")
     # Last, the summary: only `ok` has a result; three ended without one, one waits for room.
     assert lines[10:] == ["", "5 benchmarks: 0 pending, 0 running, 1 completed, 3 failed, 1 waiting for room"]
 

@@ -256,7 +256,7 @@ def test_an_array_queued_by_a_killed_submit_is_adopted_not_queued_again(
     ids = job_ids(manifest(config))
     (run,) = output.glob("gym-job-*")
     queued = cluster.ssh(
-        f"squeue -h -t all -n gym-array -o '%F|%Z' | sort -u | grep -F '|{run}'", check=False
+        f"squeue -h -t all -o '%F|%Z|%j' | sort -u | grep -F '|{run}|gym-array-'", check=False
     )
     arrays_of_run = {line.split("|")[0] for line in queued.stdout.split()}
     assert len(arrays_of_run) == 1, queued.stdout  # one array: the killed run's, adopted

@@ -14,6 +14,7 @@ import secrets
 import signal
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from e2e_helpers import (
     job_ids,
     manifest,
     run_dir,
+    run_dirs,
     set_submit_limit,
     slurm_config,
     user_env,
@@ -46,16 +48,42 @@ def _remove_account(cluster: Any, name: str) -> None:
     )
 
 
-@pytest.fixture
-def capped_account(cluster: Any) -> Iterator[str]:
-    """An account of this test's own, root's association in it capped at MaxSubmitJobs=LIMIT; its
-    jobs cancelled and the account removed afterwards, whatever the test did."""
-    name = f"gymquota{secrets.token_hex(4)}"
+def _cap_account(cluster: Any, name: str, setting: str) -> None:
+    """Set a limit on account `name` itself (e.g. GrpSubmitJobs=2) and wait until slurmctld, which
+    judges sbatch, has taken it (as scontrol shows it: `GrpSubmitJobs=2(0)`, or MaxTRES as
+    `MaxTRESPJ=node=1`)."""
+    cluster.ssh(f"sacctmgr -i modify account where name={name} set {setting} >/dev/null")
+    key, _, value = setting.partition("=")
+    shown = f"MaxTRESPJ={value}" if key == "MaxTRES" else f"{key}={value}("
+    deadline = time.monotonic() + 30
+    while (
+        shown not in cluster.ssh(f"scontrol show assoc_mgr accounts={name} flags=assoc", check=False).stdout
+    ):
+        assert time.monotonic() < deadline, f"slurmctld did not take {setting} for {name}"
+        time.sleep(0.5)
+
+
+@contextmanager
+def _own_account(cluster: Any, prefix: str, limit: int | None, setting: str = "") -> Iterator[str]:
+    """An account of the test's own (`prefix` and a unique tail), root's association in it capped at
+    MaxSubmitJobs=`limit` (None: uncapped) and the account's own `setting` (e.g. GrpSubmitJobs=0),
+    each waited for until slurmctld, which judges sbatch, enforces it; its jobs cancelled and the
+    account removed afterwards, whatever the test did."""
+    name = f"{prefix}{secrets.token_hex(4)}"
     try:
-        set_submit_limit(name, LIMIT)  # and wait until slurmctld, which judges sbatch, enforces it
+        set_submit_limit(name, limit)
+        if setting:
+            _cap_account(cluster, name, setting)
         yield name
     finally:
         _remove_account(cluster, name)
+
+
+@pytest.fixture
+def capped_account(cluster: Any) -> Iterator[str]:
+    """An account of this test's own, root's association in it capped at MaxSubmitJobs=LIMIT."""
+    with _own_account(cluster, "gymquota", LIMIT) as name:
+        yield name
 
 
 def test_a_submission_three_times_the_quota_is_fed_to_the_end_without_a_refused_sbatch(
@@ -126,6 +154,21 @@ def test_a_plain_submit_leaves_the_rest_waiting_and_a_later_submit_queues_them(
     assert (status["summary"]["waiting"], status["summary"]["failed"]) == (2, 0)
     table = gymbuild("status", cwd=tmp_path, env=env).stdout
     assert "waiting for room" in table and f"MaxSubmitJobs={LIMIT}" in table
+    # Every verb says it in the same words, none as a failure or "never queued".
+    under = f"waiting for room under MaxSubmitJobs={LIMIT} of association {capped_account}/root"
+    logs = gymbuild("logs", "only=w4", cwd=tmp_path, env=env)
+    assert logs.rc == 1 and f"error: w4 has no job, so no logs: {under}" in logs.stderr, logs.stderr
+    said = {
+        verb: gymbuild(*argv, cwd=tmp_path, env=env)
+        for verb, argv in {
+            "results": ("results", "json=1"),
+            "resubmit": ("resubmit", "only=w4", "dry_run=1"),
+            "cancel": ("cancel", "dry_run=1"),
+        }.items()
+    }
+    assert under in said["results"].stdout and under in said["resubmit"].stdout + said["resubmit"].stderr
+    assert "2 waiting for room (w4, w5) have no job to cancel" in said["cancel"].stdout
+    assert not [v for v, r in said.items() if "never queued" in r.stdout + r.stderr]
 
     # NeMo Gym 0.7.0 reads the record as its own: the waiting ones are entries with no job id yet.
     loaded = nemo_gym.run_python(LOAD_WITH_NEMO_GYM, str(run_dir(config) / "gym-job.json"))
@@ -194,27 +237,26 @@ def test_a_follower_feeds_the_checkpoints_that_wait_for_room(
 
 @pytest.fixture
 def group_capped_account(cluster: Any) -> Iterator[str]:
-    """An account of this test's own with GrpSubmitJobs=2 on the account itself: a group limit, which
-    counts every user's jobs and which gymbuild does not read (only the user's own limits are)."""
-    name = f"gymquotagrp{secrets.token_hex(4)}"
+    """An account of this test's own under a parent account of its own with GrpSubmitJobs=2: a
+    group limit above the job's account, which counts every user's jobs in the parent's sub-accounts
+    and which root's own association (no limit) does not show."""
+    parent = f"gymquotagrp{secrets.token_hex(4)}"
+    name = f"{parent}k"
     try:
-        set_submit_limit(name, None)  # the account and root's association in it, no limit of root's
-        cluster.ssh(f"sacctmgr -i modify account where name={name} set GrpSubmitJobs=2 >/dev/null")
-        deadline = time.monotonic() + 30
-        while (
-            "GrpSubmitJobs=2("
-            not in cluster.ssh(f"scontrol show assoc_mgr accounts={name} flags=assoc", check=False).stdout
-        ):
-            assert time.monotonic() < deadline, "slurmctld did not take GrpSubmitJobs=2"
-            time.sleep(0.5)
+        cluster.ssh(f"sacctmgr -i add account {parent} cluster=gymtest >/dev/null")
+        cluster.ssh(f"sacctmgr -i add account {name} parent={parent} cluster=gymtest >/dev/null")
+        set_submit_limit(name, None)  # root's association in the child, no limit of root's
+        _cap_account(cluster, parent, "GrpSubmitJobs=2")
         yield name
     finally:
         _remove_account(cluster, name)
+        _remove_account(cluster, parent)
 
 
-def test_a_refusal_by_a_limit_gymbuild_cannot_read_is_a_wait_and_is_fed_later(
+def test_a_parent_accounts_group_limit_is_read_before_sbatch_and_the_rest_is_fed(
     cluster: Any, group_capped_account: str, tmp_path: Any
 ) -> None:
+    parent = group_capped_account.removesuffix("k")
     benchmarks = {f"g{i}": {"command": "sleep 2"} for i in range(4)}
     config = slurm_config(
         cluster.run_dir("e2e-quota-grp"), benchmarks, services={}, account=group_capped_account
@@ -224,19 +266,65 @@ def test_a_refusal_by_a_limit_gymbuild_cannot_read_is_a_wait_and_is_fed_later(
     env = user_env(tmp_path, GYMBUILD_WATCH_INTERVALS="1,2")
 
     first = gymbuild("submit", cwd=tmp_path, env=env)
-    assert first.rc == 0, first.stdout + first.stderr  # refused by a named limit: waiting, not failed
+    assert first.rc == 0, first.stdout + first.stderr  # the group's room is full: waiting, not failed
     ids = job_ids(manifest(config))
     assert [b for b, job_id in ids.items() if job_id] == ["g0", "g1"]
-    assert "waiting 2 (g2, g3): sbatch said: sbatch: error: AssocGrpSubmitJobsLimit" in first.stdout
+    # Read before any sbatch: the parent's limit is named, and no sbatch was refused.
+    assert f"waiting 2 (g2, g3): GrpSubmitJobs=2 of account {parent}" in first.stdout, first.stdout
+    assert "sbatch said" not in first.stdout and "GrpSubmitJobsLimit" not in first.stdout + first.stderr
     rows = json.loads(gymbuild("status", "json=1", cwd=tmp_path, env=env).stdout)["benchmarks"]
     assert [r["state"] for r in rows if r["benchmark"] in ("g2", "g3")] == ["WAITING", "WAITING"]
 
     fed = gymbuild("submit", "watch=1", cwd=tmp_path, env=env, timeout=600)
     assert fed.rc == 0, fed.stdout + fed.stderr
+    assert "GrpSubmitJobsLimit" not in fed.stdout + fed.stderr
     assert "4 benchmarks: 0 pending, 0 running, 4 completed, 0 failed" in fed.stdout
     ids = job_ids(manifest(config))
     ended = wait_for_jobs(cluster, [job_id for job_id in ids.values() if job_id])
     assert len(ended) == 4 and {r.state for r in ended.values()} == {"COMPLETED"}
+
+
+# Limits no job of the submission can ever fit: (the account's own setting, the nodes a job asks,
+# the limit the error names, what its fix names).
+NEVER = {
+    "limit-of-0": ("GrpSubmitJobs=0", 1, "GrpSubmitJobs=0 of account {a}", "compute.cluster.account="),
+    "job-too-big": (
+        "MaxTRES=node=1",
+        2,
+        "MaxTRESPerJob node=1 of association {a}/root (a job here asks node=2)",
+        "compute.cluster.node_pools",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(NEVER))
+def test_a_limit_no_job_can_ever_fit_ends_submit_watch_with_one_error_and_nothing_queued(
+    cluster: Any, tmp_path: Any, case: str
+) -> None:
+    setting, nodes, limit, fix_names = NEVER[case]
+    with _own_account(cluster, "gymquotanever", None, setting) as account:
+        benchmarks = {f"z{i}": {"command": "true"} for i in range(3)}
+        config = slurm_config(cluster.run_dir(f"e2e-quota-{case}"), benchmarks, services={}, account=account)
+        del config["driver"]["policy_model"]
+        config["compute"]["cluster"]["node_pools"]["gpu"]["nodes"] = nodes
+        write_config(tmp_path, config)
+        env = user_env(tmp_path, GYMBUILD_WATCH_INTERVALS="1,2")
+
+        render = gymbuild("render", cwd=tmp_path, env=env)
+        assert render.rc == 0 and "lets no job in at all (0) ends the submit with an error" in render.stderr
+
+        done = gymbuild("submit", "watch=1", cwd=tmp_path, env=env, timeout=300)
+        assert done.rc == 1 and "Traceback" not in done.stderr, done.stdout + done.stderr
+        (error, fix) = [line for line in done.stderr.splitlines() if line.startswith(("error:", "    fix:"))]
+        assert error.startswith("error: ") and "submit.yaml: compute.cluster.account: " in error
+        assert f"{limit.format(a=account)} lets none of these jobs (account {account}" in error, error
+        assert "nothing was queued" in error and fix_names in fix, fix
+        # Nothing queued: no job of the account, and no job id in any record.
+        queued = cluster.ssh(f"squeue -h -A {account} -o %i; sacct -X -n -A {account} -o JobID")
+        assert queued.stdout.split() == []
+        manifests = [d / "gym-job.json" for d in run_dirs(config["job"]["output_path"])]
+        records = [json.loads(p.read_text()) for p in manifests if p.exists()]
+        assert not [job_id for record in records for job_id in job_ids(record).values() if job_id]
 
 
 def test_an_array_submission_over_the_quota_queues_what_fits_and_feeds_the_rest_as_arrays(

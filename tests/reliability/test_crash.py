@@ -74,3 +74,48 @@ def test_sigkill_then_submit_again_queues_each_benchmark_exactly_once(cluster, t
     finally:
         faults.release()
         cancel(list(recorded.values()))
+
+
+def _arrays_under(cluster, top: Path) -> set[str]:
+    """The ids of every job array Slurm's accounting lists under `top` (gymbuild names each after
+    its queue attempt, `gym-array-<attempt>`), whatever gymbuild's record says."""
+    out = cluster.ssh("sacct -X -n -P -a -S now-1days -o JobID,JobName,WorkDir").stdout
+    rows = (line.split("|", 2) for line in out.splitlines() if line.count("|") >= 2)
+    return {
+        job_id.split("_", 1)[0]
+        for job_id, name, work_dir in rows
+        if name.startswith("gym-array-") and work_dir.startswith(f"{top}/")
+    }
+
+
+def test_an_array_whose_sbatch_answer_was_lost_is_adopted_by_name_not_queued_twice(cluster, tmp_path) -> None:
+    # The array's sbatch runs, and its answer never reaches gymbuild nor the queue log (the wrapper is
+    # killed after it: the log's line has no job id). The next submit finds it by its name and run
+    # dir in Slurm, and gives each benchmark its task: one array, not two.
+    output = cluster.run_dir("crash-array-answer-lost")
+    data = slurm_config(output, {b: {"command": "true"} for b in BENCHES}, services={})
+    del data["driver"]["policy_model"]
+    data["compute"]["cluster"]["array"] = True
+    config = write_config(tmp_path, data)
+    env = user_env(tmp_path)
+    faults = Faults(tmp_path / "faults")
+    faults.wrap("sbatch", side="login", at=1, when="after")
+    recorded: dict[str, str | None] = {}
+    lost = ""
+    try:
+        proc = start_gymbuild(["submit", f"config={config}"], cwd=tmp_path, env=faults.env(env))
+        faults.wait_reached("sbatch", proc)
+        kill_group(proc)
+        faults.release()
+        lost = (faults.state / "sbatch.out").read_text().split(";")[0].strip()
+        assert lost.isdigit(), lost  # the array the lost answer named
+
+        again = gymbuild("submit", f"config={config}", cwd=tmp_path, env=env)
+        assert again.rc == 0 and "Traceback" not in again.stderr, again.stderr
+        recorded = job_ids(manifest(output))
+        assert recorded == {b: f"{lost}_{i}" for i, b in enumerate(BENCHES)}, recorded
+        wait_accounted([j for j in recorded.values() if j])
+        assert _arrays_under(cluster, output) == {lost}  # no second array
+    finally:
+        faults.release()
+        cancel([*recorded.values(), lost])

@@ -58,17 +58,18 @@ def find_queued(conn: Connection, job_dir: str, job_name: str, known: frozenset[
     Slurm is asked by name and working directory, squeue (which knows a job at once, and with `-t all`
     for MinJobAge after it ended: a short job may be over, and not yet in sacct, before the next submit
     asks) and sacct (which remembers it after squeue forgets); ids in `known` (this benchmark's earlier
-    jobs) do not count.
+    jobs) do not count. An array is found by its own id (squeue's %F; sacct lists its tasks
+    `<id>_<index>`), which its tasks' ids are made of.
     """
     name = quote(job_name)
     result = conn.run(
-        f"squeue -h -t all -o '%i|%Z' -n {name} 2>/dev/null; "
+        f"squeue -h -t all -o '%F|%Z' -n {name} 2>/dev/null; "
         f"sacct -X -n -P -a -S now-7days -o JobID,WorkDir -n {name} 2>/dev/null; true"
     )
     found = {
         job_id
-        for job_id, _, work_dir in (line.partition("|") for line in result.stdout.splitlines())
-        if job_id.isdigit() and work_dir == job_dir and job_id not in known
+        for raw, _, work_dir in (line.partition("|") for line in result.stdout.splitlines())
+        if (job_id := raw.split("_", 1)[0]).isdigit() and work_dir == job_dir and job_id not in known
     }
     return max(found, key=int) if found else None
 
@@ -121,6 +122,17 @@ def recover_lost(
         return adopted
     job_id = find_queued(conn, plan.bench_dir, dict(plan.directives)["job-name"] or "", known)
     return Queued(job_id, None) if job_id else None
+
+
+def own_number(conn: Connection, job_dir: str, job_id: str) -> str | None:
+    """The number an array task's job.sh named its files (its logs) after (`$SLURM_JOB_ID`), from
+    the mark the task script left in `job_dir` (arrays.task_script): one round trip, only for an
+    array task; None for a plain job or a task not started."""
+    if "_" not in job_id:
+        return None
+    mark = conn.run(f"readlink {quote(posixpath.join(job_dir, '.gym_exit-' + job_id))}").stdout.strip()
+    number = mark.removeprefix(".gym_exit-")
+    return number if mark.startswith(".gym_exit-") and number.isdigit() else None
 
 
 def warnings(config: Config) -> tuple[str, ...]:

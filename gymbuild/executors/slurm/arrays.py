@@ -10,10 +10,10 @@ A task's job.sh knows itself by `$SLURM_JOB_ID` (its logs, its exit file, a resu
 which for an array task is a number of its own; the record, squeue and sacct know it as
 `<array id>_<index>`. So the task script leaves two marks before the exec, in the job's directory:
 `.gym_exit-<array id>_<index>` is a symlink to `.gym_exit-<SLURM_JOB_ID>` (status without
-accounting reads the exit status through it; `logs` reads the number from it, for the logs named
-after it), and `<array id>_<index>` is a line of `.gym_job_chain` (so status follows a resumable
-task's chain: the job.sh appends `$SLURM_JOB_ID` after it, and its successor, a plain job, after
-that).
+accounting reads the exit status through it; `logs` reads the number from it, through the executor's
+`own_number`, for the logs named after it), and `<array id>_<index>` is a line of `.gym_job_chain`
+(so status follows a resumable task's chain: the job.sh appends `$SLURM_JOB_ID` after it, and its
+successor, a plain job, after that).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from gymbuild.executors.secrets import SecretsFile
     from gymbuild.plan.arrays import Directives
 
-ARRAY_JOB_NAME = "gym-array"
+ARRAY_JOB_NAME = "gym-array-{attempt}"  # the attempt's own: a lost answer is found by it (`recover`)
 TASK_SCRIPT = ".gym_array-{attempt}.sh"  # in the first job's directory: the queue log is its parent's
 
 
@@ -57,12 +57,13 @@ def task_script_path(first_job_dir: str, attempt: str) -> str:
     return posixpath.join(first_job_dir, TASK_SCRIPT.format(attempt=attempt))
 
 
-def sbatch_command(spec: str, directives: Directives, run_dir: str, script: str) -> str:
-    """`sbatch --parsable --array=<spec>` with the tasks' shared directives, the array working in the
-    run dir (each task cds into its job's) and its own output nowhere (each task's goes to its job's
-    logs/), then the task script."""
+def sbatch_command(spec: str, directives: Directives, run_dir: str, script: str, attempt: str) -> str:
+    """`sbatch --parsable --array=<spec>` with the tasks' shared directives, the array named after
+    its attempt, working in the run dir (each task cds into its job's) and its own output nowhere
+    (each task's goes to its job's logs/), then the task script."""
     options = [f"--{key}" if value is None else f"--{key}={value}" for key, value in directives]
-    head = [f"--array={spec}", f"--job-name={ARRAY_JOB_NAME}", f"--chdir={run_dir}", "--output=/dev/null"]
+    name = ARRAY_JOB_NAME.format(attempt=attempt)
+    head = [f"--array={spec}", f"--job-name={name}", f"--chdir={run_dir}", "--output=/dev/null"]
     return f"sbatch --parsable {join([*head, *options])} {quote(script)}"
 
 
@@ -83,7 +84,7 @@ def queue_command(
     writes += [s.write() for s in secrets if s.values]
     start = " && ".join(f"{{ {w}\n}}" for w in writes)
     return attempts.queue_command(
-        f"{start} && {sbatch_command(spec, directives, run_dir, script)}", script, None, attempt
+        f"{start} && {sbatch_command(spec, directives, run_dir, script, attempt)}", script, None, attempt
     )
 
 
@@ -96,23 +97,22 @@ def send(conn: Connection, command: str) -> Answer:
     return lambda: queued(conn.receive(marker))
 
 
-def recover(conn: Connection, first_job_dir: str, attempt: str) -> Queued | None:
-    """The array a killed run's attempt queued (its id), or None once that attempt can never run."""
-    from gymbuild.executors.attempts import recover as recover_attempt
+def recover(conn: Connection, first_job_dir: str, attempt: str, run_dir: str) -> Queued | None:
+    """The array a killed run's attempt queued (its id), or None once that attempt can never run.
 
-    return recover_attempt(conn, task_script_path(first_job_dir, attempt), attempt)
+    As a plain job's (slurm.recover_lost): first the attempt's answer in the queue log (the attempt
+    revoked if it never ran), then Slurm itself, by the array's name (its attempt's own) and working
+    directory (the run dir), for an sbatch whose answer was lost before the log was written."""
+    from gymbuild.executors.attempts import recover as recover_attempt
+    from gymbuild.executors.slurm import find_queued
+
+    adopted = recover_attempt(conn, task_script_path(first_job_dir, attempt), attempt)
+    if adopted is not None:
+        return adopted
+    array_id = find_queued(conn, run_dir, ARRAY_JOB_NAME.format(attempt=attempt), frozenset())
+    return Queued(array_id, None) if array_id else None
 
 
 def task_id(array_id: str, index: int) -> str:
     """What squeue, sacct, scancel and the record call task `index` of array `array_id`."""
     return f"{array_id}_{index}"
-
-
-def own_number(conn: Connection, job_dir: str, job_id: str) -> str | None:
-    """The number an array task's job.sh named its files after (`$SLURM_JOB_ID`), from the mark the
-    task script left in `job_dir` (`task_script`); None for a plain job or a task not started."""
-    if "_" not in job_id:
-        return None
-    mark = conn.run(f"readlink {quote(posixpath.join(job_dir, '.gym_exit-' + job_id))}").stdout.strip()
-    number = mark.removeprefix(".gym_exit-")
-    return number if mark.startswith(".gym_exit-") and number.isdigit() else None
