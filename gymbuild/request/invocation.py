@@ -75,6 +75,7 @@ class Invocation:
     metric: str | None = None  # compare: the metric the gate reads (None: the benchmark's key metric)
     series: bool = False  # results of a sweep: a row per combination and metric (series.py)
     step: str | None = None  # the regular expression that finds the training step in a swept value
+    baseline: str | None = None  # a sweep's gate: the run each checkpoint is gated against (choose.py)
     dry_run: bool = False  # cancel, resubmit: say what it would do, do nothing (NeMo Gym's --dry-run)
     every: float | None = None  # submit follow=1: seconds between polls (None: follow.DEFAULT_EVERY)
     ready: tuple[str, ...] | None = None  # a sweep over paths(): marker files (None: the default ones)

@@ -59,6 +59,14 @@ class OfSweep(VerbArgs):
 
 
 @dataclass(frozen=True)
+class Gated(VerbArgs):
+    """A sweep's gate (results, report, export): every checkpoint against `baseline` under max_drop=."""
+
+    baseline: str | None
+    max_drop: float | None
+
+
+@dataclass(frozen=True)
 class DryRunnable(OfSubmission, OfSweep):
     dry_run: bool
 
@@ -109,7 +117,7 @@ class LogsArgs(OfSubmission, OfSweep):
 
 
 @dataclass(frozen=True)
-class ResultsArgs(OfSubmission, OfSweep):
+class ResultsArgs(OfSubmission, OfSweep, Gated):
     verb: ClassVar[str] = "results"
     format: str | None
     series: bool
@@ -124,7 +132,7 @@ class CompareArgs(OfSubmission):
 
 
 @dataclass(frozen=True)
-class ExportArgs(Picked, OfSweep):
+class ExportArgs(Picked, OfSweep, Gated):
     verb: ClassVar[str] = "export"
     to: str | None
     experiment: str | None
@@ -132,7 +140,7 @@ class ExportArgs(Picked, OfSweep):
 
 
 @dataclass(frozen=True)
-class ReportArgs(Picked, OfSweep):
+class ReportArgs(Picked, OfSweep, Gated):
     verb: ClassVar[str] = "report"
     out: Path | None
     step: str | None

@@ -301,6 +301,12 @@ VERBS: tuple[Verb, ...] = (
             ("sweep", ""),
             ("series", ""),
             ("step", ""),
+            ("baseline", ""),
+            (
+                "max_drop",
+                "with baseline=: each checkpoint of the sweep gated against it (non-inferiority, as "
+                "compare's), the best non-inferior one chosen",
+            ),
         ),
         (
             "gymbuild results config=eval.yaml",
@@ -309,6 +315,7 @@ VERBS: tuple[Verb, ...] = (
             "gymbuild results config=eval.yaml run=all",
             "gymbuild results config=eval.yaml format=markdown",
             "gymbuild results config=eval.yaml multirun=1 series=1 format=csv",
+            "gymbuild results config=eval.yaml multirun=1 series=1 baseline=step_0 max_drop=0.02",
         ),
         flags=_only_reads("results"),
         writes="nothing",
@@ -349,6 +356,12 @@ VERBS: tuple[Verb, ...] = (
             ("sweep", ""),
             ("only", "these benchmarks only"),
             ("step", ""),
+            ("baseline", ""),
+            (
+                "max_drop",
+                "with baseline=: each checkpoint of the sweep gated against it (non-inferiority, as "
+                "compare's), the best non-inferior one chosen",
+            ),
             ("json", "what it exported, as one JSON document"),
         ),
         (
@@ -376,6 +389,12 @@ VERBS: tuple[Verb, ...] = (
             ("sweep", ""),
             ("only", "these benchmarks only"),
             ("step", ""),
+            ("baseline", ""),
+            (
+                "max_drop",
+                "with baseline=: each checkpoint of the sweep gated against it (non-inferiority, as "
+                "compare's), the best non-inferior one chosen",
+            ),
             ("json", "the file it wrote, as one JSON document"),
         ),
         (

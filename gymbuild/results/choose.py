@@ -107,9 +107,17 @@ class Choice:
     runner_up: Judged | None = None
     versus: Versus | None = None
     rule: str = field(default="", compare=False)
+    baseline_id: str = ""
 
     def of(self, gym_job_id: str) -> Judged | None:
         return next((j for j in self.judged if j.gym_job_id == gym_job_id), None)
+
+    def mark(self, gym_job_id: str) -> str:
+        """What a table shows for a run: BASELINE, its outcome (`PASS*` chosen), or `-` (not gated)."""
+        if gym_job_id == self.baseline_id:
+            return "BASELINE"
+        found = self.of(gym_job_id)
+        return found.mark() if found else "-"
 
     def line(self) -> str:
         """The choice in one line, as a user reads it under the table."""
@@ -133,6 +141,8 @@ class Choice:
         v = self.versus
         return {
             "baseline": self.baseline,
+            "baseline_id": self.baseline_id,
+            "rule": self.rule,
             "chosen": self.chosen.gym_job_id if self.chosen else None,
             "runner_up": self.runner_up.gym_job_id if self.runner_up else None,
             "versus_runner_up": None
@@ -181,6 +191,7 @@ def choose(
     baseline: str,
     checkpoints: Sequence[Checkpoint],
     versus: Callable[[Checkpoint, Checkpoint], compare.Comparison],
+    baseline_id: str = "",
 ) -> Choice:
     """Judge every checkpoint and choose the best non-inferior one. `versus(runner_up, best)`: the
     two compared as compare compares a baseline and a candidate (only called when there are two)."""
@@ -190,18 +201,18 @@ def choose(
     ]
     ranked = sorted((j for j in judged if j.non_inferior), key=_rank)
     if not ranked:
-        return Choice(baseline, tuple(judged), rule=SCORE_RULE)
+        return Choice(baseline, tuple(judged), rule=SCORE_RULE, baseline_id=baseline_id)
     best = ranked[0]
     judged = [replace(j, chosen=True) if j is best else j for j in judged]
     chosen = next(j for j in judged if j.chosen)
     if len(ranked) == 1:
-        return Choice(baseline, tuple(judged), chosen, rule=SCORE_RULE)
+        return Choice(baseline, tuple(judged), chosen, rule=SCORE_RULE, baseline_id=baseline_id)
     runner = ranked[1]
     by_id = {c.gym_job_id: c for c in checkpoints}
     best_c, runner_c = by_id[best.gym_job_id], by_id[runner.gym_job_id]
     gated = {(v.benchmark, v.agent): v.metric for v in best_c.scored()}
     between = pooled(versus(runner_c, best_c), gated)
-    return Choice(baseline, tuple(judged), chosen, runner, between, rule=SCORE_RULE)
+    return Choice(baseline, tuple(judged), chosen, runner, between, SCORE_RULE, baseline_id)
 
 
 def pooled(c: compare.Comparison, gated: Mapping[tuple[str, str | None], str | None]) -> Versus:
