@@ -13,11 +13,11 @@ import io
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from compare_helpers import rollouts
 from e2e_helpers import gymbuild_argv, local_command_config, user_env, write_config
+from promises_helpers import wait_until
 
 BASE = [1] * 30 + [0] * 10  # step_0's rewards, task by task
 
@@ -37,7 +37,7 @@ def checkpoint(path: Path, rewards: list[int]) -> None:
         "#!/bin/bash\n"
         "cat > \"$NEMO_GYM_BENCH_DIR/artifacts/rollouts.jsonl\" <<'EOF'\n"
         f"{lines}EOF\n"
-        f"printf '{{\"accuracy\": {accuracy}}}' > \"$NEMO_GYM_BENCH_DIR/artifacts/metrics.json\"\n"
+        f'printf \'{{"accuracy": {accuracy}}}\' > "$NEMO_GYM_BENCH_DIR/artifacts/metrics.json"\n'
     )
     path.chmod(0o755)
 
@@ -65,16 +65,20 @@ class GatedSweep:
         )
         self.ok("submit", *self.line)
         self.ok("submit", "config=base.yaml")
-        deadline = time.monotonic() + 180
-        while True:  # the event: every checkpoint's metrics, and the baseline's, are there
-            series = self.ok("results", *self.line, "series=1", "format=csv").stdout
-            rows = list(csv.DictReader(io.StringIO(series)))
-            base = self.ok("results", "config=base.yaml", "format=csv").stdout
-            done = all(r["state"] == "COMPLETED" and r["value"] for r in rows) and "COMPLETED" in base
-            if done or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        self.ids = {int(r["step"]): r["gym_job_id"] for r in rows}
+        self.ids = {
+            int(r["step"]): r["gym_job_id"] for r in wait_until(self._ended, "the jobs' metrics", 180, 0.5)
+        }
+
+    def _ended(self) -> list[dict[str, str]] | None:
+        """The series' rows once every checkpoint's metrics, and the baseline's, are there."""
+        series = self.ok("results", *self.line, "series=1", "format=csv").stdout
+        rows = list(csv.DictReader(io.StringIO(series)))
+        base = self.ok("results", "config=base.yaml", "format=csv").stdout
+        return (
+            rows
+            if all(r["state"] == "COMPLETED" and r["value"] for r in rows) and "COMPLETED" in base
+            else None
+        )
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
