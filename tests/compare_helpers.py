@@ -88,3 +88,28 @@ def record(
 
 
 A, B = "gym-job-20260101T000000Z-aaaaaa", "gym-job-20260102T000000Z-bbbbbb"
+
+
+def agent_diff(
+    bench: str, baseline: float, delta: float, width: float, tasks: int = 200, metric: str = "mean/reward"
+) -> compare.AgentDiff:
+    """One agent's diff as compare.py makes it, for the pure gate tests: `tasks` tasks whose mean
+    difference is `delta` with a 95% interval of +-`width`."""
+    m = compare.MetricDiff(
+        metric,
+        tasks,
+        tasks,
+        baseline,
+        baseline + delta,
+        delta,
+        (delta - width, delta + width),
+        binary=False,
+        detectable=width,
+        spread=0.2,
+    )
+    return compare.AgentDiff(bench, "agent", tasks, tasks, tasks, tasks, tasks, (m,), primary=metric)
+
+
+def comparison_of(*agents: compare.AgentDiff) -> compare.Comparison:
+    """The comparison of these agents' benchmarks, each asked for and compared in full."""
+    return compare.Comparison("A", "B", "ida", "idb", agents, benchmarks=tuple(a.benchmark for a in agents))

@@ -155,6 +155,7 @@ def choice(*choices: str, problem: str, upper: bool = False) -> Callable[[str], 
 
 
 FORMATS = ("table", "csv", "markdown")  # results' format= (table is the default)
+GATE_FORMATS = ("table", "compact", "markdown")  # compare's format= (gate_text.py)
 RUN_STATES = ("RUNNING", "PENDING", "COMPLETED", "FAILED", "UNKNOWN")  # runs' state=
 TRACKERS = ("mlflow", "wandb")  # export's to=
 
@@ -249,10 +250,11 @@ ARGUMENTS: tuple[Argument, ...] = (
     _flag("watch", "redraw until every job has ended; exit 0 only when every benchmark completed"),
     Argument(
         "format",
-        "csv|markdown",
-        "the table as CSV (a line per metric) or as a Markdown table",
-        choice(*FORMATS, problem=" is not a format results prints"),
-        f"use one of {', '.join(FORMATS)}",
+        "csv|markdown|compact",
+        "results: the table as CSV (a line per metric) or as a Markdown table; compare: compact (a few "
+        "lines for a CI log) or markdown (a pull request's comment)",
+        choice(*dict.fromkeys(FORMATS + GATE_FORMATS), problem=" is not a format results or compare prints"),
+        f"use one of {', '.join(FORMATS)} (results) or {', '.join(GATE_FORMATS)} (compare)",
         "csv",
     ),
     _flag(
@@ -276,6 +278,16 @@ ARGUMENTS: tuple[Argument, ...] = (
         "a number of the metric's own unit, 0 or more: max_drop=0.02 passes when a drop of more than "
         "0.02 is ruled out with 95% confidence",
         "0.02",
+    ),
+    Argument(
+        "policy",
+        "FILE",
+        "compare: a gate across benchmarks from a YAML policy (per benchmark its tier: critical, supporting "
+        "or advisory; its max_drop or relative_drop; its metric): exit 0 PASS, 1 DROP, 2 INCONCLUSIVE, "
+        "64 for a policy or argument it cannot use (docs/compare.md)",
+        optional_path,
+        "policy=<a gate policy YAML file>, e.g. policy=gate.yaml",
+        "gate.yaml",
     ),
     Argument(
         "metric",

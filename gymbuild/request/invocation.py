@@ -82,13 +82,14 @@ class Invocation:
     only: tuple[str, ...] = ()
     run: str | None = None
     workspace: Path = field(default_factory=default_workspace)
-    format: str | None = None  # results: table (the default), csv or markdown
+    format: str | None = None  # results: table (the default), csv or markdown; compare: compact or markdown
     verbs: tuple[str, ...] = ()  # the verbs (and doit commands or task names) the command line names
     multirun: bool = False  # the overrides' sweep syntax makes a sweep (sweep/expand.py)
     sweep: str | None = None  # a sweep by its id, for the day-two verbs
     config_given: bool = False  # config= was on the command line (`runs config=F` filters by it)
     max_drop: float | None = None  # compare: exit 1 when a benchmark dropped by more (compare_read.py)
     metric: str | None = None  # compare: the metric the gate reads (None: the benchmark's key metric)
+    policy: Path | None = None  # compare: the gate's policy file across benchmarks (results/policy.py)
     series: bool = False  # results of a sweep: a row per combination and metric (series.py)
     step: str | None = None  # the regular expression that finds the training step in a swept value
     baseline: str | None = None  # a sweep's gate: the run each checkpoint is gated against (choose.py)

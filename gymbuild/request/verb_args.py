@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Self
 
+from gymbuild.errors import UserError
+from gymbuild.request.arguments import FORMATS
 from gymbuild.request.invocation import Invocation
 
 
@@ -123,12 +125,21 @@ class ResultsArgs(OfSubmission, OfSweep, Gated):
     series: bool
     step: str | None
 
+    def __post_init__(self) -> None:
+        if self.format is not None and self.format not in FORMATS:  # format= reads compare's too
+            raise UserError(
+                f"error: format={self.format} is compare's, not a format results prints\n"
+                f"    fix: use one of {', '.join(FORMATS)}"
+            )
+
 
 @dataclass(frozen=True)
 class CompareArgs(OfSubmission):
     verb: ClassVar[str] = "compare"
     max_drop: float | None
     metric: str | None
+    policy: Path | None
+    format: str | None
 
 
 @dataclass(frozen=True)

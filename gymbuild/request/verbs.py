@@ -332,10 +332,16 @@ VERBS: tuple[Verb, ...] = (
             ("only", "these benchmarks only (one neither run has: a usage error, exit 64, no output)"),
             ("max_drop", ""),
             ("metric", ""),
+            ("policy", ""),
+            (
+                "format",
+                "with a gate: compact (a few lines for a CI log) or markdown (a pull request's comment)",
+            ),
             ("json", "one JSON document"),
         ),
         (
             "gymbuild compare run=gym-job-20260101T120000Z-a1b2c3,gym-job-20260102T090000Z-d4e5f6",
+            "gymbuild compare run=$BASELINE,$CANDIDATE policy=gate.yaml format=compact   # a CI gate",
             "gymbuild compare run=$BASELINE,$CANDIDATE max_drop=0.02 json=1   # a CI gate",
             "gymbuild compare run=$BASELINE,$CANDIDATE max_drop=0.02 metric=accuracy",
         ),

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING
 from gymbuild.errors import Inconclusive, UsageError, UserError, printable
 from gymbuild.executors.connection import is_this_machine
 from gymbuild.executors.states import states_of
+from gymbuild.request.arguments import GATE_FORMATS
 from gymbuild.request.verb_args import CompareArgs
-from gymbuild.results import compare, compare_cover, compare_text, gate, read, stats, table
+from gymbuild.results import compare, compare_cover, compare_text, gate, gate_text, policy, read, stats, table
 
 if TYPE_CHECKING:
     from gymbuild.state.records import SubmissionRecord
@@ -170,14 +171,18 @@ def asked(only: Sequence[str], records: Sequence[SubmissionRecord]) -> list[str]
     return [b for b in every if not only or b in only]
 
 
-def build(s: Session, args: CompareArgs) -> compare.Comparison:
-    """The comparison of the two runs, with every reason a benchmark asked for was not compared in full."""
+def build(
+    s: Session, args: CompareArgs, metric_of: Callable[[str], str | None] | None = None
+) -> compare.Comparison:
+    """The comparison of the two runs, with every reason a benchmark asked for was not compared in full.
+    `metric_of`: per benchmark the metric to gate (a policy's, policy.metric_of); default: metric=."""
+    chosen = metric_of or (lambda _bench: args.metric)
     records = _records(s, args.run)
     wanted = asked(args.only, records)
     # scipy's import (0.3 s quiet, 2-3 s on a loaded machine) overlaps the round trip, which waits.
     threading.Thread(target=stats.warm, name="import scipy", daemon=True).start()
     base, cand = read_runs(s, records)
-    comparison = pair(base, cand, wanted, lambda _bench: args.metric)
+    comparison = pair(base, cand, wanted, chosen)
     _check_metric(args.metric, comparison.agents)
     return comparison
 
@@ -243,16 +248,46 @@ def _check_metric(metric: str | None, agents: Sequence[compare.AgentDiff]) -> No
     )
 
 
+def check_args(args: CompareArgs) -> None:
+    """What compare cannot use together, refused before anything is read (exit 64): the
+    policy file says every margin and metric, so max_drop= or metric= beside it would be a second
+    answer to the same question; format= names a gate's output, so it needs a gate."""
+    fix = ""
+    if args.format is not None and args.format not in GATE_FORMATS:
+        problem, fix = (
+            f"format={args.format} is not a format compare prints",
+            f"use one of {', '.join(GATE_FORMATS)}",
+        )
+    elif args.policy is not None and (args.max_drop is not None or args.metric is not None):
+        given = "max_drop=" if args.max_drop is not None else "metric="
+        problem = f"{given} and policy= both say what the gate reads"
+        fix = f"drop {given}, or put it in the policy file's default: rule (docs/compare.md)"
+    elif args.format not in (None, "table") and args.policy is None and args.max_drop is None:
+        problem = f"format={args.format} prints a gate's verdicts, and there is no gate"
+        fix = "add policy=gate.yaml or max_drop=0.02"
+    if fix:
+        raise UsageError(f"error: {problem}\n    fix: {fix}")
+
+
 def print_compare(s: Session, args: CompareArgs) -> None:
-    """The verb: the comparison on stdout. With max_drop= it is a gate (gate.py): exit 0 PASS, 1 DROP
-    (the drops on stderr), 2 INCONCLUSIVE (the reasons on stderr, one line each); an argument it cannot
-    use (or numpy and scipy missing) exits 64 before anything is printed."""
+    """The verb: the comparison on stdout. With max_drop= or policy= it is a gate (gate.py, policy.py):
+    exit 0 PASS, 1 DROP (the drops on stderr), 2 INCONCLUSIVE (the reasons on stderr, one line each);
+    an argument or policy file it cannot use (or numpy and scipy missing) exits 64 before anything is
+    printed."""
+    check_args(args)
     max_drop = args.max_drop  # read and checked by its argument (arguments.py)
+    chosen = policy.load(args.policy) if args.policy is not None else None  # a bad file: 64, nothing read
+    if chosen is None and max_drop is not None and args.format not in (None, "table"):
+        chosen = policy.Policy.of_max_drop(max_drop, args.metric)  # compact/markdown: one path for both
     try:
-        comparison = build(s, args)
-        verdicts = gate.verdicts(comparison, max_drop) if max_drop is not None else None
+        comparison = build(s, args, policy.metric_of(chosen) if chosen is not None else None)
+        decision = policy.decide(comparison, chosen) if chosen is not None else None
+        verdicts = gate.verdicts(comparison, max_drop) if max_drop is not None and decision is None else None
     except stats.Missing as err:
         raise UsageError(f"error: {err}") from None
+    if decision is not None:
+        _print_decision(comparison, decision, args)
+        return
     out = (
         compare_text.to_json(comparison, verdicts)
         if args.json
@@ -280,4 +315,28 @@ def print_compare(s: Session, args: CompareArgs) -> None:
             + unsure
             + "\n    fix: compare runs whose jobs all COMPLETED with every rollout (resubmit the failed or "
             "partial side), on more tasks where the interval is too wide, or narrow with only="
+        )
+
+
+def _print_decision(c: compare.Comparison, d: policy.Decision, args: CompareArgs) -> None:
+    """A policy's gate: its output on stdout (table, compact, markdown or JSON), the verdict on stderr
+    and as the exit status."""
+    if args.json:
+        out = compare_text.to_json(c, d.verdicts, gate_text.json_keys(d))
+    elif args.format == "compact":
+        out = gate_text.compact(c, d)
+    elif args.format == "markdown":
+        out = gate_text.markdown(c, d)
+    else:
+        out = compare_text.format_table(c, gate_lines=gate_text.table_lines(c, d))
+    sys.stdout.write(out)
+    sys.stdout.flush()
+    if d.outcome is gate.Outcome.DROP:
+        raise UserError("error: " + gate_text.stderr_message(d, d.verdicts))
+    if d.outcome is gate.Outcome.INCONCLUSIVE:
+        raise Inconclusive(
+            gate_text.stderr_message(d, d.verdicts)
+            + "\n    fix: a supporting drop needs a person's look; an INCONCLUSIVE verdict complete runs "
+            "(every job COMPLETED, every rollout) or more tasks; a policy without a critical benchmark "
+            "never passes"
         )

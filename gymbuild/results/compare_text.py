@@ -6,8 +6,9 @@ Pure: no I/O. The numbers are compare.py's; the verdicts gate.py's.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
+from typing import Any
 
 from gymbuild.results import compare, gate
 from gymbuild.results.table import _aligned, number, signed
@@ -70,7 +71,10 @@ HEAD = [
 ]
 
 
-def format_table(c: compare.Comparison, verdicts: Sequence[gate.Verdict] | None = None) -> str:
+def format_table(
+    c: compare.Comparison, verdicts: Sequence[gate.Verdict] | None = None, gate_lines: Sequence[str] = ()
+) -> str:
+    """The table; with max_drop= its verdicts, with a policy the gate's lines (gate_text.table_lines)."""
     body = [_row(a, m, i == 0) for a in c.agents for i, m in enumerate(a.metrics)]
     lines = [f"compare {c.baseline} (baseline) -> {c.candidate} (candidate)", *_aligned(HEAD, body)]
     notes = [f"  {a.benchmark} ({a.agent}): {n}" for a in c.agents for n in a.notes] + [
@@ -88,6 +92,8 @@ def format_table(c: compare.Comparison, verdicts: Sequence[gate.Verdict] | None 
             f"gate: {outcome.value} (exit {gate.EXIT[outcome]})",
             *(f"  {v.line()}" for v in verdicts),
         ]
+    if gate_lines:
+        lines += ["", *gate_lines]
     lines += [
         "",
         "METRIC*: the one a max_drop= gate reads. DELTA: candidate - baseline, the mean over tasks of each",
@@ -105,13 +111,19 @@ def dropped(verdicts: Sequence[gate.Verdict]) -> list[str]:
     return [v.line() for v in verdicts if v.outcome is gate.Outcome.DROP]
 
 
-def to_json(c: compare.Comparison, verdicts: Sequence[gate.Verdict] | None = None) -> str:
+def to_json(
+    c: compare.Comparison,
+    verdicts: Sequence[gate.Verdict] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> str:
     """Everything; with a gate (max_drop=) its `verdicts`, the overall `verdict` (pass, drop or
-    inconclusive), its `exit_status`, and `dropped` (the DROP verdicts' lines)."""
+    inconclusive), its `exit_status`, and `dropped` (the DROP verdicts' lines); `extra`: a policy's
+    keys (gate_text.json_keys), which replace the one-margin gate's verdict and exit status."""
     data = asdict(c)
     data["verdicts"] = [asdict(v) for v in verdicts] if verdicts is not None else None
     outcome = gate.overall(verdicts) if verdicts is not None else None
     data["verdict"] = outcome.value.lower() if outcome is not None else None
     data["exit_status"] = gate.EXIT[outcome] if outcome is not None else None
     data["dropped"] = dropped(verdicts or ())
+    data.update(extra or {})
     return json.dumps(data, indent=2) + "\n"

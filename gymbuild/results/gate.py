@@ -19,7 +19,7 @@ policy (every benchmark critical, one max_drop). Pure: no I/O.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from gymbuild.errors import UsageError
@@ -135,19 +135,32 @@ def overall(verdicts: Iterable[Verdict]) -> Outcome:
     return Outcome.PASS
 
 
-def verdicts(c: compare.Comparison, max_drop: float) -> list[Verdict]:
+def verdicts(
+    c: compare.Comparison,
+    max_drop: float,
+    margin_of: Callable[[str, compare.AgentDiff | None], tuple[float, str]] | None = None,
+) -> list[Verdict]:
     """One verdict per (benchmark, agent) compared, and one per benchmark asked for that compared no
-    agent; each carries its benchmark's shortfalls (those of another agent of it left out)."""
+    agent; each carries its benchmark's shortfalls (those of another agent of it left out).
+    `margin_of` (policy.py): per benchmark and agent its own margin and how it was reached (a relative
+    drop's arithmetic, put before the reason); without it every one is judged on `max_drop`."""
+
+    def judged(bench: str, a: compare.AgentDiff | None, problems: Sequence[str]) -> Verdict:
+        margin, how = margin_of(bench, a) if margin_of is not None else (max_drop, "")
+        m = a.metric(a.primary) if a is not None else None
+        agent, metric = (a.agent, a.primary) if a is not None else (None, None)
+        found = judge(bench, agent, metric, m.evidence if m else None, margin, problems)
+        return replace(found, reason=f"{how}; {found.reason}") if how else found
+
     out = []
     for bench in c.benchmarks:
         problems = c.short.get(bench, ())
         agents = [a for a in c.agents if a.benchmark == bench]
         if not agents:
-            why = problems or (f"{bench}: no agent of one run has rollouts in the other",)
-            out.append(judge(bench, None, None, None, max_drop, why))
+            out.append(
+                judged(bench, None, problems or (f"{bench}: no agent of one run has rollouts in the other",))
+            )
         for a in agents:
             others = [f"{bench} ({x.agent})" for x in agents if x.agent != a.agent]
-            mine = [p for p in problems if not any(p.startswith(o) for o in others)]
-            m = a.metric(a.primary)
-            out.append(judge(bench, a.agent, a.primary, m.evidence if m else None, max_drop, mine))
+            out.append(judged(bench, a, [p for p in problems if not any(p.startswith(o) for o in others)]))
     return out
