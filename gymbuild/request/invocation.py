@@ -34,7 +34,7 @@ def command_verbs(argv: Sequence[str]) -> list[str]:
 
 # A sweep's gate's arguments (results, report, export: sweep/gated.py): a value of theirs refused is
 # a usage error, exit 64, as every argument of compare's.
-GATE_ARGUMENTS = frozenset({"baseline", "max_drop"})
+GATE_ARGUMENTS = frozenset({"baseline", "max_drop", "policy"})
 
 
 def _gate_refused(variables: Mapping[str, str]) -> bool:

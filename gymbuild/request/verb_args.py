@@ -62,10 +62,12 @@ class OfSweep(VerbArgs):
 
 @dataclass(frozen=True)
 class Gated(VerbArgs):
-    """A sweep's gate (results, report, export): every checkpoint against `baseline` under max_drop=."""
+    """A sweep's gate (results, report, export): every checkpoint against `baseline` under max_drop=
+    or a policy file (sweep/gated.py)."""
 
     baseline: str | None
     max_drop: float | None
+    policy: Path | None
 
 
 @dataclass(frozen=True)

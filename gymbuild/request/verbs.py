@@ -307,6 +307,10 @@ VERBS: tuple[Verb, ...] = (
                 "with baseline=: each checkpoint of the sweep gated against it (non-inferiority, as "
                 "compare's), the best non-inferior one chosen",
             ),
+            (
+                "policy",
+                "with baseline=: the gate across benchmarks (tiers, margins, metrics) instead of max_drop=",
+            ),
         ),
         (
             "gymbuild results config=eval.yaml",
@@ -368,6 +372,10 @@ VERBS: tuple[Verb, ...] = (
                 "with baseline=: each checkpoint of the sweep gated against it (non-inferiority, as "
                 "compare's), the best non-inferior one chosen",
             ),
+            (
+                "policy",
+                "with baseline=: the gate across benchmarks (tiers, margins, metrics) instead of max_drop=",
+            ),
             ("json", "what it exported, as one JSON document"),
         ),
         (
@@ -400,6 +408,10 @@ VERBS: tuple[Verb, ...] = (
                 "max_drop",
                 "with baseline=: each checkpoint of the sweep gated against it (non-inferiority, as "
                 "compare's), the best non-inferior one chosen",
+            ),
+            (
+                "policy",
+                "with baseline=: the gate across benchmarks (tiers, margins, metrics) instead of max_drop=",
             ),
             ("json", "the file it wrote, as one JSON document"),
         ),

@@ -404,9 +404,10 @@ def print_results(s: Session, args: ResultsArgs) -> None:
             "error: series=1 reads a sweep's combinations, and this is one submission\n"
             "    fix: add multirun=1 (the config's latest sweep) or sweep=ID"
         )
-    if args.baseline is not None or args.max_drop is not None:
+    if args.baseline is not None or args.max_drop is not None or args.policy is not None:
         raise UsageError(
-            "error: baseline= and max_drop= gate a sweep's checkpoints, and this is one submission\n"
+            "error: baseline= with max_drop= or policy= gates a sweep's checkpoints, and this is one "
+            "submission\n"
             "    fix: add multirun=1 series=1, or compare two runs: gymbuild compare run=A,B max_drop=X"
         )
     records = find_records(s, args.run)

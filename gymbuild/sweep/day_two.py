@@ -243,13 +243,13 @@ def gated_series(
     from gymbuild.sweep import gated, series  # late: measured, as in gathered
 
     pattern = series.step_pattern(args.step)
-    gate = gated.wanted(args)  # a mistake in its arguments is said before anything is read
+    rule = gated.policy_of(args)  # a mistake in the gate's arguments is said before anything is read
     record, cells, runs = gathered(s, args.sweep, args.only)
     rows = series.points([c.values for c in cells], runs, pattern)
-    if not gate:
+    if rule is None or args.baseline is None:
         return record, rows, None
     records = [r for r in records_of(s, cells) if r is not None]
-    return record, rows, gated.judge(s, args, records, runs, rows, args.only)
+    return record, rows, gated.judge(s, rule, args.baseline, records, runs, rows, args.only)
 
 
 def results(s: Session, args: ResultsArgs) -> None:
@@ -265,9 +265,9 @@ def results(s: Session, args: ResultsArgs) -> None:
         if choice is not None and fmt == "csv" and not args.json:  # the CSV stays a table
             print(choice.line(), file=sys.stderr)
         return
-    if args.baseline is not None or args.max_drop is not None:
+    if args.baseline is not None or args.max_drop is not None or args.policy is not None:
         raise UsageError(
-            "error: baseline= and max_drop= gate a sweep's checkpoints, shown as a series\n"
+            "error: baseline= with max_drop= or policy= gates a sweep's checkpoints, shown as a series\n"
             "    fix: add series=1"
         )
     series.step_pattern(args.step)  # a mistake in step= is said even without series=1

@@ -23,6 +23,9 @@ CHOICE = (
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatedSweep]:
     home = tmp_path_factory.mktemp("gated")
+    (home / "lenient.yaml").write_text("benchmarks:\n  demo: {tier: critical, max_drop: 0.5}\n")
+    (home / "advisory.yaml").write_text("default: {tier: advisory, max_drop: 0.5}\n")
+    (home / "broken.yaml").write_text("benchmarks:\n  demo: {tier: vital}\n")
     try:
         yield GatedSweep(home)
     finally:
@@ -92,6 +95,8 @@ def test_another_run_as_baseline_gates_every_combination(sweep: GatedSweep) -> N
         (("series=1", "baseline=gym-job-20260101T000000Z-abcdef", "max_drop=0.1"), "not in this machine's"),
         (("baseline=step_0", "max_drop=0.1"), "add series=1"),
         (("series=1", "baseline=step_0", "max_drop=-1"), "max_drop=-1 is not a difference"),
+        (("series=1", "baseline=step_0", "max_drop=0.1", "policy=lenient.yaml"), "both say what the gate"),
+        (("series=1", "baseline=step_0", "policy=broken.yaml"), "broken.yaml"),
     ],
 )
 def test_an_argument_the_gate_cannot_use_is_one_message_exit_64(
@@ -117,3 +122,18 @@ def test_the_report_shows_each_checkpoints_verdict_and_the_choice(sweep: GatedSw
     assert len(chosen) == 1 and "<td>step_300</td>" in chosen[0] and "<td>PASS*</td>" in chosen[0]
     for step, mark in ((0, "BASELINE"), (100, "PASS"), (200, "DROP")):
         assert f"<td>{sweep.ids[step]}</td><td>{mark}</td>" in page
+
+
+def test_a_policy_file_gates_the_sweep_as_it_gates_compare(sweep: GatedSweep) -> None:
+    """A margin of 0.5 on the critical benchmark lets step_200's drop of 0.3 pass (still not chosen:
+    its score is the lowest); a policy with no critical benchmark passes nothing, so chooses none."""
+    doc = json.loads(sweep.ok("results", *sweep.line, *GATE[:2], "policy=lenient.yaml", "json=1").stdout)
+    assert [(r["label"], r["gate"], r["chosen"]) for r in doc["rows"]] == [
+        ("step_0", "BASELINE", None),
+        ("step_100", "PASS", False),
+        ("step_200", "PASS", False),
+        ("step_300", "PASS", True),
+    ]
+    done = sweep.ok("results", *sweep.line, *GATE[:2], "policy=advisory.yaml")
+    assert "0 of 3 checkpoint(s) non-inferior to step_0: none chosen" in done.stdout
+    assert [ln.split()[-1] for ln in done.stdout.splitlines()[3:6]] == ["INCONCLUSIVE"] * 3
