@@ -80,9 +80,11 @@ class GatedSweep:
             else None
         )
 
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str, path_first: Path | None = None) -> subprocess.CompletedProcess[str]:
+        """`gymbuild ARGS`; `path_first`: a directory put first on PATH (a wrapper that records)."""
+        env = {**self.env, "PATH": f"{path_first}{os.pathsep}{self.env['PATH']}"} if path_first else self.env
         return subprocess.run(
-            gymbuild_argv(*args), cwd=self.home, env=self.env, capture_output=True, text=True, timeout=240
+            gymbuild_argv(*args), cwd=self.home, env=env, capture_output=True, text=True, timeout=240
         )
 
     def ok(self, *args: str) -> subprocess.CompletedProcess[str]:

@@ -8,10 +8,12 @@ import csv
 import io
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from e2e_helpers import kill_local_jobs
 from gate_sweep_helpers import GatedSweep
+from results_helpers import Sessions
 
 GATE = ("series=1", "baseline=step_0", "max_drop=0.1")
 CHOICE = (
@@ -32,8 +34,15 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatedSweep]:
         kill_local_jobs(home / "runs")
 
 
-def test_the_series_gates_every_checkpoint_marks_the_chosen_one_and_exits_0(sweep: GatedSweep) -> None:
-    done = sweep.ok("results", *sweep.line, *GATE)
+def test_the_series_gates_every_checkpoint_marks_the_chosen_one_and_exits_0(
+    sweep: GatedSweep, tmp_path: Path
+) -> None:
+    shell = Sessions(tmp_path, "bash")  # records what is sent to the local connection
+    done = sweep.run("results", *sweep.line, *GATE, path_first=shell.bin)
+    assert done.returncode == 0, done.stderr
+    # Every checkpoint's rollouts and the baseline's in one read, not one per checkpoint.
+    reads = [c for c in shell.commands() if "rollouts.jsonl" in c]
+    assert len(reads) == 1 and all(f"/{sweep.ids[s]}/demo" in reads[0] for s in sweep.ids)
     lines = done.stdout.splitlines()
     table = [ln.split() for ln in lines[1:6]]
     assert table[0][-1] == "GATE" and [row[1] for row in table[1:]] == [
