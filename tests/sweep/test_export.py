@@ -318,3 +318,38 @@ def test_a_gated_sweep_tags_each_checkpoints_run_with_its_verdict_and_the_choice
         ] == "PASS"
     finally:
         kill_local_jobs(tmp_path / "runs")
+
+
+def test_a_gated_sweep_exported_to_wandb_carries_each_verdict_in_config_and_summary(tmp_path: Path) -> None:
+    pytest.importorskip("wandb", reason="the wandb extra is not installed: pip install wandb")
+    from gate_sweep_helpers import GatedSweep
+
+    wandb_dir = tmp_path / "wandb-home"
+    wandb_dir.mkdir()
+    sweep = GatedSweep(tmp_path, WANDB_MODE="offline", WANDB_DIR=str(wandb_dir))
+    try:
+        sweep.ok("export", *sweep.line, "to=wandb", "experiment=gated", "baseline=step_0", "max_drop=0.1")
+        seen = {}
+        for file in sorted(wandb_dir.glob("wandb/offline-run-*/run-*.wandb")):
+            config, summary = {}, {}
+            for record in wandb_records(file):
+                kind = record.WhichOneof("record_type")
+                if kind in ("run", "config"):
+                    items = record.run.config.update if kind == "run" else record.config.update
+                    config.update({i.key: json.loads(i.value_json) for i in items})
+                elif kind == "summary":
+                    summary.update({i.key: json.loads(i.value_json) for i in record.summary.update})
+            gate = ("gate.outcome", "gate.non_inferior", "gate.chosen")
+            seen[config["gymbuild.label"]] = (
+                tuple(config[k] for k in gate),
+                tuple(summary.get(k) for k in gate),
+            )
+        expected = {
+            "step_0": ("BASELINE", "false", "false"),
+            "step_100": ("PASS", "true", "false"),
+            "step_200": ("DROP", "false", "false"),
+            "step_300": ("PASS", "true", "true"),
+        }
+        assert seen == {label: (tags, tags) for label, tags in expected.items()}
+    finally:
+        kill_local_jobs(tmp_path / "runs")
