@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from gymbuild.day_two import act, find, watch
 from gymbuild.day_two.logs import print_logs
 from gymbuild.day_two.status import format_statuses, statuses_json
-from gymbuild.errors import UsageError, UserError
+from gymbuild.errors import UsageError, UserError, printable
 from gymbuild.executors import states
 from gymbuild.executors.base import executor_for
 from gymbuild.request.verb_args import (
@@ -263,7 +263,7 @@ def results(s: Session, args: ResultsArgs) -> None:
         record, rows, choice = gated_series(s, args)
         sys.stdout.write(series.render(record["sweep_id"], rows, as_json=args.json, fmt=fmt, choice=choice))
         if choice is not None and fmt == "csv" and not args.json:  # the CSV stays a table
-            print(choice.line(), file=sys.stderr)
+            print(printable(choice.line(), lines=False), file=sys.stderr)
         return
     if args.baseline is not None or args.max_drop is not None or args.policy is not None:
         raise UsageError(

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from gymbuild.errors import UserError
+from gymbuild.errors import UserError, printable
 from gymbuild.request.verb_args import ReportArgs
 from gymbuild.results.table import number
 from gymbuild.state.workspace import atomic_write
@@ -191,4 +191,4 @@ def report(s: Session, args: ReportArgs) -> None:
     else:
         print(said)
         if choice is not None:
-            print(choice.line())
+            print(printable(choice.line(), lines=False))

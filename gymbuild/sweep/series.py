@@ -19,6 +19,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from gymbuild.errors import printable
 from gymbuild.request.arguments import argument
 from gymbuild.results.choose import Choice
 from gymbuild.results.table import RunResult, Value, clean, number
@@ -221,7 +222,9 @@ def _grid(rows: Sequence[Point], choice: Choice | None = None) -> tuple[list[str
 def _choice_lines(choice: Choice | None) -> list[str]:
     if choice is None:
         return []
-    return ["", choice.line(), f"(score: {choice.rule}; * the chosen one; results is not a gate: exit 0)"]
+    # The line names labels (swept values): a control character in one is escaped, not sent to a terminal.
+    line = printable(choice.line(), lines=False)
+    return ["", line, f"(score: {choice.rule}; * the chosen one; results is not a gate: exit 0)"]
 
 
 def to_table(ident: str, rows: Sequence[Point], choice: Choice | None = None) -> str:
