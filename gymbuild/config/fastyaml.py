@@ -45,7 +45,7 @@ def _no_duplicate_keys(
                 key_node.start_mark,
             )
         seen.add(key_node.value)
-    return yaml.CSafeLoader.construct_mapping(self, node, deep=deep)
+    return yaml.constructor.SafeConstructor.construct_mapping(self, node, deep=deep)  # C or pure loader
 
 
 @functools.cache
@@ -64,6 +64,14 @@ def _c_loader() -> type | None:
             "yaml_constructors": pure.yaml_constructors,
         },
     )
+
+
+@functools.cache
+def strict_safe_loader() -> type[yaml.SafeLoader]:
+    """PyYAML's safe loader (libyaml's where there is one) refusing duplicate keys, for gymbuild's own
+    small YAML files (a gate policy): a key written twice is a mistake, not "the last one wins"."""
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return type("StrictSafeLoader", (base,), {"construct_mapping": _no_duplicate_keys})
 
 
 MAX_NODES = 200_000  # values of the tree as aliases expand it (a thousand benchmarks: ~20 000)

@@ -253,7 +253,9 @@ ARGUMENTS: tuple[Argument, ...] = (
         "csv|markdown|compact",
         "results: the table as CSV (a line per metric) or as a Markdown table; compare: compact (a few "
         "lines for a CI log) or markdown (a pull request's comment)",
-        choice(*dict.fromkeys(FORMATS + GATE_FORMATS), problem=" is not a format results or compare prints"),
+        choice(
+            *dict.fromkeys(FORMATS + GATE_FORMATS), problem=" is not a format results prints, nor compare"
+        ),
         f"use one of {', '.join(FORMATS)} (results) or {', '.join(GATE_FORMATS)} (compare)",
         "csv",
     ),

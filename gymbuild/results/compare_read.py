@@ -331,11 +331,12 @@ def _print_decision(c: compare.Comparison, d: policy.Decision, args: CompareArgs
         out = compare_text.format_table(c, gate_lines=gate_text.table_lines(c, d))
     sys.stdout.write(out)
     sys.stdout.flush()
+    listed = () if args.format == "compact" and not args.json else d.verdicts  # compact: stdout lists them
     if d.outcome is gate.Outcome.DROP:
-        raise UserError("error: " + gate_text.stderr_message(d, d.verdicts))
+        raise UserError("error: " + gate_text.stderr_message(d, listed))
     if d.outcome is gate.Outcome.INCONCLUSIVE:
         raise Inconclusive(
-            gate_text.stderr_message(d, d.verdicts)
+            gate_text.stderr_message(d, listed)
             + "\n    fix: a supporting drop needs a person's look; an INCONCLUSIVE verdict complete runs "
             "(every job COMPLETED, every rollout) or more tasks; a policy without a critical benchmark "
             "never passes"

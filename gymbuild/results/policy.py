@@ -197,14 +197,23 @@ def parse(text: str, source: str) -> Policy:
     Pure (what `load` calls); a YAML syntax error names its line."""
     import yaml  # late: PyYAML (House rules)
 
+    from gymbuild.config.fastyaml import strict_safe_loader
+
     try:
-        tree = yaml.safe_load(text)
+        tree = yaml.load(text, Loader=strict_safe_loader())  # a safe loader, duplicate keys refused
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None)
+        why = f" ({problem})" if problem else ""
+        fix = (
+            "write each key once"
+            if problem and "duplicate key" in problem
+            else "a mapping with `default:` and `benchmarks:` (docs/compare.md)"
+        )
         raise UsageError(
-            f"error: {printable(source, lines=False)}: is not YAML{where}\n"
-            "    fix: a mapping with `default:` and `benchmarks:` (docs/compare.md)"
+            f"error: {printable(source, lines=False)}: is not YAML{where}{printable(why, lines=False)}\n"
+            f"    fix: {fix}"
         ) from None
     if tree is None:
         tree = {}

@@ -52,6 +52,7 @@ def test_a_critical_benchmarks_drop_is_exit_1_and_the_compact_form_leads_with_it
     assert lines[-1].startswith("counts: 1 PASS, 1 DROP, 1 INCONCLUSIVE of 3 benchmark(s)")
     assert "critical 2, supporting 0, advisory 1" in lines[-1]  # code: the default's tier
     assert err.startswith("error: DROP under policy gate.yaml") and "Traceback" not in err
+    assert "quiz (agent) mean/reward" not in err  # the log has it once, on stdout
 
 
 def test_an_advisory_drop_is_shown_but_every_critical_passing_is_exit_0(runs: Path) -> None:

@@ -219,7 +219,7 @@ def test_mistakes_are_one_message_and_exit_1(tmp_path: Path) -> None:
     for args, says in (
         (("run=gym-job-20990101T000000Z-000000",), "is not in this machine's local index"),
         (("config=nowhere.yaml",), "nowhere.yaml: no such file"),
-        (("config=nowhere.yaml", "format=xlsx"), "format=xlsx is not a format results"),
+        (("config=nowhere.yaml", "format=xlsx"), "format=xlsx is not a format results prints"),
         (("run=gym-job-20990101T000000Z-000000,gym-job-20990101T000000Z-000000",), "run= names a run twice"),
         (("run=a",), "run='a' is not a gym_job_id"),
     ):

@@ -72,6 +72,11 @@ def test_load_reads_a_file_and_an_unreadable_one_is_a_usage_error(tmp_path: Path
         ("benchmarks: [mmlu]\n", "benchmarks", "name:"),
         ("- mmlu\n", "is not a mapping", "benchmarks:"),
         ("benchmarks: {mmlu: {max_drop: 0.1}\n", "is not YAML at line", "docs/compare.md"),
+        (
+            "benchmarks:\n  mmlu: {tier: advisory}\n  mmlu: {tier: critical}\n",
+            "found duplicate key mmlu",
+            "write each key once",
+        ),
         ('benchmarks:\n  mmlu: {metric: "acc\\e"}\n', "benchmarks.mmlu.metric", "metric: accuracy"),
     ],
 )
