@@ -305,7 +305,7 @@ VERBS: tuple[Verb, ...] = (
             (
                 "max_drop",
                 "with baseline=: each checkpoint of the sweep gated against it (non-inferiority, as "
-                "compare's), the best non-inferior one chosen",
+                "compare's), the best non-inferior one chosen; information, not a gate: exit 0",
             ),
             (
                 "policy",
@@ -370,7 +370,7 @@ VERBS: tuple[Verb, ...] = (
             (
                 "max_drop",
                 "with baseline=: each checkpoint of the sweep gated against it (non-inferiority, as "
-                "compare's), the best non-inferior one chosen",
+                "compare's), the best non-inferior one chosen; information, not a gate: exit 0",
             ),
             (
                 "policy",
@@ -407,7 +407,7 @@ VERBS: tuple[Verb, ...] = (
             (
                 "max_drop",
                 "with baseline=: each checkpoint of the sweep gated against it (non-inferiority, as "
-                "compare's), the best non-inferior one chosen",
+                "compare's), the best non-inferior one chosen; information, not a gate: exit 0",
             ),
             (
                 "policy",
