@@ -314,6 +314,15 @@ ARGUMENTS: tuple[Argument, ...] = (
         r"ep(\d+)",
     ),
     Argument(
+        "baseline",
+        "ID",
+        "a sweep's gate: the run every checkpoint is gated against, by its gym_job_id, or a combination "
+        "of the sweep by its label or swept value (e.g. step_0); with max_drop= (or a policy)",
+        optional,
+        "baseline=<gym_job_id> (`gymbuild runs` lists them) or baseline=<a combination's label>",
+        "gym-job-20260101T120000Z-a1b2c3",
+    ),
+    Argument(
         "to",
         "mlflow",
         "export: the tracker (MLflow, at MLFLOW_TRACKING_URI; its token from its own variables)",

@@ -32,6 +32,22 @@ def command_verbs(argv: Sequence[str]) -> list[str]:
     return [a for a in argv if "=" not in a and not a.startswith("-")]
 
 
+# A sweep's gate's arguments (results, report, export: sweep/gated.py): a value of theirs refused is
+# a usage error, exit 64, as every argument of compare's.
+GATE_ARGUMENTS = frozenset({"baseline", "max_drop", "policy"})
+
+
+def _gate_refused(variables: Mapping[str, str]) -> bool:
+    """Whether a gate argument's own value is what the command line's readers refuse."""
+    for a in ARGUMENTS:
+        if a.name in GATE_ARGUMENTS and a.name in variables:
+            try:
+                a.parse(variables[a.name])
+            except UserError:
+                return True
+    return False
+
+
 def command_variables(argv: Sequence[str]) -> dict[str, str]:
     """The `name=value` arguments of a command line, before doit has parsed it."""
     return dict(a.split("=", 1) for a in argv if "=" in a and not a.startswith("-"))
@@ -76,6 +92,7 @@ class Invocation:
     policy: Path | None = None  # compare: the gate's policy file across benchmarks (results/policy.py)
     series: bool = False  # results of a sweep: a row per combination and metric (series.py)
     step: str | None = None  # the regular expression that finds the training step in a swept value
+    baseline: str | None = None  # a sweep's gate: the run each checkpoint is gated against (choose.py)
     dry_run: bool = False  # cancel, resubmit: say what it would do, do nothing (NeMo Gym's --dry-run)
     every: float | None = None  # submit follow=1: seconds between polls (None: follow.DEFAULT_EVERY)
     ready: tuple[str, ...] | None = None  # a sweep over paths(): marker files (None: the default ones)
@@ -92,10 +109,11 @@ class Invocation:
         """The command line after the program name, parsed once for the whole run: doit sees the same
         `name=value` arguments (it splits them the same way) but gymbuild never asks doit for them."""
         verbs = tuple(command_verbs(argv))
+        variables = command_variables(argv)
         try:
-            return replace(cls.from_vars(command_variables(argv)), verbs=verbs)
+            return replace(cls.from_vars(variables), verbs=verbs)
         except UserError as err:  # a gate's refused argument has its own exit status (verbs.Verb)
-            if mistake_status(verbs) == UsageError.status:
+            if mistake_status(verbs) == UsageError.status or _gate_refused(variables):
                 raise UsageError(str(err)) from None
             raise
 

@@ -61,6 +61,16 @@ class OfSweep(VerbArgs):
 
 
 @dataclass(frozen=True)
+class Gated(VerbArgs):
+    """A sweep's gate (results, report, export): every checkpoint against `baseline` under max_drop=
+    or a policy file (sweep/gated.py)."""
+
+    baseline: str | None
+    max_drop: float | None
+    policy: Path | None
+
+
+@dataclass(frozen=True)
 class DryRunnable(OfSubmission, OfSweep):
     dry_run: bool
 
@@ -111,7 +121,7 @@ class LogsArgs(OfSubmission, OfSweep):
 
 
 @dataclass(frozen=True)
-class ResultsArgs(OfSubmission, OfSweep):
+class ResultsArgs(OfSubmission, OfSweep, Gated):
     verb: ClassVar[str] = "results"
     format: str | None
     series: bool
@@ -135,7 +145,7 @@ class CompareArgs(OfSubmission):
 
 
 @dataclass(frozen=True)
-class ExportArgs(Picked, OfSweep):
+class ExportArgs(Picked, OfSweep, Gated):
     verb: ClassVar[str] = "export"
     to: str | None
     experiment: str | None
@@ -143,7 +153,7 @@ class ExportArgs(Picked, OfSweep):
 
 
 @dataclass(frozen=True)
-class ReportArgs(Picked, OfSweep):
+class ReportArgs(Picked, OfSweep, Gated):
     verb: ClassVar[str] = "report"
     out: Path | None
     step: str | None

@@ -301,6 +301,16 @@ VERBS: tuple[Verb, ...] = (
             ("sweep", ""),
             ("series", ""),
             ("step", ""),
+            ("baseline", ""),
+            (
+                "max_drop",
+                "with baseline=: each checkpoint of the sweep gated against it (non-inferiority, as "
+                "compare's), the best non-inferior one chosen; information, not a gate: exit 0",
+            ),
+            (
+                "policy",
+                "with baseline=: the gate across benchmarks (tiers, margins, metrics) instead of max_drop=",
+            ),
         ),
         (
             "gymbuild results config=eval.yaml",
@@ -309,6 +319,7 @@ VERBS: tuple[Verb, ...] = (
             "gymbuild results config=eval.yaml run=all",
             "gymbuild results config=eval.yaml format=markdown",
             "gymbuild results config=eval.yaml multirun=1 series=1 format=csv",
+            "gymbuild results config=eval.yaml multirun=1 series=1 baseline=step_0 max_drop=0.02",
         ),
         flags=_only_reads("results"),
         writes="nothing",
@@ -355,6 +366,16 @@ VERBS: tuple[Verb, ...] = (
             ("sweep", ""),
             ("only", "these benchmarks only"),
             ("step", ""),
+            ("baseline", ""),
+            (
+                "max_drop",
+                "with baseline=: each checkpoint of the sweep gated against it (non-inferiority, as "
+                "compare's), the best non-inferior one chosen; information, not a gate: exit 0",
+            ),
+            (
+                "policy",
+                "with baseline=: the gate across benchmarks (tiers, margins, metrics) instead of max_drop=",
+            ),
             ("json", "what it exported, as one JSON document"),
         ),
         (
@@ -382,6 +403,16 @@ VERBS: tuple[Verb, ...] = (
             ("sweep", ""),
             ("only", "these benchmarks only"),
             ("step", ""),
+            ("baseline", ""),
+            (
+                "max_drop",
+                "with baseline=: each checkpoint of the sweep gated against it (non-inferiority, as "
+                "compare's), the best non-inferior one chosen; information, not a gate: exit 0",
+            ),
+            (
+                "policy",
+                "with baseline=: the gate across benchmarks (tiers, margins, metrics) instead of max_drop=",
+            ),
             ("json", "the file it wrote, as one JSON document"),
         ),
         (

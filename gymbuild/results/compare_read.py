@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gymbuild.errors import Inconclusive, UsageError, UserError, printable
@@ -106,11 +107,21 @@ def _records(s: Session, run: str | None) -> list[SubmissionRecord]:
     return records
 
 
-def _read(
-    s: Session, records: Sequence[SubmissionRecord]
-) -> tuple[list[dict[str, dict[str, str]]], list[str | None], list[dict[str, str]]]:
-    """Per record: benchmark -> its files; its policy model (None: unknown); and benchmark -> its job's
-    state. Per host, one status round trip per executor (states.py) and one reading the files."""
+@dataclass(frozen=True)
+class RunRead:
+    """One run as the comparison reads it: its record, per benchmark its files (name -> text), its
+    policy model (None: unknown, then its label is its gym_job_id) and per benchmark its job's state."""
+
+    record: SubmissionRecord
+    files: Mapping[str, Mapping[str, str]]
+    model: str | None
+    states: Mapping[str, str]
+
+
+def read_runs(s: Session, records: Sequence[SubmissionRecord]) -> list[RunRead]:
+    """Every record's rollouts, in its order: per host, one status round trip per executor
+    (states.py) and ONE reading the files of every run there, however many runs (compare's two, a
+    sweep's checkpoints and its baseline)."""
     files: list[dict[str, dict[str, str]]] = [{} for _ in records]
     models: list[str | None] = [read.local_policy_model(s, r) for r in records]
     states: list[dict[str, str]] = [{} for _ in records]
@@ -144,7 +155,7 @@ def _read(
                 models[i] = read.policy_model_of(text) if text else None
             else:
                 files[i][bench] = {name.rsplit("/", 1)[-1]: text for name, text in got.items()}
-    return files, models, states
+    return [RunRead(r, f, m, st) for r, f, m, st in zip(records, files, models, states, strict=True)]
 
 
 def asked(only: Sequence[str], records: Sequence[SubmissionRecord]) -> list[str]:
@@ -170,46 +181,59 @@ def build(
     wanted = asked(args.only, records)
     # scipy's import (0.3 s quiet, 2-3 s on a loaded machine) overlaps the round trip, which waits.
     threading.Thread(target=stats.warm, name="import scipy", daemon=True).start()
-    files, models, states = _read(s, records)
+    base, cand = read_runs(s, records)
+    comparison = pair(base, cand, wanted, chosen)
+    _check_metric(args.metric, comparison.agents)
+    return comparison
+
+
+def pair(
+    base: RunRead, cand: RunRead, wanted: Sequence[str], metric_of: Callable[[str], str | None]
+) -> compare.Comparison:
+    """`cand` against `base`, paired by task and repeat, on the benchmarks `wanted`: every reason a
+    benchmark was not compared in full included. `metric_of(benchmark)`: the metric its gate reads
+    (None: its key metric, else the reward). Pure: what `read_runs` read in, the comparison out, so
+    compare's verb and a sweep's gate (each checkpoint against its baseline, the best against the
+    runner-up) pair the same way."""
+    sides = (base, cand)
     runs = [
-        table.RunResult(r.gym_job_id, r.run_dir, r.executor, r.cluster, m)
-        for r, m in zip(records, models, strict=True)
+        table.RunResult(r.record.gym_job_id, r.record.run_dir, r.record.executor, r.record.cluster, r.model)
+        for r in sides
     ]
     names = table.labels(runs)
     agents: list[compare.AgentDiff] = []
     skipped: list[str] = []
     short: dict[str, list[str]] = {}
     for bench in wanted:
-        base, cand = (
+        b, c = (
             compare_cover.Found(
-                bench in {j.benchmark for j in r.benchmarks},
-                st.get(bench),
-                compare.parse_side(f[bench]) if bench in f else None,
+                bench in {j.benchmark for j in r.record.benchmarks},
+                r.states.get(bench),
+                compare.parse_side(r.files[bench]) if bench in r.files else None,
             )
-            for r, f, st in zip(records, files, states, strict=True)
+            for r in sides
         )
         found: list[compare.AgentDiff] = []
         mine = short.setdefault(bench, [])
-        if base.side is not None and cand.side is not None:
-            found, left_out = compare.diff_benchmark(bench, base.side, cand.side, chosen(bench))
+        if b.side is not None and c.side is not None:
+            found, left_out = compare.diff_benchmark(bench, b.side, c.side, metric_of(bench))
             skipped += left_out
             mine += left_out  # an agent only one side has: nothing to pair it with
         agents += found
-        mine += compare_cover.shortfalls(bench, base, cand, found)
-    _check_metric(args.metric, agents)
+        mine += compare_cover.shortfalls(bench, b, c, found)
     every = [line for bench in wanted for line in short[bench]]
     if not agents:
         every.append(compare_cover.NOTHING)
     return compare.Comparison(
         names[0],
         names[1],
-        records[0].gym_job_id,
-        records[1].gym_job_id,
+        base.record.gym_job_id,
+        cand.record.gym_job_id,
         tuple(agents),
         tuple(skipped),
         tuple(dict.fromkeys(every)),
         tuple(wanted),
-        {b: tuple(dict.fromkeys(v)) for b, v in short.items() if v},
+        {bench: tuple(dict.fromkeys(v)) for bench, v in short.items() if v},
     )
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NotRequired, TypedDict, TypeGuard
 
 from gymbuild.day_two import find
-from gymbuild.errors import UserError
+from gymbuild.errors import UsageError, UserError
 from gymbuild.executors.base import executor_for
 from gymbuild.executors.connection import Connection, is_this_machine
 from gymbuild.executors.states import states_of, unqueued_state
@@ -403,6 +403,12 @@ def print_results(s: Session, args: ResultsArgs) -> None:
         raise UserError(
             "error: series=1 reads a sweep's combinations, and this is one submission\n"
             "    fix: add multirun=1 (the config's latest sweep) or sweep=ID"
+        )
+    if args.baseline is not None or args.max_drop is not None or args.policy is not None:
+        raise UsageError(
+            "error: baseline= with max_drop= or policy= gates a sweep's checkpoints, and this is one "
+            "submission\n"
+            "    fix: add multirun=1 series=1, or compare two runs: gymbuild compare run=A,B max_drop=X"
         )
     records = find_records(s, args.run)
     if args.only:

@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING, Any
 from gymbuild.day_two import act, find, watch
 from gymbuild.day_two.logs import print_logs
 from gymbuild.day_two.status import format_statuses, statuses_json
-from gymbuild.errors import UserError
+from gymbuild.errors import UsageError, UserError, printable
 from gymbuild.executors import states
 from gymbuild.executors.base import executor_for
 from gymbuild.request.verb_args import (
     CancelArgs,
+    ExportArgs,
     LogsArgs,
+    ReportArgs,
     ResubmitArgs,
     ResultsArgs,
     StatusArgs,
@@ -42,8 +44,10 @@ from gymbuild.sweep.expand import Cell, labels
 from gymbuild.sweep.record import SweepRecord, cells_of, find_sweep
 
 if TYPE_CHECKING:
+    from gymbuild.results.choose import Choice
     from gymbuild.results.table import RunResult
     from gymbuild.submit.session import Session
+    from gymbuild.sweep.series import Point
 
 
 # --- the cells as sessions -----------------------------------------------------------------------
@@ -230,6 +234,24 @@ def gathered(
     return record, submitted, runs
 
 
+def gated_series(
+    s: Session, args: ResultsArgs | ExportArgs | ReportArgs
+) -> tuple[SweepRecord, list[Point], Choice | None]:
+    """The sweep's series rows (`results series=1`), and, with baseline= and max_drop=, every
+    checkpoint gated against the baseline and the one chosen (gated.py): what results, report and
+    export show."""
+    from gymbuild.sweep import gated, series  # late: measured, as in gathered
+
+    pattern = series.step_pattern(args.step)
+    rule = gated.policy_of(args)  # a mistake in the gate's arguments is said before anything is read
+    record, cells, runs = gathered(s, args.sweep, args.only)
+    rows = series.points([c.values for c in cells], runs, pattern)
+    if rule is None or args.baseline is None:
+        return record, rows, None
+    records = [r for r in records_of(s, cells) if r is not None]
+    return record, rows, gated.judge(s, rule, args.baseline, records, runs, rows, args.only)
+
+
 def results(s: Session, args: ResultsArgs) -> None:
     """One column per combination, labelled by its values; series=1: a row per combination and
     metric, the swept values and the training step as columns (series.py)."""
@@ -237,12 +259,19 @@ def results(s: Session, args: ResultsArgs) -> None:
     from gymbuild.sweep import series  # late: measured, as in gathered
 
     fmt = args.format or "table"  # one of arguments.FORMATS: format= read it
-    pattern = series.step_pattern(args.step)
-    record, cells, runs = gathered(s, args.sweep, args.only)
     if args.series:
-        rows = series.points([c.values for c in cells], runs, pattern)
-        sys.stdout.write(series.render(record["sweep_id"], rows, as_json=args.json, fmt=fmt))
+        record, rows, choice = gated_series(s, args)
+        sys.stdout.write(series.render(record["sweep_id"], rows, as_json=args.json, fmt=fmt, choice=choice))
+        if choice is not None and fmt == "csv" and not args.json:  # the CSV stays a table
+            print(printable(choice.line(), lines=False), file=sys.stderr)
         return
+    if args.baseline is not None or args.max_drop is not None or args.policy is not None:
+        raise UsageError(
+            "error: baseline= with max_drop= or policy= gates a sweep's checkpoints, shown as a series\n"
+            "    fix: add series=1"
+        )
+    series.step_pattern(args.step)  # a mistake in step= is said even without series=1
+    _, _, runs = gathered(s, args.sweep, args.only)
     sys.stdout.write(tables.render(runs, as_json=args.json, fmt=fmt))
 
 

@@ -35,11 +35,12 @@ from gymbuild.request.verb_args import ExportArgs
 from gymbuild.state.records import RESOLVED_CONFIG_NAME
 from gymbuild.state.workspace import digest
 from gymbuild.sweep import day_two as sweep_day_two
-from gymbuild.sweep import series
 from gymbuild.sweep.batch import cell_session
+from gymbuild.sweep.record import cells_of
 from gymbuild.sweep.series import Point
 
 if TYPE_CHECKING:
+    from gymbuild.results.choose import Choice
     from gymbuild.submit.session import Session
     from gymbuild.sweep.expand import Cell
 
@@ -64,8 +65,11 @@ def metric_key(row: Point, agents: int) -> str:
     return "/".join(re.sub(r"[^\w\-. ]", "_", p) for p in parts)
 
 
-def checkpoints(ident: str, rows: Sequence[Point], digests: dict[str, str]) -> list[Checkpoint]:
-    """The rows grouped by submission, numeric values only (a metric shown as text has no curve)."""
+def checkpoints(
+    ident: str, rows: Sequence[Point], digests: dict[str, str], choice: Choice | None = None
+) -> list[Checkpoint]:
+    """The rows grouped by submission, numeric values only (a metric shown as text has no curve);
+    with a gate, each checkpoint's tags say its outcome, whether it is non-inferior and chosen."""
     agents: dict[str, set[str | None]] = {}
     for r in rows:
         agents.setdefault(r.benchmark, set()).add(r.agent)
@@ -79,11 +83,26 @@ def checkpoints(ident: str, rows: Sequence[Point], digests: dict[str, str]) -> l
                 "config_digest": digests.get(r.gym_job_id, ""),
                 "gymbuild.sweep_id": ident,
                 "gymbuild.label": r.label,
+                **gate_tags(choice, r.gym_job_id),
             }
             out[r.gym_job_id] = Checkpoint(r.gym_job_id, r.label, r.step, tags, {})
         if r.metric is not None and isinstance(r.value, int | float) and not isinstance(r.value, bool):
             out[r.gym_job_id].metrics[metric_key(r, len(agents[r.benchmark]))] = float(r.value)
     return list(out.values())
+
+
+def gate_tags(choice: Choice | None, gym_job_id: str) -> dict[str, str]:
+    """`gate.outcome` (PASS, DROP, INCONCLUSIVE, BASELINE), `gate.non_inferior`, `gate.chosen` (true
+    or false) and `gate.baseline` of a checkpoint, where a gate was asked for."""
+    if choice is None:
+        return {}
+    judged = choice.of(gym_job_id)
+    return {
+        "gate.outcome": choice.mark(gym_job_id).rstrip("*"),
+        "gate.non_inferior": str(bool(judged and judged.non_inferior)).lower(),
+        "gate.chosen": str(bool(judged and judged.chosen)).lower(),
+        "gate.baseline": choice.baseline_id,
+    }
 
 
 def _library(to: str) -> ModuleType:
@@ -225,6 +244,7 @@ def _log_wandb(wandb: ModuleType, project: str, found: Sequence[Checkpoint]) -> 
             if ckpt.metrics:
                 run.log(dict(ckpt.metrics), step=ckpt.step or 0)
                 logged += len(ckpt.metrics)
+            run.summary.update({k: v for k, v in ckpt.tags.items() if k.startswith("gate.")})
         finally:
             run.finish()
         created += 1
@@ -257,12 +277,10 @@ def export(s: Session, args: ExportArgs) -> None:
     _library(to)  # before any round trip: a missing extra, or where to log, is said at once
     if to == "mlflow":
         mlflow_uri()
-    pattern = series.step_pattern(args.step)
-    record, cells, runs = sweep_day_two.gathered(s, args.sweep, args.only)
-    rows = series.points([c.values for c in cells], runs, pattern)
-    digests = _digests(s, cells)
+    record, rows, choice = sweep_day_two.gated_series(s, args)
+    digests = _digests(s, cells_of(record))
     experiment = args.experiment or f"gymbuild-{args.config.stem}"
-    found = checkpoints(record["sweep_id"], rows, digests)
+    found = checkpoints(record["sweep_id"], rows, digests, choice)
     if to == "mlflow":
         created, again, logged = to_mlflow(experiment, found)
         where = f"MLflow at {printable(shown_uri(mlflow_uri()), lines=False)}, experiment"

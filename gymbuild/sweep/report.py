@@ -24,15 +24,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from gymbuild.errors import UserError
+from gymbuild.errors import UserError, printable
 from gymbuild.request.verb_args import ReportArgs
 from gymbuild.results.table import number
 from gymbuild.state.workspace import atomic_write
 from gymbuild.sweep import day_two as sweep_day_two
-from gymbuild.sweep import series
 from gymbuild.sweep.series import Point, step_of
 
 if TYPE_CHECKING:
+    from gymbuild.results.choose import Choice
     from gymbuild.submit.session import Session
 
 _STYLE = """
@@ -43,6 +43,8 @@ h1 { font-size: 1.4em; } h2 { font-size: 1.1em; margin-top: 2em; }
 table { border-collapse: collapse; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.6em; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
+tr.chosen td { font-weight: bold; background: #eef7ee; }
+.choice { font-weight: bold; }
 """
 
 
@@ -85,8 +87,9 @@ def _figure(rows: Sequence[Point], by_step: bool, gid: str, order: Sequence[str]
     return svg[svg.index("<svg") :]  # without the XML declaration and doctype, to sit in HTML
 
 
-def page(ident: str, title: str, rows: Sequence[Point]) -> str:
-    """The whole HTML page of a sweep's series rows."""
+def page(ident: str, title: str, rows: Sequence[Point], choice: Choice | None = None) -> str:
+    """The whole HTML page of a sweep's series rows (with a gate: each checkpoint's outcome in the
+    table, the chosen one's rows marked, and the choice line under the heading)."""
     numeric = [r for r in rows if r.metric is not None and isinstance(r.value, int | float)]
     checkpoints = list(dict.fromkeys(r.label for r in rows))
     by_step = all(r.step is not None for r in rows)
@@ -100,6 +103,11 @@ def page(ident: str, title: str, rows: Sequence[Point]) -> str:
         f"<h1>{html.escape(title)}</h1>",
         f"<p>sweep {html.escape(ident)}: {len(checkpoints)} checkpoint(s), {len(plots)} plot(s)</p>",
     ]
+    if choice is not None:
+        parts += [
+            f'<p class="choice">{html.escape(choice.line())}</p>',
+            f'<p class="coverage">score: {html.escape(choice.rule)}; PASS* is the chosen checkpoint</p>',
+        ]
     for n, ((bench, metric), points) in enumerate(plots.items()):
         have = len({p.label for p in points})
         partial = ", ".join(dict.fromkeys(f"{p.label} ({p.scored()})" for p in points if p.partial))
@@ -113,12 +121,13 @@ def page(ident: str, title: str, rows: Sequence[Point]) -> str:
             *([f'<p class="coverage">{html.escape(note)}</p>'] if partial else []),
             "</section>",
         ]
-    parts += ["<h2>All rows</h2>", _table(rows), "</body></html>"]
+    parts += ["<h2>All rows</h2>", _table(rows, choice), "</body></html>"]
     return "\n".join(parts) + "\n"
 
 
-def _table(rows: Sequence[Point]) -> str:
+def _table(rows: Sequence[Point], choice: Choice | None = None) -> str:
     head = ["step", "checkpoint", "benchmark", "agent", "metric", "value", "scored", "state", "gym_job_id"]
+    head += ["gate"] if choice else []
     body = []
     for r in rows:
         cells = [
@@ -131,12 +140,14 @@ def _table(rows: Sequence[Point]) -> str:
             r.scored(),
             r.state,
             r.gym_job_id,
+            *([choice.mark(r.gym_job_id)] if choice else []),
         ]
         tds = "".join(
             f'<td class="num">{html.escape(c)}</td>' if i in (0, 5) else f"<td>{html.escape(c)}</td>"
             for i, c in enumerate(cells)
         )
-        body.append(f"<tr>{tds}</tr>")
+        judged = choice.of(r.gym_job_id) if choice else None
+        body.append(f'<tr class="chosen">{tds}</tr>' if judged and judged.chosen else f"<tr>{tds}</tr>")
     ths = "".join(f"<th>{h}</th>" for h in head)
     return f"<table><thead><tr>{ths}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
@@ -160,12 +171,10 @@ def report(s: Session, args: ReportArgs) -> None:
             "    fix: add multirun=1 (the config's latest sweep) or sweep=ID"
         )
     _matplotlib()
-    pattern = series.step_pattern(args.step)
-    record, cells, runs = sweep_day_two.gathered(s, args.sweep, args.only)
-    rows = series.points([c.values for c in cells], runs, pattern)
+    record, rows, choice = sweep_day_two.gated_series(s, args)
     out = args.out or Path(f"{args.config.stem}-report.html")
     title = f"{args.config.name}: {record['sweep_id']}"
-    text = page(record["sweep_id"], title, rows)
+    text = page(record["sweep_id"], title, rows, choice)
     try:
         atomic_write(out, text)
     except OSError as err:
@@ -177,6 +186,9 @@ def report(s: Session, args: ReportArgs) -> None:
     said = f"wrote {out}: {plots} plot(s) of {checkpoints} checkpoint(s)"
     if args.json:  # one JSON document on stdout, as every verb's json=1
         doc = {"sweep_id": record["sweep_id"], "out": str(out), "plots": plots, "checkpoints": checkpoints}
+        doc |= {"choice": choice.as_json()} if choice else {}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         print(said)
+        if choice is not None:
+            print(printable(choice.line(), lines=False))

@@ -19,7 +19,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from gymbuild.errors import printable
 from gymbuild.request.arguments import argument
+from gymbuild.results.choose import Choice
 from gymbuild.results.table import RunResult, Value, clean, number
 from gymbuild.state.rollouts import Progress
 from gymbuild.sweep.expand import unescaped
@@ -150,78 +152,118 @@ def points(
 # --- formatting ----------------------------------------------------------------------------------
 
 
-def _fields(rows: Sequence[Point]) -> list[str]:
+def _fields(rows: Sequence[Point], choice: Choice | None = None) -> list[str]:
     swept = list(dict.fromkeys(k for r in rows for k in r.swept))
+    gated = ("gate", "gate_benchmark", "non_inferior", "chosen") if choice else ()
     return [
         *("label", "step", *swept, "benchmark", "agent", "metric", "value"),
-        *("scored", "expected", "state", "gym_job_id", "why"),
+        *("scored", "expected", "state", *gated, "gym_job_id", "why"),
     ]
 
 
-def _as_dict(row: Point) -> dict[str, object]:
+def _gate(row: Point, choice: Choice | None) -> dict[str, object]:
+    """A row's gate, where one was asked for: its checkpoint's outcome (BASELINE for the baseline),
+    its benchmark's outcome, whether the checkpoint is non-inferior and whether it is the chosen one."""
+    if choice is None:
+        return {}
+    judged = choice.of(row.gym_job_id)
+    bench = judged.benchmarks.get(row.benchmark) if judged else None
+    return {
+        "gate": choice.mark(row.gym_job_id).rstrip("*"),
+        "gate_benchmark": bench.value if bench else None,
+        "non_inferior": judged.non_inferior if judged else None,
+        "chosen": judged.chosen if judged else None,
+    }
+
+
+def _as_dict(row: Point, choice: Choice | None = None) -> dict[str, object]:
     """The row as JSON carries it: its coverage as `results json=1` shows one (scored, expected,
-    failed, partial)."""
-    return {**asdict(row), "coverage": row.coverage.as_json() if row.coverage else None}
+    failed, partial), and its gate where one was asked for."""
+    return {**asdict(row), "coverage": row.coverage.as_json() if row.coverage else None, **_gate(row, choice)}
 
 
-def _flat(row: Point) -> dict[str, object]:
+def _flat(row: Point, choice: Choice | None = None) -> dict[str, object]:
     flat = {k: v for k, v in asdict(row).items() if k not in ("swept", "coverage")}
     cover = row.coverage
     counts = {"scored": cover.done, "expected": cover.expected} if cover else {}
-    return {**flat, **counts, **row.swept}
+    return {**flat, **counts, **_gate(row, choice), **row.swept}
 
 
-def to_csv(rows: Sequence[Point]) -> str:
-    """The long form a spreadsheet or pandas reads: a column per swept key, the step, the value."""
+def to_csv(rows: Sequence[Point], choice: Choice | None = None) -> str:
+    """The long form a spreadsheet or pandas reads: a column per swept key, the step, the value (and
+    with a gate its columns: the choice line itself goes to stderr, render_gated)."""
     out = io.StringIO()
-    fields = _fields(rows)
+    fields = _fields(rows, choice)
     writer = csv.DictWriter(out, fields, lineterminator="\n", extrasaction="ignore")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: "" if v is None else v for k, v in _flat(row).items()})
+        writer.writerow({k: "" if v is None else v for k, v in _flat(row, choice).items()})
     return out.getvalue()
 
 
-def to_json(ident: str, rows: Sequence[Point]) -> str:
-    return json.dumps({"sweep_id": ident, "rows": [_as_dict(r) for r in rows]}, indent=2) + "\n"
+def to_json(ident: str, rows: Sequence[Point], choice: Choice | None = None) -> str:
+    doc: dict[str, object] = {"sweep_id": ident, "rows": [_as_dict(r, choice) for r in rows]}
+    if choice is not None:
+        doc["choice"] = choice.as_json()
+    return json.dumps(doc, indent=2) + "\n"
 
 
-def _grid(rows: Sequence[Point]) -> tuple[list[str], list[list[str]]]:
-    head = ["STEP", "LABEL", "BENCHMARK", "AGENT", "METRIC", "VALUE", "SCORED"]
+def _grid(rows: Sequence[Point], choice: Choice | None = None) -> tuple[list[str], list[list[str]]]:
+    head = ["STEP", "LABEL", "BENCHMARK", "AGENT", "METRIC", "VALUE", "SCORED", *(["GATE"] if choice else [])]
     body = []
     for r in rows:
         value = number(r.value) if r.metric is not None else f"({r.state})"
         step = "-" if r.step is None else str(r.step)
-        body.append([step, r.label, r.benchmark, r.agent or "-", r.metric or "-", value, r.scored()])
+        gate = [choice.mark(r.gym_job_id)] if choice else []
+        body.append([step, r.label, r.benchmark, r.agent or "-", r.metric or "-", value, r.scored(), *gate])
     return head, body
 
 
-def to_table(ident: str, rows: Sequence[Point]) -> str:
-    head, body = _grid(rows)
+def _choice_lines(choice: Choice | None) -> list[str]:
+    if choice is None:
+        return []
+    # The line names labels (swept values): a control character in one is escaped, not sent to a terminal.
+    line = printable(choice.line(), lines=False)
+    return ["", line, f"(score: {choice.rule}; * the chosen one; results is not a gate: exit 0)"]
+
+
+def to_table(ident: str, rows: Sequence[Point], choice: Choice | None = None) -> str:
+    head, body = _grid(rows, choice)
     table = [head, *body]
     widths = [max(len(line[i]) for line in table) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in table]
     why = [f"  {r.label} {r.benchmark}: {r.why}" for r in rows if r.why]
     return (
-        "\n".join([f"sweep {ident} as a series", *lines, *(["", "no metrics:", *why] if why else [])]) + "\n"
+        "\n".join(
+            [
+                f"sweep {ident} as a series",
+                *lines,
+                *(["", "no metrics:", *why] if why else []),
+                *_choice_lines(choice),
+            ]
+        )
+        + "\n"
     )
 
 
-def to_markdown(ident: str, rows: Sequence[Point]) -> str:
-    head, body = _grid(rows)
+def to_markdown(ident: str, rows: Sequence[Point], choice: Choice | None = None) -> str:
+    head, body = _grid(rows, choice)
 
     def line(cells: list[str]) -> str:
         return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
     rule = ["---:" if i in (0, 5) else "---" for i in range(len(head))]
-    return "\n".join([f"**sweep {ident} as a series**", "", line(head), line(rule), *map(line, body)]) + "\n"
+    table = [f"**sweep {ident} as a series**", "", line(head), line(rule), *map(line, body)]
+    return "\n".join([*table, *_choice_lines(choice)]) + "\n"
 
 
-def render(ident: str, rows: Sequence[Point], *, as_json: bool, fmt: str) -> str:
+def render(
+    ident: str, rows: Sequence[Point], *, as_json: bool, fmt: str, choice: Choice | None = None
+) -> str:
     if as_json:
-        return to_json(ident, rows)
+        return to_json(ident, rows, choice)
     if fmt == "csv":
-        return to_csv(rows)
+        return to_csv(rows, choice)
     if fmt == "markdown":
-        return to_markdown(ident, rows)
-    return to_table(ident, rows)
+        return to_markdown(ident, rows, choice)
+    return to_table(ident, rows, choice)

@@ -24,7 +24,7 @@ from gymbuild.cli import argv, main
 from gymbuild.errors import UsageError, UserError
 from gymbuild.request import arguments, verbs
 from gymbuild.request.arguments import ARGUMENTS, Refused
-from gymbuild.request.invocation import Invocation
+from gymbuild.request.invocation import GATE_ARGUMENTS, Invocation
 
 SEARCH = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -86,8 +86,10 @@ def test_a_value_an_argument_cannot_read_is_one_message_and_exit_1(
     verb = READER[argument.name]
     config = tmp_path / "eval.yaml"  # no such file: a value's mistake is said before the config's
     rc, out, err = _main(capsys, verb, f"config={config}", f"{argument.name}={text}")
-    # A gate's (compare's) refused argument has its own status, 64, never a verdict's 0, 1 or 2.
-    status = UsageError.status if verbs.verb(verb).usage_error else 1  # type: ignore[union-attr]
+    # A gate's (compare's) refused argument has its own status, 64, never a verdict's 0, 1 or 2; so
+    # has a sweep's gate's argument, whichever verb reads it (results, report, export).
+    gated = verbs.verb(verb).usage_error or argument.name in GATE_ARGUMENTS  # type: ignore[union-attr]
+    status = UsageError.status if gated else 1
     _one_message(rc, out, err, f"error: {argument.name}=", status=status)
     assert not (tmp_path / "eval.yaml").exists() and list(tmp_path.iterdir()) == []
 

@@ -278,3 +278,78 @@ def test_a_sweep_exported_to_wandb_offline_is_a_run_per_checkpoint_once(tmp_path
         sweep.token_nowhere()
     finally:
         kill_local_jobs(tmp_path / "runs")
+
+
+def test_a_gated_sweep_tags_each_checkpoints_run_with_its_verdict_and_the_choice(
+    tmp_path: Path, tracking_server: str
+) -> None:
+    """`export baseline= max_drop=`: each checkpoint's MLflow run carries gate.outcome,
+    gate.non_inferior and gate.chosen, the baseline's run says it is the baseline."""
+    from gate_sweep_helpers import GatedSweep
+    from mlflow.tracking import MlflowClient
+
+    sweep = GatedSweep(tmp_path, MLFLOW_TRACKING_URI=tracking_server)
+    try:
+        done = sweep.ok(
+            "export", *sweep.line, "to=mlflow", "experiment=gated", "baseline=step_0", "max_drop=0.1"
+        )
+        assert "4 run(s) created" in done.stdout, done.stdout
+        client = MlflowClient(tracking_uri=tracking_server)
+        experiment = client.get_experiment_by_name("gated")
+        assert experiment is not None
+        runs = client.search_runs([experiment.experiment_id], max_results=100)
+        tags = {r.data.tags["gymbuild.label"]: r.data.tags for r in runs}
+        got = {
+            label: (t["gate.outcome"], t["gate.non_inferior"], t["gate.chosen"], t["gate.baseline"])
+            for label, t in tags.items()
+        }
+        base = sweep.ids[0]
+        assert got == {
+            "step_0": ("BASELINE", "false", "false", base),
+            "step_100": ("PASS", "true", "false", base),
+            "step_200": ("DROP", "false", "false", base),
+            "step_300": ("PASS", "true", "true", base),
+        }
+        # Gated again against another margin, the tags follow: a checkpoint's verdict is never stale.
+        sweep.ok("export", *sweep.line, "to=mlflow", "experiment=gated", "baseline=step_0", "max_drop=0.5")
+        again = client.search_runs([experiment.experiment_id], max_results=100)
+        assert {r.data.tags["gymbuild.label"]: r.data.tags["gate.outcome"] for r in again}[
+            "step_200"
+        ] == "PASS"
+    finally:
+        kill_local_jobs(tmp_path / "runs")
+
+
+def test_a_gated_sweep_exported_to_wandb_carries_each_verdict_in_config_and_summary(tmp_path: Path) -> None:
+    pytest.importorskip("wandb", reason="the wandb extra is not installed: pip install wandb")
+    from gate_sweep_helpers import GatedSweep
+
+    wandb_dir = tmp_path / "wandb-home"
+    wandb_dir.mkdir()
+    sweep = GatedSweep(tmp_path, WANDB_MODE="offline", WANDB_DIR=str(wandb_dir))
+    try:
+        sweep.ok("export", *sweep.line, "to=wandb", "experiment=gated", "baseline=step_0", "max_drop=0.1")
+        seen = {}
+        for file in sorted(wandb_dir.glob("wandb/offline-run-*/run-*.wandb")):
+            config, summary = {}, {}
+            for record in wandb_records(file):
+                kind = record.WhichOneof("record_type")
+                if kind in ("run", "config"):
+                    items = record.run.config.update if kind == "run" else record.config.update
+                    config.update({i.key: json.loads(i.value_json) for i in items})
+                elif kind == "summary":
+                    summary.update({i.key: json.loads(i.value_json) for i in record.summary.update})
+            gate = ("gate.outcome", "gate.non_inferior", "gate.chosen")
+            seen[config["gymbuild.label"]] = (
+                tuple(config[k] for k in gate),
+                tuple(summary.get(k) for k in gate),
+            )
+        expected = {
+            "step_0": ("BASELINE", "false", "false"),
+            "step_100": ("PASS", "true", "false"),
+            "step_200": ("DROP", "false", "false"),
+            "step_300": ("PASS", "true", "true"),
+        }
+        assert seen == {label: (tags, tags) for label, tags in expected.items()}
+    finally:
+        kill_local_jobs(tmp_path / "runs")

@@ -137,3 +137,22 @@ def test_a_report_opens_in_chromium_without_error_with_a_point_per_checkpoint(tm
         assert steps == ["20", "20", "40", "40", "300", "300", "1200", "1200"]
     finally:
         kill_local_jobs(tmp_path / "runs")
+
+
+def test_a_gated_page_marks_the_chosen_checkpoint_and_says_the_choice_escaped() -> None:
+    from gymbuild.results import choose
+    from gymbuild.results.gate import Outcome
+
+    rows = three_checkpoints()
+    best = choose.Judged(
+        "iter_0000200", 200, "gym-a", Outcome.PASS, {"weather": Outcome.PASS}, 0.1, chosen=True
+    )
+    dropped = choose.Judged("iter_0001000", 1000, "gym-b", Outcome.DROP, {"weather": Outcome.DROP}, -0.2)
+    choice = choose.Choice("base <x>", (best, dropped), best, rule=choose.SCORE_RULE, baseline_id="gym-c")
+    page = report.page("sweep-x", "eval.yaml: sweep-x", rows, choice)
+    line = "1 of 2 checkpoint(s) non-inferior to base &lt;x&gt;; chosen: iter_0000200 (score +0.1), the only"
+    assert f'<p class="choice">{line} non-inferior one</p>' in page
+    marked = [row for row in page.split("<tr")[1:] if row.startswith(' class="chosen"')]
+    assert marked and all("<td>gym-a</td><td>PASS*</td>" in row for row in marked)
+    assert "<td>gym-b</td><td>DROP</td>" in page and "<td>gym-c</td><td>BASELINE</td>" in page
+    assert 'class="choice"' not in report.page("sweep-x", "eval.yaml: sweep-x", rows)  # no gate, no line

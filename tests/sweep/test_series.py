@@ -213,3 +213,24 @@ def test_a_local_sweep_over_checkpoints_reads_as_a_series_by_step(tmp_path: Path
     ):
         done = subprocess.run([gym, *bad], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
         assert done.returncode == 1 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_gated_series_escapes_a_control_character_in_the_choice_line() -> None:
+    from gymbuild.results import choose
+    from gymbuild.results.gate import Outcome
+
+    rows = three_checkpoints()
+    best = choose.Judged(
+        "iter_0000200", 200, "gym-a", Outcome.PASS, {"weather": Outcome.PASS}, 0.1, chosen=True
+    )
+    choice = choose.Choice("base\x1b[31m", (best,), best, baseline_id="gym-c")
+    for fmt in ("table", "markdown"):
+        text = series.render("sweep-x", rows, as_json=False, fmt=fmt, choice=choice)
+        assert "\x1b" not in text and "non-inferior to base\\e[31m; chosen: iter_0000200" in text
+    table = series.to_table("sweep-x", rows, choice).splitlines()[2:]
+    marks = {
+        (ln.split()[1], ln.split()[-1])
+        for ln in table
+        if ln.split()[1:2] and ln.split()[1].startswith("iter_")
+    }
+    assert marks == {("iter_0000050", "BASELINE"), ("iter_0000200", "PASS*"), ("iter_0001000", "-")}
