@@ -13,13 +13,14 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gymbuild.errors import Inconclusive, UsageError, UserError, printable
 from gymbuild.executors.connection import is_this_machine
 from gymbuild.executors.states import states_of
 from gymbuild.request.verb_args import CompareArgs
-from gymbuild.results import compare, compare_cover, compare_text, gate, read, stats, table
+from gymbuild.results import compare, compare_cover, compare_rows, compare_text, gate, read, stats, table
 
 if TYPE_CHECKING:
     from gymbuild.state.records import SubmissionRecord
@@ -31,37 +32,36 @@ _BENCH_FILES = tuple(
 )
 _RUN_FILES = ("resolved-config.yaml",)
 
+# The reader's own loop, after compare_rows' source (its functions: rollout, asked_agent, parsed).
 # Arguments: kind (b: bench dir, r: run dir) and dir, in pairs. Output: `<pair>\0<file>\0<text>\0`.
-_READER = f"""
-import json, os, sys
-a, out = sys.argv[1:], sys.stdout.buffer
-names = {{"b": {_BENCH_FILES!r}, "r": {_RUN_FILES!r}}}
-def small(line):
-    try:
-        row = json.loads(line)
-    except ValueError:
-        return b""
-    if not isinstance(row, dict):
-        return b""
-    keep = {{k: v for k, v in row.items() if k.startswith("_ng_") or k == "agent_ref"
-            or (isinstance(v, (int, float)) and not isinstance(v, bool))}}
-    usage = (row.get("response") or {{}}).get("usage") if isinstance(row.get("response"), dict) else None
-    if isinstance(usage, dict):
-        keep["response"] = {{"usage": usage}}
-    return json.dumps(keep).encode()
-def agent(line):
-    try:
-        ref = json.loads(line).get("agent_ref")
-    except (ValueError, AttributeError):
-        ref = None
-    return json.dumps({{"agent_ref": ref}} if isinstance(ref, dict) else {{}}).encode() + b"\\n"
+# The rollouts and the materialized inputs come cut (their names + compare.CUT): compare reads them.
+_LOOP = f"""
+import os, sys
+def cut_rollouts(f):
+    agents, shapes, rows = {{}}, {{}}, []
+    for line in f:
+        got = rollout(parsed(line)) if line.strip() else None
+        if got is not None:
+            names = tuple(got[3])
+            rows.append([agents.setdefault(got[0], len(agents)), shapes.setdefault(names, len(shapes)),
+                         got[1], got[2]] + list(got[3].values()))
+    return json.dumps({{"agents": list(agents), "shapes": [list(s) for s in shapes], "rows": rows}},
+                      separators=(",", ":")).encode()
+def cut_asked(f):
+    count, by_agent = 0, {{}}
+    for line in f:
+        if line.strip():
+            count += 1
+            name = asked_agent(parsed(line))
+            if name is not None:
+                by_agent[name] = by_agent.get(name, 0) + 1
+    return json.dumps([count, by_agent]).encode()
 def keys(text):
-    try:
-        got = json.loads(text)
-    except ValueError:
-        return b""
+    got = parsed(text)
     return json.dumps([{{"agent_ref": e.get("agent_ref"), "key_metrics": list(e.get("key_metrics") or ())}}
                        for e in got if isinstance(e, dict)] if isinstance(got, list) else []).encode()
+a, out = sys.argv[1:], sys.stdout.buffer
+names = {{"b": {_BENCH_FILES!r}, "r": {_RUN_FILES!r}}}
 for i in range(0, len(a) - 1, 2):
     for n in names.get(a[i], ()):
         try:
@@ -69,10 +69,10 @@ for i in range(0, len(a) - 1, 2):
         except OSError:
             continue
         with f:
-            if n.endswith("rollouts.jsonl"):  # one JSON array: one line to read, one json.loads
-                data = b"[" + b",".join(r for r in (small(line) for line in f if line.strip()) if r) + b"]"
+            if n.endswith("rollouts.jsonl"):
+                n, data = n + {compare.CUT!r}, cut_rollouts(f)
             elif n.endswith("materialized_inputs.jsonl"):
-                data = b"".join(agent(line) for line in f if line.strip())
+                n, data = n + {compare.CUT!r}, cut_asked(f)
             elif n.endswith("aggregate_metrics.json"):
                 data = keys(f.read())
             elif n.endswith(".jsonl"):
@@ -83,8 +83,13 @@ for i in range(0, len(a) - 1, 2):
 """
 
 
+def reader() -> str:
+    """The reader program: compare_rows' source, then its loop (read from the installed package)."""
+    return Path(compare_rows.__file__).read_text() + _LOOP
+
+
 def read_script(pairs: Sequence[tuple[str, str]]) -> str:
-    return read.read_script(pairs, _READER, read.bash_reader(_BENCH_FILES, _RUN_FILES))
+    return read.read_script(pairs, reader(), read.bash_reader(_BENCH_FILES, _RUN_FILES))
 
 
 def _records(s: Session, run: str | None) -> list[SubmissionRecord]:
