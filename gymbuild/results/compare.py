@@ -129,20 +129,17 @@ def _read_rows(text: str) -> tuple[dict[str, dict[Key, dict[str, float]]], dict[
 
 
 def _read_cut(text: str) -> tuple[dict[str, dict[Key, dict[str, float]]], dict[str, int]]:
-    """The same from the reader's cut of the file (compare_read): one JSON document, each row as
-    [agent, shape, task, repeat, value...], where a shape is the row's metric names (the rows of a
-    benchmark share one or two), so a row is its numbers and no names."""
+    """The same from the reader's cut of the file (compare_read): one JSON document, per agent its
+    lines and its distinct rows (the last of a duplicate, where the first stood), each row as
+    [shape, task, repeat, value...], where a shape is the row's metric names (a benchmark's rows share
+    one or two), so a row travels as its numbers alone."""
     doc = json.loads(text)
-    agents: list[str] = doc["agents"]
     shapes = [tuple(names) for names in doc["shapes"]]
-    rollouts: dict[str, dict[Key, dict[str, float]]] = {agent: {} for agent in agents}
-    lines = dict.fromkeys(agents, 0)
-    by_index = [rollouts[agent] for agent in agents]
-    for row in doc["rows"]:
-        by_index[row[0]][row[2], row[3]] = dict(zip(shapes[row[1]], row[4:], strict=True))
-    for row in doc["rows"]:
-        lines[agents[row[0]]] += 1
-    return rollouts, lines
+    rollouts = {
+        agent: {(row[1], row[2]): dict(zip(shapes[row[0]], row[3:], strict=True)) for row in rows}
+        for agent, _, rows in doc["agents"]
+    }
+    return rollouts, {agent: lines for agent, lines, _ in doc["agents"]}
 
 
 def parse_side(files: Mapping[str, str]) -> Side | None:

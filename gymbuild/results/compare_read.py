@@ -34,18 +34,26 @@ _RUN_FILES = ("resolved-config.yaml",)
 
 # The reader's own loop, after compare_rows' source (its functions: rollout, asked_agent, parsed).
 # Arguments: kind (b: bench dir, r: run dir) and dir, in pairs. Output: `<pair>\0<file>\0<text>\0`.
-# The rollouts and the materialized inputs come cut (their names + compare.CUT): compare reads them.
+# The rollouts and the materialized inputs come cut (their names + compare.CUT; compare reads them),
+# each file cut in a process of its own, as many at once as the target has processors: parsing the
+# JSON is the reader's whole cost, a file's rows are independent and a login node has the cores.
+# A reader that fails anywhere exits non-zero, so compare says the runs could not be read.
 _LOOP = f"""
-import os, sys
+import os, sys, traceback
 def cut_rollouts(f):
-    agents, shapes, rows = {{}}, {{}}, []
+    agents, shapes = {{}}, {{}}
     for line in f:
         got = rollout(parsed(line)) if line.strip() else None
         if got is not None:
-            names = tuple(got[3])
-            rows.append([agents.setdefault(got[0], len(agents)), shapes.setdefault(names, len(shapes)),
-                         got[1], got[2]] + list(got[3].values()))
-    return json.dumps({{"agents": list(agents), "shapes": [list(s) for s in shapes], "rows": rows}},
+            agent, task, repeat, numbers = got
+            mine = agents.get(agent)
+            if mine is None:
+                mine = agents[agent] = [0, {{}}]
+            mine[0] += 1  # lines, duplicates counted; a duplicate's last row kept, where it came first
+            shape = shapes.setdefault(tuple(numbers), len(shapes))
+            mine[1][task, repeat] = [shape, task, repeat] + list(numbers.values())
+    return json.dumps({{"shapes": [list(s) for s in shapes],
+                       "agents": [[a, n, list(rows.values())] for a, (n, rows) in agents.items()]}},
                       separators=(",", ":")).encode()
 def cut_asked(f):
     count, by_agent = 0, {{}}
@@ -60,26 +68,65 @@ def keys(text):
     got = parsed(text)
     return json.dumps([{{"agent_ref": e.get("agent_ref"), "key_metrics": list(e.get("key_metrics") or ())}}
                        for e in got if isinstance(e, dict)] if isinstance(got, list) else []).encode()
-a, out = sys.argv[1:], sys.stdout.buffer
-names = {{"b": {_BENCH_FILES!r}, "r": {_RUN_FILES!r}}}
-for i in range(0, len(a) - 1, 2):
-    for n in names.get(a[i], ()):
-        try:
-            f = open(os.path.join(a[i + 1], n), "rb")
-        except OSError:
-            continue
+CUTS = (("rollouts.jsonl", cut_rollouts), ("materialized_inputs.jsonl", cut_asked))
+def one(n, path):
+    try:
+        f = open(path, "rb")
+    except OSError:
+        return b""
+    try:
         with f:
-            if n.endswith("rollouts.jsonl"):
-                n, data = n + {compare.CUT!r}, cut_rollouts(f)
-            elif n.endswith("materialized_inputs.jsonl"):
-                n, data = n + {compare.CUT!r}, cut_asked(f)
+            cut = [c for end, c in CUTS if n.endswith(end)]
+            if cut:
+                n, data = n + {compare.CUT!r}, cut[0](f)
             elif n.endswith("aggregate_metrics.json"):
                 data = keys(f.read())
             elif n.endswith(".jsonl"):
                 data = b"{{}}\\n" * sum(1 for line in f if line.strip())
             else:
                 data = f.read()
-        out.write(b"%d\\0%s\\0%s\\0" % (i // 2, n.encode(), data.replace(b"\\0", b"")))
+    except OSError as err:  # one line for compare's message, not a traceback
+        sys.stderr.write("cannot read %s: %s\\n" % (path, err.strerror or err))
+        sys.exit(1)
+    return b"%s\\0%s\\0" % (n.encode(), data.replace(b"\\0", b""))
+def forked(n, path):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(r)
+            with os.fdopen(w, "wb") as pipe:
+                pipe.write(one(n, path))
+            code = 0
+        except SystemExit as end:
+            code = end.code
+        except BaseException:
+            traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(code)
+    os.close(w)
+    return pid, r
+def taken(child):
+    pid, r = child
+    with os.fdopen(r, "rb") as pipe:
+        data = pipe.read()
+    if os.waitpid(pid, 0)[1]:
+        sys.exit(1)
+    return data
+a, out = sys.argv[1:], sys.stdout.buffer
+names = {{"b": {_BENCH_FILES!r}, "r": {_RUN_FILES!r}}}
+jobs = [(i // 2, n, os.path.join(a[i + 1], n)) for i in range(0, len(a) - 1, 2) for n in names.get(a[i], ())]
+ahead = [j for j, (_, n, _) in enumerate(jobs) if any(n.endswith(end) for end, _ in CUTS)]
+width = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8)
+children = {{}}
+for j, (k, n, path) in enumerate(jobs):
+    while ahead and len(children) < width and hasattr(os, "fork"):  # the next cut files, started
+        nxt = ahead.pop(0)
+        children[nxt] = forked(*jobs[nxt][1:])
+    data = taken(children.pop(j)) if j in children else one(n, path)
+    if data:
+        out.write(b"%d\\0" % k + data)
 """
 
 

@@ -93,5 +93,5 @@ def parsed(line):  # type: (str | bytes) -> object
             value, end = _SCAN(line, 0)
             return None if line[end:].strip(" \t\n\r") else value  # anything after it: "Extra data"
         return json.loads(line)
-    except (ValueError, StopIteration):
+    except (ValueError, StopIteration, RecursionError):  # RecursionError: nested past json's depth
         return None

@@ -245,3 +245,31 @@ def test_a_number_past_a_floats_range_is_left_out_not_a_traceback(tmp_path: Path
     (agent,) = json.loads(out)["agents"]
     assert agent["pairs"] == 61 and agent["baseline_scored"] == 61
     assert [m["metric"] for m in agent["metrics"]] == ["mean/reward"]
+
+
+def test_a_line_nested_past_jsons_depth_is_left_out_as_a_line_that_does_not_parse(tmp_path: Path) -> None:
+    """(before: RecursionError killed the reader, and compare said the runs could not be read)"""
+    good = {t: [1, 0] for t in range(30)}
+    deep = "[" * 100_000 + "]" * 100_000
+    record(tmp_path, A, "m-a", {"quiz": rollouts(good) + deep + "\n"})
+    record(tmp_path, B, "m-b", {"quiz": deep + "\n" + rollouts(good)})
+    rc, out, err = gymbuild(
+        "compare", f"run={A},{B}", "json=1", cwd=tmp_path, env=user_env(tmp_path), timeout=120
+    )
+    assert rc == 0 and "Traceback" not in err, err
+    (agent,) = json.loads(out)["agents"]
+    assert agent["pairs"] == 60 and agent["baseline_scored"] == agent["candidate_scored"] == 60
+
+
+def test_a_rollouts_file_that_cannot_be_read_is_one_line_naming_it(tmp_path: Path) -> None:
+    record(tmp_path, A, "m-a", {"quiz": rollouts({0: [1]})})
+    record(tmp_path, B, "m-b", {"quiz": rollouts({0: [1]})})
+    broken = tmp_path / "runs" / B / "quiz" / "artifacts" / compare.ROLLOUTS_FILE
+    broken.unlink()
+    broken.symlink_to("/proc/self/mem")  # opens, and every read of it fails (EIO)
+    rc, out, err = gymbuild("compare", f"run={A},{B}", cwd=tmp_path, env=user_env(tmp_path), timeout=120)
+    assert rc == 1 and out == "" and "Traceback" not in err, err
+    assert err.strip().splitlines() == [
+        f"error: the runs' rollouts could not be read on this machine: cannot read {broken.parent.parent}/"
+        f"artifacts/{compare.ROLLOUTS_FILE}: Input/output error"
+    ]
