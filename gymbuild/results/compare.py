@@ -24,6 +24,7 @@ import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter, methodcaller
 from typing import Any
 
 from gymbuild.results import compare_rows, stats
@@ -277,21 +278,22 @@ class Comparison:
 
 class _Columns:
     """One side's rows of one agent as arrays: task and repeat per row, and per metric its values
-    (NaN where a row lacks it), so the per-task and per-repeat means are numpy's sums, not loops."""
+    (NaN where a row lacks it), so the per-task and per-repeat means are numpy's sums, not loops.
+    The rows are looked up once, and each metric read off them by C calls (map, methodcaller): a
+    generator per metric was a fifth of a 12,000-task comparison's own time."""
 
     def __init__(self, rows: Mapping[Key, Mapping[str, float]], keys: Sequence[Key]) -> None:
         np_ = stats.numpy()
-        self.rows, self.keys = rows, keys
-        self.task = np_.fromiter((k[0] for k in keys), dtype=np_.int64, count=len(keys))
-        self.repeat = np_.fromiter((k[1] for k in keys), dtype=np_.int64, count=len(keys))
+        self.rows = list(map(rows.__getitem__, keys))
+        count = len(keys)
+        self.task = np_.fromiter(map(itemgetter(0), keys), dtype=np_.int64, count=count)
+        self.repeat = np_.fromiter(map(itemgetter(1), keys), dtype=np_.int64, count=count)
         self._values: dict[str, stats.Floats] = {}
 
     def values(self, metric: str) -> stats.Floats:
         if metric not in self._values:
-            np_ = stats.numpy()
-            rows, nan = self.rows, math.nan
-            got = (rows[k].get(metric, nan) for k in self.keys)
-            self._values[metric] = np_.fromiter(got, dtype=float, count=len(self.keys))
+            got = map(methodcaller("get", metric, math.nan), self.rows)
+            self._values[metric] = stats.numpy().fromiter(got, dtype=float, count=len(self.rows))
         return self._values[metric]
 
 
