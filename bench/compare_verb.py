@@ -5,11 +5,14 @@ processes from the command to the exit. bench/compare.py times the in-process pa
     python bench/compare_verb.py setup DIR            # 12,000 x 4: two runs under DIR, prints the env
     python bench/compare_verb.py setup DIR -n 2000 -r 4 --text 2000
 
-Then, with the printed XDG_CACHE_HOME and XDG_STATE_HOME exported, time (whole processes, several
-runs, against the floor; docs/performance.md, "compare"):
+    python bench/compare_verb.py run DIR --runs 7                 # the verb against the floor
+    python bench/compare_verb.py run DIR --runs 7 --source OLD    # and against another checkout's
 
-    gymbuild compare run=gym-job-20260101T000000Z-aaaaaa,gym-job-20260102T000000Z-bbbbbb max_drop=0.02
-    python bench/compare_verb.py floor DIR    # the floor: json.loads of both runs' rollouts lines
+`run` makes the runs if DIR has none, byte-compiles the code it measures (as pip install does), then
+times whole processes in turn: `gymbuild compare run=A,B max_drop=0.02` of this checkout (and of
+--source, first on PYTHONPATH), and the floor, `floor DIR`: start Python and json.loads every line of
+both runs' rollouts, the least any reader of these files pays. It prints the medians of wall and CPU
+time (user + system, children included) and the ratios, pair by pair (docs/performance.md, "compare").
 
 Each rollout line is shaped as NeMo Gym 0.7.0 writes it (its request, its response with one
 assistant message of --text characters and usage, reward, gym's bookkeeping keys), so the reader
@@ -19,10 +22,15 @@ cuts what a real file carries: about 1.4 kB a line at the default --text 600.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import random
+import resource
+import statistics
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -102,27 +110,79 @@ def floor(home: Path) -> None:
                 json.loads(line)
 
 
+def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """(wall, CPU) seconds of one whole process, its output thrown away."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
+def run(home: Path, runs: int, source: Path | None) -> None:
+    here = Path(__file__).resolve().parent.parent
+    # Run from DIR: `python -m` puts the working directory first on sys.path, before PYTHONPATH.
+    env = dict(os.environ, XDG_CACHE_HOME=str(home / "xdg-cache"), XDG_STATE_HOME=str(home / "xdg-state"))
+    verb = [sys.executable, "-m", "gymbuild.cli.main", "compare", f"run={A},{B}", "max_drop=0.02"]
+    sides = {"gymbuild": here} | ({"other": source.resolve()} if source else {})
+    commands = {name: (verb, dict(env, PYTHONPATH=str(root))) for name, root in sides.items()}
+    commands["floor"] = ([sys.executable, __file__, "floor", str(home)], env)
+    for root in sides.values():
+        compileall.compile_dir(root / "gymbuild", quiet=1)
+    got: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+    for name, (argv, env_) in commands.items():  # warm (the page cache, the templates), and checked
+        done = subprocess.run(argv, env=env_, cwd=home, capture_output=True, text=True, check=False)
+        if done.returncode:
+            sys.exit(f"{name} exited {done.returncode}: {done.stderr.strip()}")
+    for _ in range(runs):
+        for name, (argv, env_) in commands.items():
+            got[name].append(timed(argv, env_, home))
+    print(f"compare of 2 runs ({home}), {runs} runs each, in turn; load {os.getloadavg()[0]:.1f}")
+    for name, pairs in got.items():
+        walls, cpus = [w for w, _ in pairs], [c for _, c in pairs]
+        print(
+            f"  {name:8} wall {statistics.median(walls):.3f} s (min {min(walls):.3f}, max {max(walls):.3f})"
+            f"  CPU {statistics.median(cpus):.3f} s"
+        )
+    for other in [n for n in got if n != "gymbuild"]:
+        for i, what in ((0, "wall"), (1, "CPU")):
+            ratios = [a[i] / b[i] for a, b in zip(got["gymbuild"], got[other], strict=True)]
+            print(f"  gymbuild / {other} {what}: {statistics.median(ratios):.2f} (pair by pair, median)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("what", choices=("setup", "floor"))
+    parser.add_argument("what", choices=("setup", "floor", "run"))
     parser.add_argument("dir", type=Path)
     parser.add_argument("-n", type=int, default=12000, help="tasks")
     parser.add_argument("-r", type=int, default=4, help="repeats")
     parser.add_argument("--text", type=int, default=600, help="characters of each answer")
+    parser.add_argument("--runs", type=int, default=5, help="run: timed runs of each command")
+    parser.add_argument("--source", type=Path, help="run: another checkout's gymbuild to time too")
     opts = parser.parse_args()
     home = opts.dir.resolve()
     if opts.what == "floor":
         floor(home)
         return
+    if opts.what == "run":
+        if not (home / "runs").exists():
+            setup(home, opts)
+        run(home, opts.runs, opts.source)
+        return
     if (home / "runs").exists():
         sys.exit(f"{home}/runs exists: pick a new directory")
+    setup(home, opts)
+    print(f"export XDG_CACHE_HOME={home / 'xdg-cache'} XDG_STATE_HOME={home / 'xdg-state'}")
+    print(f"gymbuild compare run={A},{B} max_drop=0.02")
+
+
+def setup(home: Path, opts: argparse.Namespace) -> None:
     write_run(home, A, "Qwen/Qwen3-8B", opts.n, opts.r, 0.5, 1, opts.text)
     write_run(home, B, "Qwen/Qwen3-32B", opts.n, opts.r, 0.48, 2, opts.text)
     os.makedirs(home / "xdg-state", exist_ok=True)
-    print(f"export XDG_CACHE_HOME={home / 'xdg-cache'} XDG_STATE_HOME={home / 'xdg-state'}")
-    print(f"gymbuild compare run={A},{B} max_drop=0.02")
 
 
 if __name__ == "__main__":
