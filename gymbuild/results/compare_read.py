@@ -2,10 +2,11 @@
 
 Cost: one round trip per host, reading every benchmark's rollouts of both runs at once (and the
 run's resolved config, for its label, when the workspace does not have it). Where the target has
-python3 each rollout is cut down there to what the comparison reads (its agent, task, repeat and
-numbers; a line of a thousand-token answer becomes a hundred bytes), sent as one JSON array, the
-materialized inputs as their agents, the failures file as its line count and gym's aggregate as its
-key metric names; without python3 the files come whole. scipy is imported while the files travel.
+python3 each rollout is cut down there to what the comparison reads (compare_rows.py: its agent,
+task, repeat and numbers; a line of a thousand-token answer becomes about thirty bytes), each file in
+a process of its own; the materialized inputs travel as their counts, the failures file as its line
+count and gym's aggregate as its key metric names. Without python3 the files come whole. scipy is
+imported while the files travel.
 """
 
 from __future__ import annotations

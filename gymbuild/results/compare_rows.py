@@ -5,7 +5,7 @@ module's source is also the head of compare_read's reader program, which python3
 to cut each rollouts file down to what the comparison needs before it travels. One definition, so
 what the target sends is what this side would have made of the whole file. Hence the constraints:
 the standard library only, and nothing a python3 older than gymbuild's own cannot run (type
-comments, no annotations, no walrus).
+comments, no annotations, no walrus: the reader gives the same bytes on python3 3.6 to 3.13).
 """
 
 import json
