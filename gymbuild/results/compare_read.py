@@ -112,7 +112,10 @@ def taken(child):
     pid, r = child
     with os.fdopen(r, "rb") as pipe:
         data = pipe.read()
-    if os.waitpid(pid, 0)[1]:
+    if os.waitpid(pid, 0)[1]:  # it said why on stderr; the others are ended, none outlives the read
+        for other, _ in children.values():
+            os.kill(other, 9)
+            os.waitpid(other, 0)
         sys.exit(1)
     return data
 a, out = sys.argv[1:], sys.stdout.buffer
