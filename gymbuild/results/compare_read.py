@@ -2,10 +2,11 @@
 
 Cost: one round trip per host, reading every benchmark's rollouts of both runs at once (and the
 run's resolved config, for its label, when the workspace does not have it). Where the target has
-python3 each rollout is cut down there to what the comparison reads (its agent, task, repeat and
-numbers; a line of a thousand-token answer becomes a hundred bytes), sent as one JSON array, the
-materialized inputs as their agents, the failures file as its line count and gym's aggregate as its
-key metric names; without python3 the files come whole. scipy is imported while the files travel.
+python3 each rollout is cut down there to what the comparison reads (compare_rows.py: its agent,
+task, repeat and numbers; a line of a thousand-token answer becomes about thirty bytes), each file in
+a process of its own; the materialized inputs travel as their counts, the failures file as its line
+count and gym's aggregate as its key metric names. Without python3 the files come whole. scipy is
+imported while the files travel.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gymbuild.errors import Inconclusive, UsageError, UserError, printable
@@ -21,7 +23,18 @@ from gymbuild.executors.connection import is_this_machine
 from gymbuild.executors.states import states_of, unqueued_reason
 from gymbuild.request.arguments import GATE_FORMATS
 from gymbuild.request.verb_args import CompareArgs
-from gymbuild.results import compare, compare_cover, compare_text, gate, gate_text, policy, read, stats, table
+from gymbuild.results import (
+    compare,
+    compare_cover,
+    compare_rows,
+    compare_text,
+    gate,
+    gate_text,
+    policy,
+    read,
+    stats,
+    table,
+)
 
 if TYPE_CHECKING:
     from gymbuild.state.records import SubmissionRecord
@@ -33,60 +46,114 @@ _BENCH_FILES = tuple(
 )
 _RUN_FILES = ("resolved-config.yaml",)
 
+# The reader's own loop, after compare_rows' source (its functions: rollout, asked_agent, parsed).
 # Arguments: kind (b: bench dir, r: run dir) and dir, in pairs. Output: `<pair>\0<file>\0<text>\0`.
-_READER = f"""
-import json, os, sys
-a, out = sys.argv[1:], sys.stdout.buffer
-names = {{"b": {_BENCH_FILES!r}, "r": {_RUN_FILES!r}}}
-def small(line):
-    try:
-        row = json.loads(line)
-    except ValueError:
-        return b""
-    if not isinstance(row, dict):
-        return b""
-    keep = {{k: v for k, v in row.items() if k.startswith("_ng_") or k == "agent_ref"
-            or (isinstance(v, (int, float)) and not isinstance(v, bool))}}
-    usage = (row.get("response") or {{}}).get("usage") if isinstance(row.get("response"), dict) else None
-    if isinstance(usage, dict):
-        keep["response"] = {{"usage": usage}}
-    return json.dumps(keep).encode()
-def agent(line):
-    try:
-        ref = json.loads(line).get("agent_ref")
-    except (ValueError, AttributeError):
-        ref = None
-    return json.dumps({{"agent_ref": ref}} if isinstance(ref, dict) else {{}}).encode() + b"\\n"
+# The rollouts and the materialized inputs come cut (their names + compare.CUT; compare reads them),
+# each file cut in a process of its own, as many at once as the target has processors: parsing the
+# JSON is the reader's whole cost, a file's rows are independent and a login node has the cores.
+# A reader that fails anywhere exits non-zero, so compare says the runs could not be read.
+_LOOP = f"""
+import os, sys, traceback
+def cut_rollouts(f):
+    agents, shapes = {{}}, {{}}
+    for line in f:
+        got = rollout(parsed(line)) if line.strip() else None
+        if got is not None:
+            agent, task, repeat, numbers = got
+            mine = agents.get(agent)
+            if mine is None:
+                mine = agents[agent] = [0, {{}}]
+            mine[0] += 1  # lines, duplicates counted; a duplicate's last row kept, where it came first
+            shape = shapes.setdefault(tuple(numbers), len(shapes))
+            mine[1][task, repeat] = [shape, task, repeat] + list(numbers.values())
+    return json.dumps({{"shapes": [list(s) for s in shapes],
+                       "agents": [[a, n, list(rows.values())] for a, (n, rows) in agents.items()]}},
+                      separators=(",", ":")).encode()
+def cut_asked(f):
+    count, by_agent = 0, {{}}
+    for line in f:
+        if line.strip():
+            count += 1
+            name = asked_agent(parsed(line))
+            if name is not None:
+                by_agent[name] = by_agent.get(name, 0) + 1
+    return json.dumps([count, by_agent]).encode()
 def keys(text):
-    try:
-        got = json.loads(text)
-    except ValueError:
-        return b""
+    got = parsed(text)
     return json.dumps([{{"agent_ref": e.get("agent_ref"), "key_metrics": list(e.get("key_metrics") or ())}}
                        for e in got if isinstance(e, dict)] if isinstance(got, list) else []).encode()
-for i in range(0, len(a) - 1, 2):
-    for n in names.get(a[i], ()):
-        try:
-            f = open(os.path.join(a[i + 1], n), "rb")
-        except OSError:
-            continue
+CUTS = (("rollouts.jsonl", cut_rollouts), ("materialized_inputs.jsonl", cut_asked))
+def one(n, path):
+    try:
+        f = open(path, "rb")
+    except OSError:
+        return b""
+    try:
         with f:
-            if n.endswith("rollouts.jsonl"):  # one JSON array: one line to read, one json.loads
-                data = b"[" + b",".join(r for r in (small(line) for line in f if line.strip()) if r) + b"]"
-            elif n.endswith("materialized_inputs.jsonl"):
-                data = b"".join(agent(line) for line in f if line.strip())
+            cut = [c for end, c in CUTS if n.endswith(end)]
+            if cut:
+                n, data = n + {compare.CUT!r}, cut[0](f)
             elif n.endswith("aggregate_metrics.json"):
                 data = keys(f.read())
             elif n.endswith(".jsonl"):
                 data = b"{{}}\\n" * sum(1 for line in f if line.strip())
             else:
                 data = f.read()
-        out.write(b"%d\\0%s\\0%s\\0" % (i // 2, n.encode(), data.replace(b"\\0", b"")))
+    except OSError as err:  # one line for compare's message, not a traceback
+        sys.stderr.write("cannot read %s: %s\\n" % (path, err.strerror or err))
+        sys.exit(1)
+    return b"%s\\0%s\\0" % (n.encode(), data.replace(b"\\0", b""))
+def forked(n, path):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(r)
+            with os.fdopen(w, "wb") as pipe:
+                pipe.write(one(n, path))
+            code = 0
+        except SystemExit as end:
+            code = end.code
+        except BaseException:
+            traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(code)
+    os.close(w)
+    return pid, r
+def taken(child):
+    pid, r = child
+    with os.fdopen(r, "rb") as pipe:
+        data = pipe.read()
+    if os.waitpid(pid, 0)[1]:  # it said why on stderr; the others are ended, none outlives the read
+        for other, _ in children.values():
+            os.kill(other, 9)
+            os.waitpid(other, 0)
+        sys.exit(1)
+    return data
+a, out = sys.argv[1:], sys.stdout.buffer
+names = {{"b": {_BENCH_FILES!r}, "r": {_RUN_FILES!r}}}
+jobs = [(i // 2, n, os.path.join(a[i + 1], n)) for i in range(0, len(a) - 1, 2) for n in names.get(a[i], ())]
+ahead = [j for j, (_, n, _) in enumerate(jobs) if any(n.endswith(end) for end, _ in CUTS)]
+width = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8)
+children = {{}}
+for j, (k, n, path) in enumerate(jobs):
+    while ahead and len(children) < width and hasattr(os, "fork"):  # the next cut files, started
+        nxt = ahead.pop(0)
+        children[nxt] = forked(*jobs[nxt][1:])
+    data = taken(children.pop(j)) if j in children else one(n, path)
+    if data:
+        out.write(b"%d\\0" % k + data)
 """
 
 
+def reader() -> str:
+    """The reader program: compare_rows' source, then its loop (read from the installed package)."""
+    return Path(compare_rows.__file__).read_text() + _LOOP
+
+
 def read_script(pairs: Sequence[tuple[str, str]]) -> str:
-    return read.read_script(pairs, _READER, read.bash_reader(_BENCH_FILES, _RUN_FILES))
+    return read.read_script(pairs, reader(), read.bash_reader(_BENCH_FILES, _RUN_FILES))
 
 
 def _records(s: Session, run: str | None) -> list[SubmissionRecord]:
