@@ -112,6 +112,15 @@ class Deferral:
             signum, self.noted = self.noted, None
         return signum
 
+    def hold(self) -> int | None:
+        """For a process that ends with its run (the console script): from now on a signal is only
+        noted, never raised, and the handlers stay. Put back, Python's own would raise a traceback, and
+        once the interpreter finalizes (a few hundred ms of module teardown) the default action would
+        kill the process with no line, a shell seeing 130. The signal noted so far, or None."""
+        self.depth += 1
+        signum, self.noted = self.noted, None
+        return signum
+
     def pending(self) -> bool:
         """A signal arrived while deferring: start nothing more."""
         return self.noted is not None
@@ -139,5 +148,6 @@ PROCESS = Deferral()  # the one the console script installs (cli.main)
 handle = PROCESS.handle
 install = PROCESS.install
 restore = PROCESS.restore
+hold = PROCESS.hold
 pending = PROCESS.pending
 deferred = PROCESS.deferred

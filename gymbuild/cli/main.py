@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from gymbuild import __version__, interrupts
 
@@ -288,12 +288,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     the same way; after that, the signal's default action ends the process."""
     here = threading.current_thread() is threading.main_thread()
     before = {sig: signal.getsignal(sig) for sig in interrupts.SIGNALS} if here else {}
+    process = argv is None and here  # the console script (or -m): the process ends with this run
     interrupts.install()
     try:
         status = _answered(argv)
     finally:
-        late = interrupts.restore(before)
-    return status if late is None else _interrupted(interrupts.Interrupted(late))
+        late = interrupts.hold() if process else interrupts.restore(before)
+    if late is not None:
+        status = _interrupted(interrupts.Interrupted(late))
+    if process:
+        _end_process(status, answered=late is not None)
+    return status
+
+
+def _end_process(status: int, *, answered: bool) -> NoReturn:
+    """End the console script's process with `status`, now: the exit functions (a link left open,
+    logging), the streams flushed, then os._exit, skipping the interpreter's finalization. A signal
+    there found Python's handlers reset and killed the process silently: 130 with no line after a
+    submit that had queued everything. Signals are only noted meanwhile (interrupts.hold); one noted
+    while the exit functions ran is answered like any other, unless one already was."""
+    import atexit  # late: start-up
+    import contextlib  # late: start-up
+
+    atexit._run_exitfuncs()
+    late = interrupts.hold()
+    if late is not None and not answered:
+        status = _interrupted(interrupts.Interrupted(late))
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a reader gone, a stream closed: nothing to say
+            stream.flush()
+    os._exit(status)
 
 
 def _answered(argv: Sequence[str] | None) -> int:
