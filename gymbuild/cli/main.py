@@ -360,13 +360,26 @@ def _interrupted(err: interrupts.Interrupted | None) -> int:
     try:
         sys.stdout.flush()
         sys.stderr.write(
-            f"interrupted ({name}): gymbuild stopped; every job it started is recorded and goes on "
-            "(`gymbuild status` shows them)\n"
+            f"interrupted ({name}): gymbuild stopped; {_queued_so_far()}every job it started is recorded "
+            "and goes on (`gymbuild status` shows them)\n"
         )
         sys.stderr.flush()
     except OSError:  # SIGHUP: the terminal may be gone
         pass
     return status
+
+
+def _queued_so_far() -> str:
+    """`N of M benchmarks queued, K not (...); ` when the run began to queue, else nothing. The line
+    is said whatever happens: a summary that cannot be read is left out."""
+    summary = interrupts.PROCESS.summary
+    if summary is None:
+        return ""
+    try:
+        return f"{summary()}; "
+    except Exception as e:  # the line must be said: a damaged workspace only shortens it
+        sys.stderr.write(repr(e))
+        return ""
 
 
 def _reader_gone() -> int:

@@ -26,7 +26,16 @@ from hypothesis import strategies as st
 from promises_helpers import signal_while_alive, wait_until
 from reliability_helpers import start_gymbuild
 
-from tests.reliability.test_interrupts import WAIT, _config, _env, _kill_all, _record, _released, _starts
+from tests.reliability.test_interrupts import (
+    WAIT,
+    _config,
+    _env,
+    _interrupt,
+    _kill_all,
+    _record,
+    _released,
+    _starts,
+)
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads process groups from /proc")
 
@@ -71,6 +80,7 @@ def test_sigint_after_the_last_answer_exits_130_with_its_line(moment: str, looks
             if delivered:
                 assert proc.returncode == 130, (proc.returncode, stderr)
                 assert len(said) == 1 and said[0].startswith("interrupted (SIGINT): "), stderr
+                assert f"; {COUNT} of {COUNT} benchmarks queued; " in said[0], stderr  # all, and says so
             else:
                 assert (proc.returncode, said) == (0, []), stderr
             started, record = _starts(home), _record(home)
@@ -79,3 +89,17 @@ def test_sigint_after_the_last_answer_exits_130_with_its_line(moment: str, looks
                 assert ids == {record[bench]["job_id"]}, json.dumps(record[bench])
         finally:
             _kill_all(home)
+
+
+def test_the_line_says_how_many_were_queued_and_how_many_not(tmp_path: Path) -> None:
+    """Ctrl-C half-way through a pass: the line counts the benchmarks whose jobs started and the rest."""
+    try:
+        config = _config(tmp_path, 12)
+        status, stderr, delivered = _interrupt(tmp_path, config, signal.SIGINT, 4, group=True)
+        started = len(_starts(tmp_path))
+        said = [line for line in stderr.splitlines() if not line.startswith("warning: ")]
+        assert delivered and status == 130 and len(said) == 1, stderr
+        left = f", {12 - started} not (`gymbuild submit` queues them)" if started < 12 else ""
+        assert f"gymbuild stopped; {started} of 12 benchmarks queued{left}; every job" in said[0], stderr
+    finally:
+        _kill_all(tmp_path)
