@@ -48,17 +48,18 @@ COMPUTE = _Kind(
 POOL = _Kind("node pool", "node pools", "a `partition`", lambda e: _has(e, "partition"))
 
 
-def named_entry(key: str) -> tuple[str, str, _Kind] | None:
-    """(the mapping's path, the name, its kind) when an override key reaches into an entry of a
-    user-keyed mapping, else None. `compute.c.node_pools.p...` is pool p of compute entry c."""
+def named_entries(key: str) -> list[tuple[str, str, _Kind]]:
+    """(the mapping's path, the name, its kind) of each user-keyed entry an override key reaches
+    into, outermost first: `compute.c.node_pools.p.x` is compute entry c, then its pool p."""
     parts = key.split("@")[0].split(".")
     if parts[:2] == ["driver", "benchmarks"] and len(parts) > 2:
-        return "driver.benchmarks", parts[2], BENCHMARK
-    if parts[0] == "compute" and len(parts) > 3 and parts[2] == "node_pools":
-        return f"compute.{parts[1]}.node_pools", parts[3], POOL
+        return [("driver.benchmarks", parts[2], BENCHMARK)]
+    found = []
     if parts[0] in ("services", "compute") and len(parts) > 1:
-        return parts[0], parts[1], SERVICE if parts[0] == "services" else COMPUTE
-    return None
+        found.append((parts[0], parts[1], SERVICE if parts[0] == "services" else COMPUTE))
+    if parts[0] == "compute" and len(parts) > 3 and parts[2] == "node_pools":
+        found.append((f"compute.{parts[1]}.node_pools", parts[3], POOL))
+    return found
 
 
 def _keys(tree: Any, dotted: str) -> list[str] | None:
@@ -96,32 +97,33 @@ def half_entries(
         parsed = parse(text)
         if parsed is None or parsed[0] not in ("+", "++"):
             continue
-        op, key = parsed
-        found = named_entry(key)
-        if found is None or found[:2] in seen:
-            continue
-        mapping, name, kind = found
-        seen.add((mapping, name))
-        if before is None:
-            before = base()
-        had = _keys(before, mapping)
-        if had is None or name in had or kind.whole(_entry(composed, mapping, name)):
-            continue
-        problems.append(_problem(text, op, key, mapping, name, kind, had))
+        key = parsed[1]
+        for mapping, name, kind in named_entries(key):
+            if (mapping, name) in seen:
+                break  # this new entry (and what is inside it) was judged by an earlier override
+            if before is None:
+                before = base()
+            had = _keys(before, mapping)
+            if had is None or name in had:
+                continue  # an entry the file has (or a mapping it lacks: validation's to say)
+            seen.add((mapping, name))
+            if not kind.whole(_entry(composed, mapping, name)):
+                problems.append(_problem(text, key, mapping, name, kind, had))
+            break  # a new entry: what is inside it is new as well
     return problems
 
 
-def _problem(text: str, op: str, key: str, mapping: str, name: str, kind: _Kind, had: list[str]) -> Problem:
+def _problem(text: str, key: str, mapping: str, name: str, kind: _Kind, had: list[str]) -> Problem:
     ranked = difflib.get_close_matches(name, had, n=len(had), cutoff=0.0)
     ranked += [n for n in had if n not in ranked]
     names = ", ".join(ranked) if ranked else "none"
     rest = key.split("@")[0][len(f"{mapping}.{name}") :]
     value = text.split("=", 1)[1] if "=" in text else ""
-    change = (
-        f"to change {kind.noun} {ranked[0]!r}, write `++{mapping}.{ranked[0]}{rest}={value}`; "
-        if ranked
-        else ""
-    )
+    change = ""
+    if ranked and rest:
+        change = f"to change {kind.noun} {ranked[0]!r}, write `++{mapping}.{ranked[0]}{rest}={value}`; "
+    elif ranked:  # the override replaces the entry whole: no `++` form of it keeps the other one
+        change = f"to change {kind.noun} {ranked[0]!r}, set its keys with `++{mapping}.{ranked[0]}.KEY=...`; "
     return Problem(
         f"{mapping}.{name}",
         f"override {text!r} adds {kind.noun} {name!r}, which the config does not have "

@@ -120,3 +120,31 @@ def test_a_whole_new_benchmark_on_the_command_line_is_run(config_file: Path) -> 
         "config_paths": "benchmarks/x/config.yaml",
         "limit": 3,
     }
+
+
+def test_a_new_compute_entry_is_judged_before_the_pools_inside_it(config_file: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(config_file, ["+compute.clustr.node_pools.gpu.nodes=2"], environ={})
+    (problem,) = caught.value.problems
+    assert problem.path == "compute.clustr"
+    assert "adds compute entry 'clustr'" in problem.message
+
+
+def test_every_new_pool_of_an_existing_compute_entry_is_judged(config_file: Path) -> None:
+    overrides = ["+compute.cluster.node_pools.gpuu.nodes=2", "+compute.cluster.node_pools.cpu.nodes=1"]
+    with pytest.raises(ConfigError) as caught:
+        load_config(config_file, overrides, environ={})
+    assert [p.path for p in caught.value.problems] == [
+        "compute.cluster.node_pools.gpuu",
+        "compute.cluster.node_pools.cpu",
+    ]
+
+
+def test_an_override_that_replaces_a_new_entry_whole_is_not_told_to_replace_an_existing_one(
+    config_file: Path,
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(config_file, ["+driver.benchmarks.gqpa={}"], environ={})
+    (problem,) = caught.value.problems
+    assert "set its keys with `++driver.benchmarks.gpqa.KEY=...`" in problem.fix
+    assert "++driver.benchmarks.gpqa={}" not in problem.fix
