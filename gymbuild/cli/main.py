@@ -314,10 +314,16 @@ def _end_process(status: int, *, answered: bool) -> NoReturn:
     late = interrupts.hold()
     if late is not None and not answered:
         status = _interrupted(interrupts.Interrupted(late))
+    code: object = status  # as sys.exit reads it: doit answers some commands (clean) with None
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a reader gone, a stream closed: nothing to say
             stream.flush()
-    os._exit(status)
+    os._exit(code)
 
 
 def _answered(argv: Sequence[str] | None) -> int:
