@@ -54,6 +54,9 @@ class Deferral:
         self.depth = 0  # nesting depth of `deferred()` blocks
         self.noted: int | None = None  # the signal noted while deferring
         self.hook_before: Callable[[sys.UnraisableHookArgs], object] | None = None
+        # What the run has queued and what not, for the line a signal ends it with (set by a queue
+        # pass, submit/pipeline.py; None where nothing is queued)
+        self.summary: Callable[[], str] | None = None
 
     def handle(self, signum: int, frame: object) -> None:
         """The handler: raise Interrupted, or while deferring, note the first signal and go on."""
@@ -67,6 +70,7 @@ class Deferral:
         A signal ignored when gymbuild started (`nohup`) stays ignored."""
         if threading.current_thread() is not threading.main_thread():
             return
+        self.summary = None  # a run of its own: an earlier run's queue (in this process) is not its
         if self.hook_before is None:
             self.hook_before = sys.unraisablehook
             sys.unraisablehook = self.unraisable
@@ -112,6 +116,15 @@ class Deferral:
             signum, self.noted = self.noted, None
         return signum
 
+    def hold(self) -> int | None:
+        """For a process that ends with its run (the console script): from now on a signal is only
+        noted, never raised, and the handlers stay. Put back, Python's own would raise a traceback, and
+        once the interpreter finalizes (a few hundred ms of module teardown) the default action would
+        kill the process with no line, a shell seeing 130. The signal noted so far, or None."""
+        self.depth += 1
+        signum, self.noted = self.noted, None
+        return signum
+
     def pending(self) -> bool:
         """A signal arrived while deferring: start nothing more."""
         return self.noted is not None
@@ -139,5 +152,6 @@ PROCESS = Deferral()  # the one the console script installs (cli.main)
 handle = PROCESS.handle
 install = PROCESS.install
 restore = PROCESS.restore
+hold = PROCESS.hold
 pending = PROCESS.pending
 deferred = PROCESS.deferred

@@ -45,3 +45,19 @@ def stage_secrets(home: Path, plan: Any, secrets: Mapping[str, str]) -> None:
     home.mkdir(parents=True, exist_ok=True)
     write = SecretsFile(plan.gym_job_id, plan.bench, values).write()
     subprocess.run(["bash", "-s"], input=write, text=True, env={"HOME": str(home)}, check=True)
+
+
+def step_lib(reserved: tuple[int, ...] = ()) -> str:
+    """GYM_STEP_LIB as a job's batch shell exports it (lib.sh.j2's port functions), for a step or
+    driver script run alone: the driver settles its head server's port with them."""
+    from gymbuild.render import _ENV
+
+    lib = _ENV.get_template("lib.sh.j2").module.port_functions(reserved)  # type: ignore[attr-defined]
+    done = subprocess.run(
+        ["bash", "-c", f'{lib}\nprintf "%s" "$GYM_STEP_LIB"'],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout

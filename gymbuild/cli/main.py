@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from gymbuild import __version__, interrupts
 
@@ -288,12 +288,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     the same way; after that, the signal's default action ends the process."""
     here = threading.current_thread() is threading.main_thread()
     before = {sig: signal.getsignal(sig) for sig in interrupts.SIGNALS} if here else {}
+    process = argv is None and here  # the console script (or -m): the process ends with this run
     interrupts.install()
     try:
         status = _answered(argv)
     finally:
-        late = interrupts.restore(before)
-    return status if late is None else _interrupted(interrupts.Interrupted(late))
+        late = interrupts.hold() if process else interrupts.restore(before)
+    if late is not None:
+        status = _interrupted(interrupts.Interrupted(late))
+    if process:
+        _end_process(status, answered=late is not None)
+    return status
+
+
+def _end_process(status: int, *, answered: bool) -> NoReturn:
+    """End the console script's process with `status`, now: the exit functions (a link left open,
+    logging), the streams flushed, then os._exit, skipping the interpreter's finalization. A signal
+    there found Python's handlers reset and killed the process silently: 130 with no line after a
+    submit that had queued everything. Signals are only noted meanwhile (interrupts.hold); one noted
+    while the exit functions ran is answered like any other, unless one already was."""
+    import atexit  # late: start-up
+    import contextlib  # late: start-up
+
+    atexit._run_exitfuncs()
+    late = interrupts.hold()
+    if late is not None and not answered:
+        status = _interrupted(interrupts.Interrupted(late))
+    code: object = status  # as sys.exit reads it: doit answers some commands (clean) with None
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a reader gone, a stream closed: nothing to say
+            stream.flush()
+    os._exit(code)
 
 
 def _answered(argv: Sequence[str] | None) -> int:
@@ -336,13 +366,26 @@ def _interrupted(err: interrupts.Interrupted | None) -> int:
     try:
         sys.stdout.flush()
         sys.stderr.write(
-            f"interrupted ({name}): gymbuild stopped; every job it started is recorded and goes on "
-            "(`gymbuild status` shows them)\n"
+            f"interrupted ({name}): gymbuild stopped; {_queued_so_far()}every job it started is recorded "
+            "and goes on (`gymbuild status` shows them)\n"
         )
         sys.stderr.flush()
     except OSError:  # SIGHUP: the terminal may be gone
         pass
     return status
+
+
+def _queued_so_far() -> str:
+    """`N of M benchmarks queued, K not (...); ` when the run began to queue, else nothing. The line
+    is said whatever happens: a summary that cannot be read is left out."""
+    summary = interrupts.PROCESS.summary
+    if summary is None:
+        return ""
+    try:
+        return f"{summary()}; "
+    except Exception as e:  # the line must be said: a damaged workspace only shortens it
+        sys.stderr.write(repr(e))
+        return ""
 
 
 def _reader_gone() -> int:

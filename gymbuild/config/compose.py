@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from gymbuild.config.new_names import half_entries
 from gymbuild.errors import ConfigError, Problem
 
 if TYPE_CHECKING:  # OmegaConf is imported only where a file needs it
@@ -198,7 +199,7 @@ def compose(path: Path, overrides: Sequence[str]) -> DictConfig:
     from omegaconf.errors import OmegaConfBaseException
 
     try:
-        return _hydra_compose(path, overrides)
+        composed = _hydra_compose(path, overrides)
     # AssertionError: Hydra asserts instead of raising for some malformed overrides (`+=`, an empty key);
     # TypeError/AttributeError: PyYAML's constructors on a malformed tagged value in a group file.
     except (
@@ -214,6 +215,15 @@ def compose(path: Path, overrides: Sequence[str]) -> DictConfig:
         if problem.path and "is not in the config" in problem.fix:
             problem = _suggest_key(problem, path)
         raise ConfigError(str(path), [problem]) from None
+    half = half_entries(overrides, composed, lambda: _hydra_compose(path, []), _op_and_key)
+    if half:
+        raise ConfigError(str(path), half)
+    return composed
+
+
+def _op_and_key(override: str) -> tuple[str, str] | None:
+    match = OVERRIDE_KEY.match(override)
+    return (match["op"], match["key"]) if match else None
 
 
 def interpolate(cfg: DictConfig | ListConfig, source: str) -> dict[str, Any]:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from gymbuild.config.model import Benchmark, Config, RayService, VllmPdService, VllmService
 from gymbuild.errors import UserError
 from gymbuild.plan.model import DriverStep, EnvEntry, Ref, Word
 from gymbuild.plan.overrides import flatten_overrides, hydra_value
+
+# NeMo Gym 0.7.0's head server port (nemo_gym/global_config.py DEFAULT_HEAD_SERVER_PORT): the first
+# choice of the port the driver settles at run time when the benchmark's `run` names none.
+DEFAULT_HEAD_SERVER_PORT = 11000
 
 if TYPE_CHECKING:
     from gymbuild.plan.model import SharedParts
@@ -66,6 +71,7 @@ def _driver(
     env = shared.driver_env
     run: tuple[Word, ...] = ()
     resume_from = None
+    head_port = None
     if bench.command:
         own = [EnvEntry("NEMO_GYM_BENCH_DIR", _in_bench(bench_dir, "")[0])]
         if policy is not None:
@@ -89,7 +95,8 @@ def _driver(
         # (only while observability is on, by Python truth as NeMo Gym tests it), require_complete,
         # and resume_from_cache for a resumable benchmark. Each key is written once: Hydra refuses a
         # second `+key=` and the job would stop at start.
-        run_keys = dict(bench.run)
+        run_keys: dict[str, object] = dict(bench.run)
+        head_port = _take_head_port(run_keys, f"{where}.run")
         observe = run_keys.pop("observability_enabled", True)
         shown = "True" if observe is True else hydra_value(observe, f"{where}.run.observability_enabled")
         words.append((f"+observability_enabled={shown}",))
@@ -116,6 +123,9 @@ def _driver(
             # command line; a resubmitted one, in the same directory, continues (driver.sh.j2).
             artifacts = f"{bench_dir}/artifacts"
             resume_from = (f"{artifacts}/rollouts.jsonl", f"{artifacts}/rollouts_materialized_inputs.jsonl")
+        # After NeMo Gym's own words: the head server's port, settled by the driver on its node
+        # (driver.sh.j2). `++` sets it whether or not gym's own config files name one.
+        words.append(("++head_server.port=", Ref("GYM_HEAD_PORT")))
         run = tuple(words)
     return DriverStep(
         container=drv.container,
@@ -130,7 +140,31 @@ def _driver(
         policy_port=policy_port,
         resume_from=resume_from,
         shard=shard,
+        head_port=head_port,
     )
+
+
+def _take_head_port(run_keys: dict[str, object], where: str) -> int:
+    """The first-choice port of gym's head server, taken out of `run_keys` (`head_server.port`, dotted
+    or nested), else NeMo Gym's default. The driver settles the port actually used at run time, so
+    two jobs on one node (shards, array tasks, sweep cells) never both bind the same fixed one."""
+    value: object = DEFAULT_HEAD_SERVER_PORT
+    key = f"{where}.head_server.port"
+    if "head_server.port" in run_keys:
+        value = run_keys.pop("head_server.port")
+    head = run_keys.get("head_server")
+    if isinstance(head, Mapping) and "port" in head:
+        rest = {k: v for k, v in head.items() if k != "port"}
+        value = head["port"]
+        if rest:
+            run_keys["head_server"] = rest
+        else:
+            del run_keys["head_server"]
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+        raise UserError(f"{key}: {value!r} is not a port number (1-65535); write a number, or drop the key")
+    return value
 
 
 def _in_bench(bench_dir: str, rel: str, key: str = "") -> Word:

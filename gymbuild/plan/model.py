@@ -171,6 +171,9 @@ class DriverStep(_Canonical):
     # (k, K): this job runs shard k of the benchmark's K (`shards: K`) through gymbuild's shard driver
     # (render/templates/gymbuild_shard.py), in the bench dir <benchmark>/shards/<k>
     shard: tuple[int, int] | None = None
+    # First choice of gym's head server port (`head_server.port`): the driver settles the port on its
+    # node at run time into GYM_HEAD_PORT; None for a benchmark's own command (gymbuild runs no gym)
+    head_port: int | None = None
 
 
 @dataclass(frozen=True)

@@ -152,6 +152,7 @@ def _queue(batch: Batch) -> None:
     user's quota waits (quota.py): the limits are read once for the pass."""
     refuse_sharded_arrays(batch)
     batch.room.refuse_never(batch.conn, [(w.run, w.packing, w.todo) for w in batch.works])
+    interrupts.PROCESS.summary = lambda: _queued_summary(batch)
     with interrupts.deferred():  # a signal: the jobs in flight are read and recorded first
         _queue_arrays([w for w in batch.works if arrays.enabled(w.run)], batch)
         for work in [w for w in batch.works if not arrays.enabled(w.run)]:
@@ -168,6 +169,15 @@ def _queue(batch: Batch) -> None:
                 shards.settle(work.run, work.todo)  # a sharded benchmark's one outcome, from its shards'
                 if work.run.memory.queued_now:
                     _record_one(work.run, batch)
+
+
+def _queued_summary(batch: Batch) -> str:
+    """What the pass queued and what it did not, from the outcomes it wrote: the line a signal ends
+    the run with says it (cli/main.py), wherever the signal lands after the pass began."""
+    todo = [(w.run, b) for w in batch.works for b in w.todo]
+    done = sum(1 for run, bench in todo if queue.queued(run, bench))
+    left = f", {len(todo) - done} not (`gymbuild submit` queues them)" if done < len(todo) else ""
+    return f"{done} of {len(todo)} benchmarks queued{left}"
 
 
 def _queue_arrays(works: list[Work], batch: Batch) -> None:

@@ -91,6 +91,7 @@ CLI_SAMPLE = {
     "host-var-unset",
     "override-unknown-key",
     "override-scratch",
+    "override-new-benchmark-half",
     "bad-interpolation",
     "pools-disagree-partition",
     "gpu-footprint-total",

@@ -100,7 +100,8 @@ def _nemo_gym_words(script: str) -> tuple[list[str], list[str]]:
 
 
 def _our_words(words: tuple[Any, ...]) -> list[str]:
-    port = {"GYM_POLICY_PORT": str(POLICY_PORT)}
+    # GYM_HEAD_PORT: the driver settles it at run time from NeMo Gym's default (docs/compatibility.md)
+    port = {"GYM_POLICY_PORT": str(POLICY_PORT), "GYM_HEAD_PORT": "11000"}
     return ["".join(p if isinstance(p, str) else port[p.name] for p in w) for w in words]
 
 
@@ -154,6 +155,9 @@ def test_gym_eval_run_gets_the_overrides_nemo_gym_gives_it(both: dict[str, Any],
     theirs_run, theirs_prepare = _nemo_gym_words(both["scripts"][bench])
     driver = both["plans"][bench].driver
     ours = _parsed(_our_words(driver.run))
+    # Our one addition, last: the head server's port, settled at run time from NeMo Gym's default.
+    assert ours[-1] == ("++head_server.port", "int", "11000")
+    ours = ours[:-1]
     theirs = _parsed(theirs_run)
     for (b, key), (our_value, their_value) in KNOWN.items():
         if b == bench:

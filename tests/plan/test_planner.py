@@ -264,6 +264,7 @@ def test_driver_override_order_matches_0_7_0() -> None:
         f"+model_call_capture_dir={RUN_DIR}/b/model-calls",
         "+require_complete=True",
         "+resume_from_cache=True",
+        "++head_server.port=${GYM_HEAD_PORT}",
     ]
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from script_runs import step_lib
+
 from gymbuild.config import load_config
 from gymbuild.executors.base import planning_traits
 from gymbuild.plan import plan_submission
@@ -38,7 +40,12 @@ def gym_words(tmp_path: Path, example: str, bench: str, *, rollouts: int | None)
     (bin_dir / "gym").write_text('#!/bin/bash\nprintf "%s\\n" "$@" >"$GYM_WORDS"\n')
     (bin_dir / "gym").chmod(0o755)
     words = tmp_path / "words"
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "GYM_WORDS": str(words), "GYM_POLICY_PORT": "8000"}
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "GYM_WORDS": str(words),
+        "GYM_POLICY_PORT": "8000",
+        "GYM_STEP_LIB": step_lib(),
+    }
     done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return words.read_text().splitlines()

@@ -22,6 +22,7 @@ from types import ModuleType
 from e2e_helpers import gymbuild, user_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from script_runs import step_lib
 
 from gymbuild.config import load_config
 from gymbuild.executors.base import planning_traits
@@ -128,6 +129,7 @@ def test_the_shards_driver_step_hands_gym_the_shard_driver(tmp_path: Path) -> No
         "GYM_SEEN": str(seen),
         "PYTHON": sys.executable,
         "GYM_POLICY_PORT": "8000",
+        "GYM_STEP_LIB": step_lib(),
         "GYM_BENCH_DIR": str(bench_dir),
         "GYM_SHARD_INDEX": "1",  # the step's env entries: the executor's launch sets them
     }

@@ -423,13 +423,17 @@ uv venv --quiet --seed .venv
 export VIRTUAL_ENV="$PWD/.venv"
 export PATH="$VIRTUAL_ENV/bin:$PATH"
 uv pip install --quiet -e '"'"'.[telemetry]'"'"'
+eval "$GYM_STEP_LIB"
+GYM_HEAD_PORT=$(__gym_pick_port 11000)
+export GYM_HEAD_PORT
+echo "gym: the driver'"'"'s head server takes port $GYM_HEAD_PORT" >&2
 __gym_resume=()
 if [ -s /runs/gym-job-20260101T000000Z-abcdef/gpqa/artifacts/rollouts.jsonl ] && [ -s /runs/gym-job-20260101T000000Z-abcdef/gpqa/artifacts/rollouts_materialized_inputs.jsonl ]; then
   echo "gym: continuing from the rollouts an earlier job wrote ($(wc -l </runs/gym-job-20260101T000000Z-abcdef/gpqa/artifacts/rollouts.jsonl) of $(wc -l </runs/gym-job-20260101T000000Z-abcdef/gpqa/artifacts/rollouts_materialized_inputs.jsonl))" >&2
   __gym_resume=(+resume_from_cache=True)
 fi
-# shellcheck disable=SC2016  # overrides are literal text for gym; only ${GYM_POLICY_PORT} expands
-exec gym eval run +output_jsonl_fpath=/runs/gym-job-20260101T000000Z-abcdef/gpqa/artifacts/rollouts.jsonl --model-type openai_model +observability_enabled=True '"'"'+config_paths=[benchmarks/gpqa/config.yaml]'"'"' +policy_base_url=http://localhost:"${GYM_POLICY_PORT}"/v1 +policy_model_name=Qwen/Qwen3-8B +policy_api_key=dummy +model_call_capture_dir=/runs/gym-job-20260101T000000Z-abcdef/gpqa/model-calls +require_complete=True ${__gym_resume[@]+"${__gym_resume[@]}"}
+# shellcheck disable=SC2016  # overrides are literal text for gym; only ${GYM_POLICY_PORT} and ${GYM_HEAD_PORT} expand
+exec gym eval run +output_jsonl_fpath=/runs/gym-job-20260101T000000Z-abcdef/gpqa/artifacts/rollouts.jsonl --model-type openai_model +observability_enabled=True '"'"'+config_paths=[benchmarks/gpqa/config.yaml]'"'"' +policy_base_url=http://localhost:"${GYM_POLICY_PORT}"/v1 +policy_model_name=Qwen/Qwen3-8B +policy_api_key=dummy +model_call_capture_dir=/runs/gym-job-20260101T000000Z-abcdef/gpqa/model-calls +require_complete=True ++head_server.port="${GYM_HEAD_PORT}" ${__gym_resume[@]+"${__gym_resume[@]}"}
 ' \
     >logs/driver-"${GYM_JOB_ID}".log 2>&1 </dev/null &
 __gym_driver_pid=$!

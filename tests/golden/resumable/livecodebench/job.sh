@@ -519,8 +519,12 @@ GYM_POLICY_PORT="${GYM_PORT_POLICY}" \
     bash -c 'set -euo pipefail
 # shellcheck disable=SC2016  # overrides are literal text for gym
 gym eval prepare +release=v6
-# shellcheck disable=SC2016  # overrides are literal text for gym; only ${GYM_POLICY_PORT} expands
-exec gym eval run +output_jsonl_fpath=/runs/gym-job-20260101T000000Z-abcdef/livecodebench/artifacts/rollouts.jsonl --model-type openai_model +observability_enabled=True '"'"'+config_paths=[benchmarks/livecodebench/config.yaml]'"'"' +policy_base_url=http://localhost:"${GYM_POLICY_PORT}"/v1 +policy_model_name=Qwen/Qwen3-8B +policy_api_key=dummy +model_call_capture_dir=/runs/gym-job-20260101T000000Z-abcdef/livecodebench/model-calls +require_complete=True +resume_from_cache=True
+eval "$GYM_STEP_LIB"
+GYM_HEAD_PORT=$(__gym_pick_port 11000)
+export GYM_HEAD_PORT
+echo "gym: the driver'"'"'s head server takes port $GYM_HEAD_PORT" >&2
+# shellcheck disable=SC2016  # overrides are literal text for gym; only ${GYM_POLICY_PORT} and ${GYM_HEAD_PORT} expand
+exec gym eval run +output_jsonl_fpath=/runs/gym-job-20260101T000000Z-abcdef/livecodebench/artifacts/rollouts.jsonl --model-type openai_model +observability_enabled=True '"'"'+config_paths=[benchmarks/livecodebench/config.yaml]'"'"' +policy_base_url=http://localhost:"${GYM_POLICY_PORT}"/v1 +policy_model_name=Qwen/Qwen3-8B +policy_api_key=dummy +model_call_capture_dir=/runs/gym-job-20260101T000000Z-abcdef/livecodebench/model-calls +require_complete=True +resume_from_cache=True ++head_server.port="${GYM_HEAD_PORT}"
 ' \
     >logs/driver-"${GYM_JOB_ID}".log 2>&1 </dev/null &
 __gym_driver_pid=$!
