@@ -214,7 +214,7 @@ def read_runs(s: Session, records: Sequence[SubmissionRecord]) -> list[RunRead]:
             if own:
                 conn.close()
         if not result.ok:
-            why = " ".join(result.stderr.split()) or f"the read exited {result.status}"
+            why = read.failure(result)
             raise UserError(f"error: the runs' rollouts could not be read on {host or 'this machine'}: {why}")
         for (i, bench), got in zip(wanted, read.parse_read(result.stdout, len(pairs)), strict=True):
             if bench is None:

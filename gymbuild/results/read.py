@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NotRequired, TypedDict, TypeGuard
 
 from gymbuild.day_two import find
-from gymbuild.errors import UsageError, UserError
+from gymbuild.errors import UsageError, UserError, printable
 from gymbuild.executors.base import executor_for
-from gymbuild.executors.connection import Connection, is_this_machine
+from gymbuild.executors.connection import Connection, Result, is_this_machine
 from gymbuild.executors.states import states_of, unqueued_state
 from gymbuild.request.verb_args import ResultsArgs
 from gymbuild.resources import user_cache_home
@@ -74,6 +74,12 @@ def bash_reader(bench_files: Sequence[str], run_files: Sequence[str]) -> str:
         'for n in $names; do if [ -f "$2/$n" ]; then c=; IFS= read -r -d \'\' c <"$2/$n"; '
         'printf \'%s\\0%s\\0%s\\0\' "$i" "$n" "$c"; fi; done; i=$((i + 1)); shift 2; done'
     ).format(bench=" ".join(bench_files), run=" ".join(run_files))
+
+
+def failure(result: Result) -> str:
+    """Why a read on the host failed, as one line: what it said on stderr, control characters escaped
+    (the host's files decide what that text holds), or its exit status when it said nothing."""
+    return printable(" ".join(result.stderr.split()), lines=False) or f"the read exited {result.status}"
 
 
 def read_script(
@@ -291,7 +297,7 @@ def _read_remote(s: Session, host: str | None, runs: Sequence[_Run]) -> None:
         result = conn.run(read_script(pairs))
         if not result.ok:  # what it did print is used; what it did not is said to be unreadable
             for run in runs:
-                run.read_error = " ".join(result.stderr.split()) or f"the read exited {result.status}"
+                run.read_error = failure(result)
         for (run, bench), files in zip(wanted, parse_read(result.stdout, len(pairs)), strict=True):
             if bench is None:
                 text = files.get(_RUN_FILES[0])

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import unicodedata
 from pathlib import Path
 
 import compare_before
@@ -273,3 +274,17 @@ def test_a_rollouts_file_that_cannot_be_read_is_one_line_naming_it(tmp_path: Pat
         f"error: the runs' rollouts could not be read on this machine: cannot read {broken.parent.parent}/"
         f"artifacts/{compare.ROLLOUTS_FILE}: Input/output error"
     ]
+
+
+@given(st.text())
+def test_a_failed_read_is_said_on_one_line_with_no_control_character(stderr: str) -> None:
+    """Whatever the host's reader printed (a file name holds any byte but / and NUL) reaches the
+    user's terminal as one line that does nothing to it."""
+    from gymbuild.executors.connection import Result
+    from gymbuild.results.read import failure
+
+    said = failure(Result(3, "", stderr))
+    assert said
+    assert not any(unicodedata.category(c) == "Cc" for c in said)
+    if not stderr.split():
+        assert said == "the read exited 3"
