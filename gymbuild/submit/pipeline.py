@@ -92,10 +92,9 @@ def _stage(batch: Batch) -> None:
 
 
 def refuse_sharded_arrays(batch: Batch) -> None:
-    """A run that queues arrays refuses a sharded benchmark (shards.refuse_arrays), before the copy."""
+    """A run that queues arrays refuses a sharded benchmark (arrays.refuse_shards), before the copy."""
     for work in batch.works:
-        if arrays.enabled(work.run):
-            shards.refuse_arrays(work.run, work.todo)
+        arrays.refuse_shards(work.run, work.todo)
 
 
 def _sync(batch: Batch) -> None:

@@ -10,7 +10,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from gymbuild.errors import UserError
 from gymbuild.executors.states import waits_for_room
 from gymbuild.plan import shard_of
 from gymbuild.state import shards as recorded
@@ -98,15 +97,3 @@ def metadata(outcomes: Mapping[str, Outcome]) -> dict[str, str]:
         recorded.key(bench): recorded.format_ids([ids.get(k) for k in range(max(ids) + 1)])
         for bench, ids in found.items()
     }
-
-
-def refuse_arrays(run: Settled, benches: Sequence[str]) -> None:
-    """Job arrays (`compute.array`) and shards are not combined: an array task per shard would need
-    its own slice, log and resume per task. Refused before anything reaches the cluster."""
-    found = sharded(run, benches)
-    if found:
-        raise UserError(
-            f"error: {run.config_file}: driver.benchmarks.{found[0]}.shards: a sharded benchmark cannot be "
-            "queued as a job array's task (compute.array is set)\n"
-            f"    fix: remove shards from {', '.join(found)}, or turn the array off for this submission"
-        )

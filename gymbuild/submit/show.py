@@ -12,6 +12,7 @@ from gymbuild.executors.states import WAITING_FOR_ROOM, waits_for_room
 from gymbuild.plan import shard_rel_dir
 from gymbuild.request.verb_args import RenderArgs, ResolveArgs, ResubmitArgs, SubmitArgs
 from gymbuild.submit import quota
+from gymbuild.submit.arrays import refuse_shards
 from gymbuild.submit.plans import keep_compiled_templates
 from gymbuild.submit.record import build_record
 
@@ -44,6 +45,7 @@ def print_dry_run(ctx: Session, args: RenderArgs) -> None:
     from gymbuild.render.shared import render_job_plan  # late: Jinja2
 
     assert ctx.resolved is not None
+    refuse_shards(ctx.settled, ctx.selected())  # what submit refuses, the dry run refuses: one check
     ctx.warn(executor=True)
     keep_compiled_templates()
     mask = render.mask_secrets(ctx.resolved.secrets)
