@@ -10,11 +10,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from gymbuild.errors import UserError
 from gymbuild.executors.states import waits_for_room
 from gymbuild.plan import shard_of
 from gymbuild.state import shards as recorded
 from gymbuild.state.provenance import utc_now, utc_timestamp
-from gymbuild.state.workspace import Outcome
+from gymbuild.state.workspace import Outcome, Workspace
 
 if TYPE_CHECKING:
     from gymbuild.submit.settled import Settled
@@ -39,6 +40,53 @@ def pending(run: Settled, benches: Sequence[str]) -> list[str]:
             continue
         out += [u for u in units if u not in done and not ((o := outcomes.get(u)) and o.job_id)]
     return out
+
+
+def remember(run: Settled, units: Sequence[str]) -> None:
+    """Before a queue pass sends `units`: each sharded benchmark among them has its K written down
+    once (Workspace.set_queued_shards), what refuse_changed compares a later config's K with."""
+    workspace, config = run.workspace, run.config.driver.benchmarks
+    for bench in dict.fromkeys(s[0] for u in units if (s := shard_of(u)) is not None):
+        if bench in config and workspace.queued_shards(bench) is None:
+            workspace.set_queued_shards(bench, config[bench].shards)
+
+
+def queued_with(workspace: Workspace, bench: str) -> int | None:
+    """The K `bench` was queued with in this submission, None when nothing of it was queued: as
+    written down (remember), else (shards queued before gymbuild wrote K down) one more than its
+    highest shard with an outcome, else 1 for a plain benchmark queued as one job."""
+    written = workspace.queued_shards(bench)
+    if written is not None:
+        return written
+    outcomes = workspace.outcomes()
+    ks = [shard[1] for name in outcomes if (shard := shard_of(name)) is not None and shard[0] == bench]
+    if ks:
+        return max(ks) + 1
+    plain = outcomes.get(bench)
+    return 1 if plain is not None and (plain.job_id or plain.previous_job_ids) else None
+
+
+def refuse_changed(run: Settled, benches: Sequence[str]) -> None:
+    """A benchmark whose `shards: K` differs from the K its jobs were queued with is refused, before
+    anything is staged, copied, released or queued: the shards already queued slice the rows by
+    the old K, new ones would slice them by the new K (rows run twice or never, a merge of both);
+    and a plain job and shards of one benchmark would write the same artifacts."""
+    config = run.config.driver.benchmarks
+    for bench in benches:
+        before = queued_with(run.workspace, bench) if bench in config else None
+        if before is None or before == (now := config[bench].shards):
+            continue
+        raise UserError(
+            f"error: {run.config_file}: driver.benchmarks.{bench}.shards: {_k(now)} now, but "
+            f"{run.submission.run_dir} queued {bench} with {_k(before)}: a different K slices its rows "
+            "differently from the jobs already queued\n"
+            f"    fix: restore shards: {before} to carry on with this run dir, or pass new=1 for a fresh "
+            "submission with the new K"
+        )
+
+
+def _k(count: int) -> str:
+    return f"shards: {count}" if count > 1 else "no shards (one job)"
 
 
 def settle(run: Settled, benches: Sequence[str]) -> None:
