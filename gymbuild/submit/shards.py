@@ -51,18 +51,18 @@ def remember(run: Settled, units: Sequence[str]) -> None:
             workspace.set_queued_shards(bench, config[bench].shards)
 
 
-def queued_with(workspace: Workspace, bench: str) -> int | None:
+def queued_with(
+    workspace: Workspace, bench: str, shards_seen: Mapping[str, int], plain: Outcome | None
+) -> int | None:
     """The K `bench` was queued with in this submission, None when nothing of it was queued: as
     written down (remember), else (shards queued before gymbuild wrote K down) one more than its
-    highest shard with an outcome, else 1 for a plain benchmark queued as one job."""
+    highest shard with an outcome (`shards_seen`), else 1 for a plain benchmark queued as one job
+    (`plain`: its outcome)."""
     written = workspace.queued_shards(bench)
     if written is not None:
         return written
-    outcomes = workspace.outcomes()
-    ks = [shard[1] for name in outcomes if (shard := shard_of(name)) is not None and shard[0] == bench]
-    if ks:
-        return max(ks) + 1
-    plain = outcomes.get(bench)
+    if bench in shards_seen:
+        return shards_seen[bench] + 1
     return 1 if plain is not None and (plain.job_id or plain.previous_job_ids) else None
 
 
@@ -70,11 +70,20 @@ def refuse_changed(run: Settled, benches: Sequence[str]) -> None:
     """A benchmark whose `shards: K` differs from the K its jobs were queued with is refused, before
     anything is staged, copied, released or queued: the shards already queued slice the rows by
     the old K, new ones would slice them by the new K (rows run twice or never, a merge of both);
-    and a plain job and shards of one benchmark would write the same artifacts."""
-    config = run.config.driver.benchmarks
+    and a plain job and shards of one benchmark would write the same artifacts. The outcomes are
+    read once, and a K file only for a benchmark that is or was sharded: a 1000-benchmark no-op
+    submit opens no file more."""
+    config, outcomes = run.config.driver.benchmarks, run.workspace.outcomes()
+    shards_seen: dict[str, int] = {}
+    for name in outcomes:
+        if (shard := shard_of(name)) is not None:
+            shards_seen[shard[0]] = max(shard[1], shards_seen.get(shard[0], 0))
     for bench in benches:
-        before = queued_with(run.workspace, bench) if bench in config else None
-        if before is None or before == (now := config[bench].shards):
+        now = config[bench].shards if bench in config else None
+        if now is None or (now == 1 and bench not in shards_seen):
+            continue  # not the config's, or plain and never sharded: nothing to slice apart
+        before = queued_with(run.workspace, bench, shards_seen, outcomes.get(bench))
+        if before is None or before == now:
             continue
         raise UserError(
             f"error: {run.config_file}: driver.benchmarks.{bench}.shards: {_k(now)} now, but "
