@@ -3,9 +3,12 @@
 The REAL driver (nemo-gym 0.7.0's `gym eval run`, tests/realgym) on N rows of realgym_echo, against
 a model double that takes S seconds to load (FAKE_VLLM_STARTUP_SECONDS) and d seconds per answer
 (this script's copy of the cluster's fake vllm, first on the policy's PATH), c answers at a time
-(num_samples_in_parallel). Run the same way twice, one after the other: unsharded (one job, through
-`gymbuild submit`) and with `shards: K` (its K rendered job scripts, sbatched one per node: `submit`
-does not queue shards yet). The wallclock of each is from its first job's start to its last job's
+(num_samples_in_parallel). Run the same way twice, one after the other, both through `gymbuild
+submit`: unsharded (one job) and with `shards: K` (K jobs, one record entry; their ids from the
+record's executor_metadata["shards.plain"]). The shards are queued held (`--hold`, an extra_args
+directive) and released each on a node of its own (`scontrol update ReqNodeList`, then `scontrol
+release`): the shards of one submit bind the same gym head-server port (tests/realgym/stage.py), so
+two on one node would clash. The wallclock of each is from its first job's start to its last job's
 end, as sacct records them (queue waits excluded, model load included); the goal is sharded <=
 1.2 x unsharded / K. Run by hand from the repository root, with the cluster up and the oracle venv:
 
@@ -124,31 +127,28 @@ def main() -> None:
     whole_ids = [b["job_id"] for b in record["benchmarks"]]
     whole_s, _, whole_states = wallclock(whole_ids)
 
-    # --- sharded: its rendered scripts, one per node
+    # --- sharded, as gymbuild submits it: K jobs, held, then each released on a node of its own
     shard_out = base / "sharded"
-    shown = gymbuild(
-        "render",
+    done = gymbuild(
+        "submit",
         config,
-        "json=1",
         *common,
+        "json=1",
         f"+driver.benchmarks.plain.shards={args.shards}",
+        "+compute.cluster.extra_args.hold=true",
         env=env_for(shard_out),
         cwd=base,
     )
-    assert shown.returncode == 0, shown.stderr
-    payload = json.loads(shown.stdout)
-    shard_ids = []
-    for k, (rel, files) in enumerate(payload["benchmarks"].items()):
-        shard_dir = Path(payload["run_dir"]) / rel
-        for sub in ("logs", "artifacts"):
-            (shard_dir / sub).mkdir(parents=True)
-        (shard_dir / "job.sh").write_text(files["job.sh"])
-        sbatch = ["sbatch", "--parsable", f"--nodelist={NODES[k % len(NODES)]}", "job.sh"]
-        shard_ids.append(
-            subprocess.run(sbatch, cwd=shard_dir, capture_output=True, text=True, check=True).stdout.strip()
-        )
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    shard_ids = record["executor_metadata"]["shards.plain"].split(",")
+    assert len(shard_ids) == args.shards and all(shard_ids), record
+    for k, job in enumerate(shard_ids):
+        node = NODES[k % len(NODES)]
+        subprocess.run(["scontrol", "update", f"JobId={job}", f"ReqNodeList={node}"], check=True)
+    subprocess.run(["scontrol", "release", ",".join(shard_ids)], check=True)
     shard_s, shard_span, shard_states = wallclock(shard_ids)
-    merged = Path(payload["run_dir"]) / "plain" / "artifacts"
+    merged = Path(record["run_dir"]) / "plain" / "artifacts"
     rows = (
         len((merged / "rollouts.jsonl").read_text().splitlines())
         if (merged / "rollouts.jsonl").exists()

@@ -28,6 +28,7 @@ from gymbuild.request.verb_args import CancelArgs, DryRunnable, ResubmitArgs
 from gymbuild.state.records import BenchmarkJob, SubmissionRecord
 from gymbuild.state.shards import sharded
 from gymbuild.submit import pipeline, show
+from gymbuild.submit.shards import refuse_changed
 
 if TYPE_CHECKING:
     from gymbuild.submit.session import Session
@@ -173,6 +174,8 @@ def requeue(
     replan_runs) and queue them again in one pipeline (pipeline.run_batch): per run, what it re-queued."""
     if not runs:
         return []
+    for ctx in runs:  # nothing released for a run whose K changed (shards.refuse_changed)
+        refuse_changed(ctx.settled, ctx.selected())
     picked = []
     for ctx, one in zip(runs, plans or replan_runs(runs, records, only), strict=True):
         for step in one.steps:
@@ -209,6 +212,7 @@ def resubmit(s: Session, args: ResubmitArgs) -> None:
             f"error: resubmit works on the config's current submission ({current.gym_job_id}),"
             f" not {record.gym_job_id}\n    fix: drop run=, or submit that config again"
         )
+    refuse_changed(s.settled, s.selected())  # a dry run too: it says what resubmit will do
     if args.dry_run:
         return _would_resubmit(s, args, record)
     (plan,) = replan_runs([s], [record], args.only)

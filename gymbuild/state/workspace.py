@@ -259,6 +259,22 @@ class Workspace:
         if self._outcomes_cache is not None:
             self._outcomes_cache[outcome.benchmark] = outcome
 
+    def queued_shards(self, bench: str) -> int | None:
+        """The `shards: K` this submission first queued `bench`'s shards with (set_queued_shards);
+        None when it queued none (or before gymbuild wrote it down: submit/shards.queued_with)."""
+        if self._no_outcomes:  # a draft of a fresh submission: the current one's are not its own
+            return None
+        try:
+            return int((self.outcomes_dir / f"{bench}.shards").read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def set_queued_shards(self, bench: str, count: int) -> None:
+        """Write `bench`'s K down before its first shard is sent: a later K (a changed config) would
+        slice its rows differently from the shards already queued, so submit compares the two. Kept
+        beside the outcomes (not a `.json`: no outcome), gone with them when new=1 starts afresh."""
+        atomic_write(self.outcomes_dir / f"{bench}.shards", f"{count}\n")
+
     def release(self, bench: str, why: str) -> None:
         """Make a queued benchmark queueable again, keeping its job id in the history."""
         outcome = self.outcome(bench)

@@ -17,11 +17,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gymbuild import interrupts
+from gymbuild.errors import UserError
 from gymbuild.executors.base import Queued
 from gymbuild.plan.arrays import ArrayJob, plan_arrays
 from gymbuild.submit import queue
 from gymbuild.submit.quota import hold, refused_why
 from gymbuild.submit.record import keep_benchmark_order
+from gymbuild.submit.shards import sharded
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -52,6 +54,19 @@ class _Job:
 def enabled(run: Settled) -> bool:
     """Whether `run` queues its jobs as arrays: its compute asks, and its executor schedules jobs."""
     return run.config.compute.array is not None and run.executor.SCHEDULED
+
+
+def refuse_shards(run: Settled, benches: Sequence[str]) -> None:
+    """Job arrays (`compute.array`) and shards (`shards: K`) are not combined: an array task per shard
+    would need its own slice, log and resume per task. Refused before anything reaches the cluster,
+    by submit (pipeline.py) and by the dry run (show.py) alike: this one check, this one message."""
+    found = sharded(run, benches) if enabled(run) else []
+    if found:
+        raise UserError(
+            f"error: {run.config_file}: driver.benchmarks.{found[0]}.shards: a sharded benchmark cannot be "
+            "queued as a job array's task (compute.array is set)\n"
+            f"    fix: remove shards from {', '.join(found)}, or turn the array off for this submission"
+        )
 
 
 def queue_arrays(

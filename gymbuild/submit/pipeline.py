@@ -87,15 +87,18 @@ def _resolve(batch: Batch) -> None:
 
 def _stage(batch: Batch) -> None:
     """Each run's wanted benchmarks rendered into its staged tree (only what is stale)."""
+    refuse_unsafe(batch)
     for work in batch.works:
         stage.stage_all(work.run, work.packing, work.wanted)
 
 
-def refuse_sharded_arrays(batch: Batch) -> None:
-    """A run that queues arrays refuses a sharded benchmark (shards.refuse_arrays), before the copy."""
+def refuse_unsafe(batch: Batch) -> None:
+    """What no step may go on with, checked by each step before it changes anything (a step of the
+    doit graph may run without the one before it): a sharded benchmark in a run that queues arrays
+    (arrays.refuse_shards), a benchmark whose K changed since its jobs were queued (shards.refuse_changed)."""
     for work in batch.works:
-        if arrays.enabled(work.run):
-            shards.refuse_arrays(work.run, work.todo)
+        shards.refuse_changed(work.run, work.wanted)
+        arrays.refuse_shards(work.run, work.todo)
 
 
 def _sync(batch: Batch) -> None:
@@ -103,7 +106,7 @@ def _sync(batch: Batch) -> None:
     per parent directory."""
     from gymbuild.executors import rundir  # late: measured, off resolve, list (House rules)
 
-    refuse_sharded_arrays(batch)
+    refuse_unsafe(batch)
     works = [w for w in batch.works if not w.synced()]
     if not works:
         return
@@ -150,7 +153,7 @@ def _queue(batch: Batch) -> None:
     record): a signal while jobs start stops the starting, not the recording. The record step after
     it finds these recorded; it is for what a killed run left unrecorded. What does not fit the
     user's quota waits (quota.py): the limits are read once for the pass."""
-    refuse_sharded_arrays(batch)
+    refuse_unsafe(batch)
     batch.room.refuse_never(batch.conn, [(w.run, w.packing, w.todo) for w in batch.works])
     interrupts.PROCESS.summary = lambda: _queued_summary(batch)
     with interrupts.deferred():  # a signal: the jobs in flight are read and recorded first
@@ -164,6 +167,7 @@ def _queue(batch: Batch) -> None:
                 if todo:
                     todo = batch.room.take(batch.conn, work.run, work.packing, todo)
                 if todo:
+                    shards.remember(work.run, todo)  # K written down before a shard is sent
                     queue.queue_many(work.run, batch.conn, work.packing, todo)
             finally:
                 shards.settle(work.run, work.todo)  # a sharded benchmark's one outcome, from its shards'

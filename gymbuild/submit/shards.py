@@ -15,7 +15,7 @@ from gymbuild.executors.states import waits_for_room
 from gymbuild.plan import shard_of
 from gymbuild.state import shards as recorded
 from gymbuild.state.provenance import utc_now, utc_timestamp
-from gymbuild.state.workspace import Outcome
+from gymbuild.state.workspace import Outcome, Workspace
 
 if TYPE_CHECKING:
     from gymbuild.submit.settled import Settled
@@ -40,6 +40,62 @@ def pending(run: Settled, benches: Sequence[str]) -> list[str]:
             continue
         out += [u for u in units if u not in done and not ((o := outcomes.get(u)) and o.job_id)]
     return out
+
+
+def remember(run: Settled, units: Sequence[str]) -> None:
+    """Before a queue pass sends `units`: each sharded benchmark among them has its K written down
+    once (Workspace.set_queued_shards), what refuse_changed compares a later config's K with."""
+    workspace, config = run.workspace, run.config.driver.benchmarks
+    for bench in dict.fromkeys(s[0] for u in units if (s := shard_of(u)) is not None):
+        if bench in config and workspace.queued_shards(bench) is None:
+            workspace.set_queued_shards(bench, config[bench].shards)
+
+
+def queued_with(
+    workspace: Workspace, bench: str, shards_seen: Mapping[str, int], plain: Outcome | None
+) -> int | None:
+    """The K `bench` was queued with in this submission, None when nothing of it was queued: as
+    written down (remember), else (shards queued before gymbuild wrote K down) one more than its
+    highest shard with an outcome (`shards_seen`), else 1 for a plain benchmark queued as one job
+    (`plain`: its outcome)."""
+    written = workspace.queued_shards(bench)
+    if written is not None:
+        return written
+    if bench in shards_seen:
+        return shards_seen[bench] + 1
+    return 1 if plain is not None and (plain.job_id or plain.previous_job_ids) else None
+
+
+def refuse_changed(run: Settled, benches: Sequence[str]) -> None:
+    """A benchmark whose `shards: K` differs from the K its jobs were queued with is refused, before
+    anything is staged, copied, released or queued: the shards already queued slice the rows by
+    the old K, new ones would slice them by the new K (rows run twice or never, a merge of both);
+    and a plain job and shards of one benchmark would write the same artifacts. The outcomes are
+    read once, and a K file only for a benchmark that is or was sharded: a 1000-benchmark no-op
+    submit opens no file more."""
+    config, outcomes = run.config.driver.benchmarks, run.workspace.outcomes()
+    shards_seen: dict[str, int] = {}
+    for name in outcomes:
+        if (shard := shard_of(name)) is not None:
+            shards_seen[shard[0]] = max(shard[1], shards_seen.get(shard[0], 0))
+    for bench in benches:
+        now = config[bench].shards if bench in config else None
+        if now is None or (now == 1 and bench not in shards_seen):
+            continue  # not the config's, or plain and never sharded: nothing to slice apart
+        before = queued_with(run.workspace, bench, shards_seen, outcomes.get(bench))
+        if before is None or before == now:
+            continue
+        raise UserError(
+            f"error: {run.config_file}: driver.benchmarks.{bench}.shards: {_k(now)} now, but "
+            f"{run.submission.run_dir} queued {bench} with {_k(before)}: a different K slices its rows "
+            "differently from the jobs already queued\n"
+            f"    fix: restore shards: {before} to carry on with this run dir, or pass new=1 for a fresh "
+            "submission with the new K"
+        )
+
+
+def _k(count: int) -> str:
+    return f"shards: {count}" if count > 1 else "no shards (one job)"
 
 
 def settle(run: Settled, benches: Sequence[str]) -> None:
@@ -98,15 +154,3 @@ def metadata(outcomes: Mapping[str, Outcome]) -> dict[str, str]:
         recorded.key(bench): recorded.format_ids([ids.get(k) for k in range(max(ids) + 1)])
         for bench, ids in found.items()
     }
-
-
-def refuse_arrays(run: Settled, benches: Sequence[str]) -> None:
-    """Job arrays (`compute.array`) and shards are not combined: an array task per shard would need
-    its own slice, log and resume per task. Refused before anything reaches the cluster."""
-    found = sharded(run, benches)
-    if found:
-        raise UserError(
-            f"error: {run.config_file}: driver.benchmarks.{found[0]}.shards: a sharded benchmark cannot be "
-            "queued as a job array's task (compute.array is set)\n"
-            f"    fix: remove shards from {', '.join(found)}, or turn the array off for this submission"
-        )

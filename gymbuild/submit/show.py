@@ -12,8 +12,10 @@ from gymbuild.executors.states import WAITING_FOR_ROOM, waits_for_room
 from gymbuild.plan import shard_rel_dir
 from gymbuild.request.verb_args import RenderArgs, ResolveArgs, ResubmitArgs, SubmitArgs
 from gymbuild.submit import quota
+from gymbuild.submit.arrays import refuse_shards
 from gymbuild.submit.plans import keep_compiled_templates
 from gymbuild.submit.record import build_record
+from gymbuild.submit.shards import refuse_changed
 
 if TYPE_CHECKING:
     from gymbuild.plan.arrays import ArrayJob
@@ -44,6 +46,8 @@ def print_dry_run(ctx: Session, args: RenderArgs) -> None:
     from gymbuild.render.shared import render_job_plan  # late: Jinja2
 
     assert ctx.resolved is not None
+    refuse_changed(ctx.settled, ctx.selected())  # what submit refuses, the dry run refuses: the same
+    refuse_shards(ctx.settled, ctx.selected())  # checks (pipeline.refuse_unsafe), the same messages
     ctx.warn(executor=True)
     keep_compiled_templates()
     mask = render.mask_secrets(ctx.resolved.secrets)

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from e2e_helpers import slurm_config, write_config
 
+from gymbuild.cli import main
 from gymbuild.state.records import SubmissionRecord
 from tests.submit.test_queue import _queued, _submit, killed_after_two_sends, scheduler
 
@@ -118,6 +119,22 @@ def test_shards_with_job_arrays_are_refused_before_anything_is_made(
     assert rc == 1 and "Traceback" not in err
     assert f"error: {user['config']}: driver.benchmarks.big.shards:" in err
     assert "compute.array" in err and "fix: remove shards from big" in err
+    assert not _queued(user) and not user["runs"].exists()
+
+
+def test_the_dry_run_refuses_shards_with_job_arrays_in_the_words_of_submit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """render says what submit will do: the same refusal, the same one message, no job script shown."""
+    user = sharded_user(tmp_path, monkeypatch, array=True)
+    rc, _, submitted = _submit(user, capsys)
+    assert rc == 1
+    for words in (["render"], ["render", "json=1"], ["submit", "--dry-run"]):
+        rc = main.main([*words, f"config={user['config']}"])
+        out, err = capsys.readouterr()
+        assert rc == 1 and "Traceback" not in err, (words, err)
+        assert err.strip() == submitted.strip(), words  # one message, word for word submit's
+        assert "#SBATCH" not in out, words
     assert not _queued(user) and not user["runs"].exists()
 
 
