@@ -7,4 +7,6 @@
 - `follow`: new checkpoints found and submitted as they appear (`submit follow=1`)
 - `series`: the scores of a sweep as a curve
 - `report`, `export`: the curve as an HTML report, and to a tracker (MLflow, W&B)
+- `gated`: every checkpoint gated against a baseline (`baseline=` with `max_drop=` or `policy=`), for
+  the series, the report and the export
 """
