@@ -10,7 +10,8 @@ directive) and released each on a node of its own (`scontrol update ReqNodeList`
 release`), so K shards run on K allocations, the goal's premise (two on one node would share its
 2 cores; the head server's port is settled at run time, so they would not clash). The wallclock of
 each is from its first job's start to its last job's end, as sacct records them (queue waits
-excluded, model load included); the goal is sharded <= 1.2 x unsharded / K. Run by hand from the repository root, with the cluster up and the oracle venv:
+excluded, model load included); the goal is sharded <= 1.2 x unsharded / K. Run by hand from the
+repository root, with the cluster up and the oracle venv:
 
     python bench/shards.py                          # N = 60, d = 2, c = 1, S = 10, K = 2
     python bench/shards.py --rows 60 --delay 2 --markdown /tmp/shards.md
