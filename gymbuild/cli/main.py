@@ -81,7 +81,10 @@ def verb_usage(verb: verbs.Verb) -> str:
     """`gymbuild help VERB`: its line, each argument it reads with what it does there, examples."""
     from gymbuild.request import verbs  # late: start-up
 
-    rows = [(verbs.argument(name).usage, does or verbs.argument(name).does) for name, does in verb.arguments]
+    rows = [
+        (verbs.argument(name).usage_in(verb.name), does or verbs.argument(name).does)
+        for name, does in verb.arguments
+    ]
     if verb.overrides:
         rows.append(("KEY=VALUE ...", "config overrides: key=value, +key=value, ++key=value (see --help)"))
     flags = [verb.flag(name) for name in (verbs.DRY_RUN, verbs.RESOLVE_ONLY)]

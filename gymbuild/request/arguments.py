@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -171,10 +171,16 @@ class Argument:
     read: Callable[[str], Any] = optional
     fix: str = ""  # default: `name=<example>`
     example: str = "1"  # a value it reads (the fix's, and the tests')
+    # A verb that reads only some of the values: what its help shows instead of `value`.
+    value_of: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def usage(self) -> str:
         return f"{self.name}={self.value}"
+
+    def usage_in(self, verb: str) -> str:
+        """The argument as `gymbuild help VERB` shows it: only the values that verb reads."""
+        return f"{self.name}={self.value_of.get(verb, self.value)}"
 
     def parse(self, text: str) -> Any:
         """The value as the verbs use it, or the UserError that says what is wrong and the fix."""
@@ -258,6 +264,10 @@ ARGUMENTS: tuple[Argument, ...] = (
         ),
         f"use one of {', '.join(FORMATS)} (results) or {', '.join(GATE_FORMATS)} (compare)",
         "csv",
+        {
+            "results": "|".join(f for f in FORMATS if f != "table"),
+            "compare": "|".join(f for f in GATE_FORMATS if f != "table"),
+        },
     ),
     _flag(
         "multirun",

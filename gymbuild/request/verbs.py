@@ -296,7 +296,7 @@ VERBS: tuple[Verb, ...] = (
             ),
             ("only", "these benchmarks only"),
             ("json", "one JSON document"),
-            ("format", ""),
+            ("format", "the table as CSV (a line per metric) or as a Markdown table"),
             ("multirun", "one column per combination of the sweep of these overrides"),
             ("sweep", ""),
             ("series", ""),

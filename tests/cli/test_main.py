@@ -107,7 +107,7 @@ def test_help_of_a_verb_lists_its_arguments_and_examples(name: str, tmp_path: Pa
     assert done.returncode == 0 and done.stderr == ""
     assert done.stdout.splitlines()[:2] == [f"gymbuild {verb.usage}", f"  {verb.does}"]
     listed = [line.split()[0] for line in section(done.stdout, "arguments:")]
-    expected = [verbs.argument(arg).usage for arg, _ in verb.arguments]
+    expected = [verbs.argument(arg).usage_in(name) for arg, _ in verb.arguments]
     assert listed == expected + (["KEY=VALUE"] if verb.overrides else [])
     assert [line.strip() for line in section(done.stdout, "examples:")] == list(verb.examples)
     # `gymbuild VERB --help` is the same page, and runs nothing.

@@ -154,3 +154,24 @@ def test_doit_s_command_line_variables_are_read_in_order_and_checked() -> None:
     else:
         raise AssertionError("a command line doit did not read was taken as its")
     doit_cmd.reset_vars()
+
+
+def test_a_verb_s_help_shows_only_the_values_it_reads(tmp_path: Path) -> None:
+    """`gymbuild help VERB` lists, for an argument two verbs share (format=), the values that verb
+    takes: a value it shows is never refused as a format by that verb, and one it leaves out (the
+    default `table` aside) is, in one message naming it."""
+    config = tmp_path / "eval.yaml"
+    config.write_text((ROOT / "examples" / "local.yaml").read_text())
+    for verb in ("results", "compare"):
+        shown = subprocess.run([*gymbuild_argv(), "help", verb], capture_output=True, text=True, check=True)
+        word = next(w for w in shown.stdout.split() if w.startswith("format="))
+        values = word.removeprefix("format=").split("|")
+        for value in ("csv", "markdown", "compact"):
+            run = subprocess.run(
+                [*gymbuild_argv(), verb, f"format={value}", f"config={config}"],
+                capture_output=True,
+                text=True,
+            )
+            assert run.returncode != 0  # nothing was submitted: every run stops here, for its own reason
+            refused = f"format={value} " in run.stderr and "not a format" in run.stderr
+            assert refused == (value not in values), (verb, value, run.stderr)
